@@ -1,0 +1,126 @@
+"""Benchmark training speed: tokens/s, ms/iter, peak memory and MFU for a config on a device.
+
+    python bench.py                                   # the default config on the best device
+    python bench.py --config configs/shakespeare.toml --model.tie_embeddings=false --iters 20
+    python bench.py --train.device=cuda --train.compile=true --model.n_layer=12 --model.n_head=12 \\
+        --model.n_embd=768 --model.block_size=1024 --train.batch_size=16
+
+It times exactly what ``train.py`` runs per step (``train.train_step``: forward, backward,
+clipping and the AdamW update, on batches of the prepared corpus) after ``--warmup``
+untimed steps, and prints the same lines every time so runs can be compared.  Quote the
+median: these machines are shared and noisy.  Nothing is written to disk except the data
+cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import runs
+from config import parse_cli, parse_config
+from data.loader import TokenData
+from data.prepare import prepare_data
+from errors import UserError
+from model.gpt import GPT
+from train import get_lr, train_step
+
+# Dense bf16 peak FLOP/s by device name substring (vendor datasheets, no sparsity).
+PEAK_FLOPS = {
+    "H200": 989e12,
+    "H100": 989e12,  # SXM; the PCIe card is lower (756e12)
+    "A100": 312e12,
+    "L4": 121e12,
+    "A10G": 125e12,
+    "RTX 4090": 165e12,
+}
+
+
+def peak_flops(device: torch.device) -> float | None:
+    """Dense bf16 peak of ``device`` from :data:`PEAK_FLOPS`, or None if unknown (CPU, other GPUs)."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    if "H100" in name and "PCIe" in name:
+        return 756e12
+    for key, flops in PEAK_FLOPS.items():
+        if key in name:
+            return flops
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; prints the figures and returns 0 (2 on bad input)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
+    parser.add_argument("--config", help="TOML file of config overrides.")
+    parser.add_argument("--iters", type=int, default=10, help="Timed training steps.")
+    parser.add_argument("--warmup", type=int, default=3, help="Untimed steps first (allocation, compilation).")
+    try:
+        args, overrides = parse_cli(parser, argv)
+        if args.iters < 1 or args.warmup < 0:
+            raise UserError("--iters must be >= 1 and --warmup >= 0")
+        cfg = parse_config(args.config, overrides)
+        tc, mc = cfg.train, cfg.model
+        device = runs.pick_device(tc.device)
+        amp_dtype = runs.autocast_dtype(device, tc.dtype)
+        data = TokenData(prepare_data(cfg.data.source, cfg.data.tokenizer, Path(cfg.data.cache_dir), cfg.data.val_fraction))
+        data.check_block_size(mc.block_size)
+        mc.vocab_size = data.vocab_size
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    torch.manual_seed(tc.seed)
+    model = GPT(mc).to(device)
+    optimizer = torch.optim.AdamW(model.param_groups(tc.weight_decay), lr=tc.learning_rate,
+                                  betas=(tc.beta1, tc.beta2), fused=device.type == "cuda")
+    step_model = torch.compile(model) if tc.compile else model
+    data_gen = torch.Generator().manual_seed(tc.seed)
+    tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    times = []
+    for i in range(args.warmup + args.iters):
+        if i == args.warmup and device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        sync()
+        t0 = time.perf_counter()
+        train_step(step_model, optimizer, data, data_gen, cfg, device, amp_dtype, get_lr(i, tc))
+        sync()  # train_step's loss.item() already syncs; this makes the timing explicit
+        if i >= args.warmup:
+            times.append(time.perf_counter() - t0)
+
+    ms = statistics.median(times) * 1000
+    tokens_per_s = tokens_per_step / (ms / 1000)
+    if device.type == "cuda":
+        peak_mem = f"{torch.cuda.max_memory_allocated(device) / 2**20:,.0f} MiB (CUDA allocated)"
+    else:
+        peak_mem = f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB (process max RSS)"
+    flops = model.flops_per_token(mc.block_size)
+    peak = peak_flops(device)
+    mfu = f"{100 * flops * tokens_per_s / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s bf16 peak" if peak else "n/a (no peak figure for this device)"
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
+    print(f"device:          {device} ({name}), autocast {amp_dtype}, compile {tc.compile}")
+    print(f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
+          f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}")
+    print(f"parameters:      {model.num_params():,} ({model.num_params(non_embedding=True):,} non-embedding)")
+    print(f"tokens/step:     {tokens_per_step:,} (batch {tc.batch_size} x grad_accum {tc.grad_accum_steps} x block {mc.block_size})")
+    print(f"ms/iter:         {ms:.1f} median of {len(times)} (min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})")
+    print(f"tokens/s:        {tokens_per_s:,.0f}")
+    print(f"peak memory:     {peak_mem}")
+    print(f"MFU:             {mfu} ({flops / 1e6:.1f} MFLOP/token, 6N + 12LHQT)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

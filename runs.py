@@ -1,0 +1,204 @@
+"""Run folders and the plumbing shared by ``train.py``, ``sample.py`` and ``bench.py``.
+
+A run folder ``runs/<run-name>/`` holds everything needed to inspect, resume or sample
+from a run: ``config.json`` (resolved config), ``env.json`` (git commit, library versions,
+hardware), ``metrics.jsonl`` (one JSON object per log/eval step), ``tokenizer.json``
+(+ ``gpt2.tiktoken`` for the BPE tokenizer), ``ckpt_last.pt`` and ``ckpt_best.pt``.
+
+This module also picks the device and autocast dtype, and provides the experiment
+loggers: :class:`MetricsLog` (always on, local JSONL) and a wandb logger that is a no-op
+when wandb is disabled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from config import RunConfig
+from errors import UserError
+
+REPO_ROOT = Path(__file__).resolve().parent
+
+
+# ----------------------------------------------------------------------------- device
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """``'auto'`` -> cuda if available, else mps, else cpu; other names are checked to exist.
+
+    Raises :class:`UserError` if the requested device is not available.
+    """
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"device {name!r} requested but CUDA is not available: use --train.device=cpu")
+    if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise UserError("device 'mps' requested but MPS is not available: use --train.device=cpu")
+    return torch.device(name)
+
+
+def autocast_dtype(device: torch.device, dtype: str) -> torch.dtype | None:
+    """The autocast dtype for ``dtype`` ('auto' -> bf16 on CUDA with bf16 support, else None = fp32)."""
+    if dtype == "float32":
+        return None
+    if dtype == "bfloat16":
+        return torch.bfloat16
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    """A ``torch.autocast`` context for ``dtype``, or a null context for float32."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------- run folder
+
+
+def environment(device: torch.device) -> dict:
+    """What a reader needs to reproduce a run: git commit, versions, hardware (modded-nanogpt style)."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip() or None
+        dirty = bool(subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+            capture_output=True, text=True, timeout=10,
+        ).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = None, None
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    for mod in ("numpy", "tiktoken", "datasets", "tqdm", "wandb"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except Exception:  # an optional library that is absent or broken is recorded as such
+            versions[mod] = None
+    env = {
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "versions": versions,
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "hostname": platform.node(),
+        "argv": sys.argv,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    return env
+
+
+def write_json(path: Path, obj) -> None:
+    """Write JSON atomically (temp file + rename), so a crash never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, what: str) -> dict:
+    """Read a JSON file or raise :class:`UserError` naming it."""
+    if not path.is_file():
+        raise UserError(f"{what} {path} does not exist: is this a tinygpt run folder?")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{what} {path} is not valid JSON ({e}): restore it from the run's checkpoint") from None
+
+
+def load_run_config(run_dir: Path) -> RunConfig:
+    """The resolved :class:`RunConfig` saved in ``run_dir/config.json``."""
+    d = read_json(run_dir / "config.json", "run config")
+    return RunConfig.from_dict(d, str(run_dir / "config.json"))
+
+
+class MetricsLog:
+    """Append-only ``metrics.jsonl``: one JSON object per line, flushed at once.
+
+    On resume, rows past the checkpoint's step (written after the last checkpoint by a run
+    that then died) are dropped, so the file reads as if the run had never stopped.
+    """
+
+    def __init__(self, path: Path, resume_step: int | None = None) -> None:
+        self.path = path
+        if resume_step is not None and path.exists():
+            kept = [
+                line for line in path.read_text().splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= resume_step
+            ]
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text("".join(line + "\n" for line in kept))
+            os.replace(tmp, path)
+        self._f = open(path, "a")
+
+    def log(self, row: dict) -> None:
+        self._f.write(json.dumps(row) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """All rows of a ``metrics.jsonl`` file."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+class NullLogger:
+    """Stands in for wandb when it is disabled: every call does nothing."""
+
+    def log(self, row: dict, step: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+class WandbLogger:
+    """Thin wrapper over a wandb run; created only when ``wandb.mode`` is online or offline."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, run_name: str, resume: bool) -> None:
+        import wandb  # imported lazily: wandb is slow to import and unused when disabled
+
+        tag = "tied" if cfg.model.tie_embeddings else "untied"
+        self._run = wandb.init(
+            project=cfg.wandb.project,
+            group=cfg.wandb.group or None,
+            name=cfg.wandb.name or run_name,
+            tags=sorted(set(cfg.wandb.tags) | {tag}),
+            config=cfg.to_dict(),
+            dir=str(run_dir),
+            mode=cfg.wandb.mode,
+            id=(run_dir / ".wandb_id").read_text().strip() if resume and (run_dir / ".wandb_id").exists() else None,
+            resume="allow" if resume else None,
+        )
+        (run_dir / ".wandb_id").write_text(self._run.id)
+
+    def log(self, row: dict, step: int) -> None:
+        self._run.log(row, step=step)
+
+    def finish(self) -> None:
+        self._run.finish()
+
+
+def make_logger(cfg: RunConfig, run_dir: Path, run_name: str, resume: bool):
+    """A :class:`WandbLogger` if wandb is on, else a :class:`NullLogger`."""
+    if cfg.wandb.mode == "disabled":
+        return NullLogger()
+    return WandbLogger(cfg, run_dir, run_name, resume)

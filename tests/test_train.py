@@ -1,0 +1,219 @@
+"""Training behaviour: schedule, config parsing and its errors, run folders, resume, bad input.
+
+Run: ``python -m pytest -q tests/test_train.py``  (CPU, offline, well under a minute).
+Most tests call ``train.main(argv)`` in-process with a tiny model on a small text file.
+"""
+
+import json
+import math
+import re
+
+import pytest
+import torch
+
+import train
+from config import RunConfig, TrainConfig, parse_config
+from errors import UserError
+from model.checkpoint import load_checkpoint
+from runs import read_metrics
+
+VERSE = (
+    "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n\n"
+    "JULIET:\nO Romeo, Romeo, wherefore art thou Romeo?\nDeny thy father and refuse thy name.\n\n"
+)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """A small local text corpus (~30 KB) that the char tokenizer trains on in seconds."""
+    path = tmp_path / "verse.txt"
+    path.write_text(VERSE * 150)
+    return path
+
+
+def tiny_args(tmp_path, corpus, *extra):
+    """CLI arguments for a tiny, fast run writing under tmp_path."""
+    return [
+        f"--data.source={corpus}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path / 'runs'}", "--model.n_layer=2", "--model.n_head=2", "--model.n_embd=32",
+        "--model.block_size=32", "--train.batch_size=4", "--train.eval_iters=2", "--train.eval_interval=4",
+        "--train.log_interval=1", "--train.warmup_iters=2", "--train.sample_tokens=0", *extra,
+    ]
+
+
+def error_line(capsys) -> str:
+    """The one 'error: ...' line on stderr (progress bars may precede it), checked to be alone."""
+    lines = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if "error" in line]
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def train_rows(run_dir):
+    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
+
+
+# ---------------------------------------------------------------- schedule
+
+
+def test_lr_warms_up_linearly_then_decays_to_min_lr():
+    """get_lr rises linearly during warmup, peaks at learning_rate, and ends at min_lr."""
+    cfg = TrainConfig(max_iters=100, warmup_iters=10, learning_rate=1e-3, min_lr=1e-4)
+    lrs = [train.get_lr(s, cfg) for s in range(120)]
+    assert lrs[0] < lrs[5] < lrs[9] < 1e-3
+    assert max(lrs) == pytest.approx(1e-3)
+    assert lrs[10] == pytest.approx(1e-3)
+    assert all(a >= b for a, b in zip(lrs[10:100], lrs[11:100]))  # monotone decay
+    assert lrs[100] == lrs[119] == 1e-4
+
+
+# ---------------------------------------------------------------- config
+
+
+def test_toml_and_cli_override_defaults(tmp_path):
+    """Defaults < TOML file < command line, each typed."""
+    toml = tmp_path / "c.toml"
+    toml.write_text("[model]\nn_layer = 3\nn_embd = 64\n[train]\nlearning_rate = 1\n")
+    cfg = parse_config(toml, {"model": {"n_embd": 96}})
+    assert (cfg.model.n_layer, cfg.model.n_embd, cfg.model.n_head) == (3, 96, 4)
+    assert cfg.train.learning_rate == 1.0 and isinstance(cfg.train.learning_rate, float)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("[model]\nn_layers = 3\n", "unknown key 'model.n_layers'.*n_layer"),
+        ("[modle]\nn_layer = 3\n", "unknown section 'modle'"),
+        ("[model]\nn_layer = 'three'\n", "model.n_layer .* must be of type int"),
+        ("[model]\ntie_embeddings = 1\n", "must be of type bool"),
+        ("[model]\nvocab_size = 100\n", "set by the tokenizer"),
+        ("[model]\nn_layer = \n", "not valid TOML"),
+    ],
+)
+def test_bad_toml_is_a_clear_error(tmp_path, text, match):
+    """An unknown key, a wrong type, a derived key or broken TOML raises a UserError naming it."""
+    toml = tmp_path / "bad.toml"
+    toml.write_text(text)
+    with pytest.raises(UserError, match=match):
+        parse_config(toml, {})
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--model.n_layers=3"], "unknown option --model.n_layers: valid \\[model\\] keys are .*n_layer"),
+        (["--model.n_layer=three"], "not a valid int"),
+        (["--model.tie_embeddings=maybe"], "not a valid bool"),
+        (["--bogus"], "unknown option --bogus"),
+        (["--train.dtype=float16"], "train.dtype"),
+        (["--config=does/not/exist.toml"], "does not exist"),
+    ],
+)
+def test_bad_cli_options_exit_2_with_one_line(capsys, argv, match):
+    """Bad flags exit with status 2 and a single 'error: ...' line on stderr."""
+    assert train.main(argv) == 2
+    assert re.search(match, error_line(capsys))
+
+
+def test_cli_bools_parse():
+    """--model.tie_embeddings accepts false/true."""
+    args, overrides = train.parse_args(["--model.tie_embeddings=false", "--train.compile", "true"])
+    assert overrides == {"model": {"tie_embeddings": False}, "train": {"compile": True}}
+
+
+# ---------------------------------------------------------------- runs
+
+
+def test_run_folder_contents(tmp_path, corpus):
+    """A run writes config.json, env.json, metrics.jsonl, both checkpoints and the tokenizer."""
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--run-name", "r")) == 0
+    run = tmp_path / "runs" / "r"
+    for name in ("config.json", "env.json", "metrics.jsonl", "ckpt_last.pt", "ckpt_best.pt", "tokenizer.json"):
+        assert (run / name).is_file(), name
+    cfg = RunConfig.from_dict(json.loads((run / "config.json").read_text()))
+    assert cfg.train.lr_decay_iters == 4  # resolved, not 0
+    env = json.loads((run / "env.json").read_text())
+    assert env["versions"]["torch"] == torch.__version__ and "git_commit" in env
+    rows = read_metrics(run / "metrics.jsonl")
+    assert rows[0]["kind"] == "eval" and rows[0]["step"] == 0
+    assert abs(rows[0]["val_loss"] - math.log(cfg.model.vocab_size)) < 0.3
+    for r in rows:
+        assert {"step", "tokens", "train_loss", "lr", "elapsed_s"} <= set(r)
+    assert all("tokens_per_s" in r for r in rows if r["kind"] == "train")
+    assert all("val_loss" in r and "val_ppl" in r for r in rows if r["kind"] == "eval")
+    assert rows[-1]["tokens"] == 4 * 4 * 32
+    ckpt = load_checkpoint(run / "ckpt_last.pt")
+    assert ckpt["step"] == 4 and ckpt["tie_embeddings"] is True
+
+
+def test_existing_run_folder_is_never_overwritten(tmp_path, corpus, capsys):
+    """Starting a run into an existing folder without --resume is refused and changes nothing."""
+    args = tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")
+    assert train.main(args) == 0
+    run = tmp_path / "runs" / "r"
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    assert train.main(args) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
+def test_resume_equals_uninterrupted(tmp_path, corpus):
+    """Stop at step 4, resume to 8: the losses equal an uninterrupted 8-step run's, bit for bit."""
+    common = tiny_args(tmp_path, corpus, "--model.dropout=0.1", "--train.lr_decay_iters=8")
+    assert train.main([*common, "--train.max_iters=8", "--run-name", "straight"]) == 0
+    assert train.main([*common, "--train.max_iters=4", "--run-name", "split"]) == 0
+    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "split",
+                       "--train.max_iters=8"]) == 0
+    straight = train_rows(tmp_path / "runs" / "straight")
+    split = train_rows(tmp_path / "runs" / "split")
+    assert [r["step"] for r in split] == list(range(1, 9))
+    assert [r["train_loss"] for r in split] == [r["train_loss"] for r in straight]
+    a = load_checkpoint(tmp_path / "runs" / "straight" / "ckpt_last.pt")["model"]
+    b = load_checkpoint(tmp_path / "runs" / "split" / "ckpt_last.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_refuses_changing_the_maths(tmp_path, corpus, capsys):
+    """--resume with a new learning rate is refused: it would silently change the run."""
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")) == 0
+    code = train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
+                       "--train.learning_rate=1.0"])
+    assert code == 2 and "cannot change on --resume" in capsys.readouterr().err
+
+
+def test_resume_without_checkpoint_is_an_error(tmp_path, capsys):
+    """--resume of a run that does not exist says there is nothing to resume."""
+    assert train.main([f"--train.out_dir={tmp_path}", "--resume", "--run-name", "ghost"]) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+
+
+def test_tied_and_untied_runs_side_by_side(tmp_path, corpus):
+    """The same config tied and untied: checkpoints differ by exactly vocab_size * n_embd parameters."""
+    for arm in ("true", "false"):
+        args = tiny_args(tmp_path, corpus, "--train.max_iters=2", f"--model.tie_embeddings={arm}", "--run-name", arm)
+        assert train.main(args) == 0
+    counts = {}
+    for arm in ("true", "false"):
+        state = load_checkpoint(tmp_path / "runs" / arm / "ckpt_last.pt")["model"]
+        unique = {t.data_ptr(): t.numel() for t in state.values()}
+        counts[arm] = sum(unique.values())
+    vocab = json.loads((tmp_path / "runs" / "true" / "config.json").read_text())["model"]["vocab_size"]
+    assert counts["false"] - counts["true"] == vocab * 32
+
+
+@pytest.mark.parametrize(
+    "source_text, extra, match",
+    [
+        (None, [], "does not exist"),
+        ("", [], "empty"),
+        ("tiny corpus with few characters\n" * 40, ["--model.block_size=256"], "block_size 256 is too large"),
+    ],
+)
+def test_bad_corpus_exits_2_and_writes_no_run(tmp_path, capsys, source_text, extra, match):
+    """Missing or empty corpus, or block_size beyond the val split: one-line error, no run folder."""
+    path = tmp_path / "c.txt"
+    if source_text is not None:
+        path.write_text(source_text)
+    args = tiny_args(tmp_path, path, "--train.max_iters=2", "--run-name", "r", *extra)
+    assert train.main(args) == 2
+    assert re.search(match, error_line(capsys))
+    assert not (tmp_path / "runs" / "r").exists()
