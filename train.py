@@ -7,23 +7,25 @@
 
 The corpus is prepared (tokenized and cached under ``data/cache``) on first use.  Each run
 writes ``runs/<run-name>/`` with ``config.json``, ``env.json``, ``metrics.jsonl``,
-``ckpt_last.pt``, ``ckpt_best.pt`` and the tokenizer; an existing run folder is never
-overwritten (use ``--resume`` to continue it).  Sample from a run with ``sample.py``.
+``ckpt_last.pt``, ``ckpt_best.pt``, the tokenizer and, at the end, ``summary.json``; an
+existing run folder is never overwritten (use ``--resume`` to continue it).  Sample from a run with ``sample.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
 import runs
-from config import RunConfig, TrainConfig, parse_cli, parse_config
+from config import ArgumentParser, RunConfig, TrainConfig, parse_cli, parse_config
 from data.loader import TokenData
 from data.prepare import prepare_data
 from data.tokenizers import load_tokenizer, save_tokenizer
@@ -101,9 +103,7 @@ def evaluate(model, data: TokenData, offsets: dict, cfg: RunConfig, device, amp_
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     """Parse the command line into (fixed flags, typed ``--section.key`` overrides)."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
-    )
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="TOML file of config overrides, e.g. configs/shakespeare.toml.")
     parser.add_argument("--run-name", help="Run folder name under train.out_dir (default: <config>-<tied|untied>-<time>).")
     parser.add_argument("--resume", action="store_true", help="Continue the run --run-name from its ckpt_last.pt.")
@@ -111,7 +111,11 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
 
 
 def setup_run(args: argparse.Namespace, overrides: dict) -> tuple[RunConfig, Path]:
-    """Resolve the config and the run folder; refuse to overwrite or to silently change a run."""
+    """Resolve the config and the run folder; refuse to overwrite or to silently change a run.
+
+    Nothing is written here.  For a new run, settings that default to "derive it" (lr decay
+    horizon, checkpoint interval, autocast dtype) are resolved so ``config.json`` records what ran.
+    """
     if args.resume:
         if not args.run_name:
             raise UserError("--resume needs --run-name: name the run folder to continue")
@@ -137,9 +141,11 @@ def setup_run(args: argparse.Namespace, overrides: dict) -> tuple[RunConfig, Pat
         return cfg, run_dir
 
     cfg = parse_config(args.config, overrides)
-    # Resolve "0 means derived" fields now so config.json says what actually ran.
-    cfg.train.lr_decay_iters = cfg.train.lr_decay_iters or cfg.train.max_iters
-    cfg.train.checkpoint_interval = cfg.train.checkpoint_interval or cfg.train.eval_interval
+    tc = cfg.train
+    tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters
+    tc.checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
+    if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
+        tc.dtype = "bfloat16" if runs.autocast_dtype(runs.pick_device(tc.device), "auto") else "float32"
     name = args.run_name
     if not name:
         stem = Path(args.config).stem + "-" if args.config else ""
@@ -147,7 +153,7 @@ def setup_run(args: argparse.Namespace, overrides: dict) -> tuple[RunConfig, Pat
         name = f"{stem}{arm}-{time.strftime('%Y%m%d-%H%M%S')}"
     if "/" in name or name in (".", ".."):
         raise UserError(f"--run-name {name!r} must be a plain folder name (no '/')")
-    run_dir = Path(cfg.train.out_dir) / name
+    run_dir = Path(tc.out_dir) / name
     if run_dir.exists():
         raise UserError(
             f"run folder {run_dir} already exists: pick another --run-name, or add --resume to continue it"
@@ -155,56 +161,113 @@ def setup_run(args: argparse.Namespace, overrides: dict) -> tuple[RunConfig, Pat
     return cfg, run_dir
 
 
-def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
-    """Train per ``cfg`` into ``run_dir`` (resuming from its ``ckpt_last.pt`` if ``resume``).
+@dataclass
+class Setup:
+    """Everything a training step needs, built from a config by :func:`build`."""
 
-    Returns a summary dict: step, tokens, val_loss, best_val_loss, elapsed_s, tokens_per_s.
-    Raises :class:`UserError` for bad data, a mismatched checkpoint or a non-finite loss.
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    data: TokenData
+    tokenizer: object
+    model: GPT  # the plain module: its state_dict is what checkpoints hold
+    step_model: torch.nn.Module  # `model`, or its torch.compile wrapper
+    optimizer: torch.optim.Optimizer
+    data_gen: torch.Generator  # the data order; its state is the data position
+
+
+def build(cfg: RunConfig) -> Setup:
+    """Prepare the data and build model, optimizer and data order for ``cfg`` (seeded).
+
+    Sets ``cfg.model.vocab_size`` from the tokenizer.  Writes nothing but the data cache.
+    Shared by ``train.py`` and ``bench.py`` so the benchmark times the training set-up exactly.
+    Raises :class:`UserError` for a bad device, corpus or ``block_size``.
     """
     tc, mc = cfg.train, cfg.model
     device = runs.pick_device(tc.device)
     amp_dtype = runs.autocast_dtype(device, tc.dtype)
-    torch.manual_seed(tc.seed)
-
+    if device.type == "cpu":
+        runs.keep_freed_memory_on_cpu()
     data_dir = prepare_data(cfg.data.source, cfg.data.tokenizer, Path(cfg.data.cache_dir), cfg.data.val_fraction)
     data = TokenData(data_dir)
     data.check_block_size(mc.block_size)
-    tokenizer = load_tokenizer(data_dir)
-    if resume and mc.vocab_size != data.vocab_size:
-        raise UserError(f"the prepared data now has vocab_size {data.vocab_size}, the run has {mc.vocab_size}: start a new run")
     mc.vocab_size = data.vocab_size
-
-    ckpt = load_checkpoint(run_dir / "ckpt_last.pt", map_location=device) if resume else None
-    run_dir.mkdir(parents=True, exist_ok=resume)
-    save_tokenizer(tokenizer, run_dir)
-    runs.write_json(run_dir / "config.json", cfg.to_dict())
-    runs.write_json(run_dir / "env.json", runs.environment(device))
-    print(f"run folder: {run_dir}\nconfig: {cfg.to_dict()}", flush=True)
-
+    torch.manual_seed(tc.seed)
     model = GPT(mc).to(device)
     optimizer = torch.optim.AdamW(
         model.param_groups(tc.weight_decay), lr=tc.learning_rate, betas=(tc.beta1, tc.beta2),
         fused=device.type == "cuda",
     )
-    data_gen = torch.Generator().manual_seed(tc.seed)  # the data order; its state is the data position
+    # torch.compile wraps the module; checkpoints always save the uncompiled `model`'s state dict.
+    step_model = torch.compile(model) if tc.compile else model
+    return Setup(device, amp_dtype, data, load_tokenizer(data_dir), model, step_model, optimizer,
+                 torch.Generator().manual_seed(tc.seed))
+
+
+def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int, path: Path) -> None:
+    """Refuse a resume that would continue on other data, another tokenizer, or past its end."""
+    missing = [k for k in ("optimizer", "rng", "step", "data_sha256") if k not in ckpt]
+    if missing:
+        raise UserError(f"{path} lacks {', '.join(missing)} and cannot be resumed: use a ckpt_last.pt written by train.py")
+    if saved_vocab_size != s.data.vocab_size or ckpt.get("tokenizer") != s.tokenizer.to_dict():
+        raise UserError(f"the prepared data's tokenizer differs from the one {path} was trained with: start a new run")
+    if ckpt["data_sha256"] != s.data.meta.get("source_sha256"):
+        raise UserError(f"the corpus {cfg.data.source!r} changed since {path} was written: start a new run on it")
+    if ckpt["step"] >= cfg.train.max_iters:
+        raise UserError(
+            f"{path} is at step {ckpt['step']}, already >= train.max_iters={cfg.train.max_iters}: "
+            f"pass --train.max_iters=N with N > {ckpt['step']} to train further"
+        )
+
+
+def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
+    """Train per ``cfg`` into ``run_dir`` (resuming from its ``ckpt_last.pt`` if ``resume``).
+
+    Everything that bad input can break (config, data, checkpoint, prompt) is checked before
+    the run folder is created or touched.  Returns the summary also written to ``summary.json``.
+    Raises :class:`UserError` for bad data, a mismatched checkpoint or a non-finite loss.
+    """
+    tc, mc = cfg.train, cfg.model
+    saved_vocab_size = mc.vocab_size
+    s = build(cfg)
+    model, optimizer, data, device, amp_dtype = s.model, s.optimizer, s.data, s.device, s.amp_dtype
+    if tc.sample_tokens:
+        s.tokenizer.encode(tc.sample_prompt)  # a prompt the tokenizer cannot encode fails now, not after training
     eval_offsets = {
         split: data.eval_offsets(split, tc.eval_iters, tc.batch_size, mc.block_size, seed=tc.seed + 1)
         for split in ("train", "val")
     }
-    step, best_val, elapsed_before = 0, float("inf"), 0.0
-    if ckpt is not None:
-        load_model_state(model, ckpt, source=str(run_dir / "ckpt_last.pt"))
-        optimizer.load_state_dict(ckpt["optimizer"])
-        step, best_val, elapsed_before = ckpt["step"], ckpt["best_val_loss"], ckpt["elapsed_s"]
-        torch.set_rng_state(ckpt["rng"]["torch"].cpu())
-        data_gen.set_state(ckpt["rng"]["data"].cpu())
-        if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(ckpt["rng"]["cuda"].cpu(), device)
-        print(f"resumed from step {step}", flush=True)
-    # torch.compile wraps the module; checkpoints always save the uncompiled `model`'s state dict.
-    step_model = torch.compile(model) if tc.compile else model
+    step, best_val, last_val, elapsed_before = 0, float("inf"), None, 0.0
+    if resume:
+        path = run_dir / "ckpt_last.pt"
+        ckpt = load_checkpoint(path, map_location=device)
+        check_resumable(ckpt, cfg, s, saved_vocab_size, path)
+        load_model_state(model, ckpt, source=str(path))
+        try:
+            optimizer.load_state_dict(ckpt["optimizer"])
+            s.data_gen.set_state(ckpt["rng"]["data"].cpu())
+            torch.set_rng_state(ckpt["rng"]["torch"].cpu())
+            if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
+                torch.cuda.set_rng_state(ckpt["rng"]["cuda"].cpu(), device)
+        except (ValueError, KeyError, RuntimeError, TypeError) as e:
+            raise UserError(f"{path} has a broken optimizer or RNG state ({e}): resume from another checkpoint") from None
+        step, best_val, last_val, elapsed_before = ckpt["step"], ckpt["best_val_loss"], ckpt["val_loss"], ckpt["elapsed_s"]
+
+    # Only now touch the run folder: a new run creates it (never over an existing one).
+    try:
+        run_dir.mkdir(parents=True, exist_ok=resume)
+    except FileExistsError:
+        raise UserError(f"run folder {run_dir} already exists: pick another --run-name, or add --resume") from None
+    except OSError as e:
+        raise UserError(f"cannot create run folder {run_dir} ({e.strerror}): check --train.out_dir") from None
+    save_tokenizer(s.tokenizer, run_dir)
+    runs.write_json(run_dir / "config.json", cfg.to_dict())
+    # The first segment's environment stays in env.json; each resume adds its own record.
+    runs.write_json(run_dir / (f"env-resume-step{step}.json" if resume else "env.json"), runs.environment(device))
+    print(f"run folder: {run_dir}{f' (resumed at step {step})' if resume else ''}\nconfig: {cfg.to_dict()}", flush=True)
 
     n_params = model.num_params()
+    unigram = data.unigram_val_loss()
+    print(f"unigram baseline val loss (train token frequencies, no context): {unigram:.4f}", flush=True)
     print(
         f"parameters: {n_params:,} ({model.num_params(non_embedding=True):,} non-embedding), "
         f"tie_embeddings={mc.tie_embeddings}, device={device}, autocast={amp_dtype}", flush=True
@@ -212,8 +275,8 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
     metrics = runs.MetricsLog(run_dir / "metrics.jsonl", resume_step=step if resume else None)
     logger = runs.make_logger(cfg, run_dir, run_dir.name, resume)
     tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
+    checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
     t_start = time.perf_counter()
-    last_val = None
 
     def elapsed() -> float:
         return elapsed_before + time.perf_counter() - t_start
@@ -221,10 +284,11 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
     def checkpoint_payload(with_optimizer: bool) -> dict:
         payload = {
             "model": model.state_dict(), "step": step, "tokens": step * tokens_per_step,
-            "config": cfg.to_dict(), "tie_embeddings": mc.tie_embeddings, "tokenizer": tokenizer.to_dict(),
+            "config": cfg.to_dict(), "tie_embeddings": mc.tie_embeddings, "tokenizer": s.tokenizer.to_dict(),
+            "data_sha256": data.meta.get("source_sha256"),
             "val_loss": last_val, "best_val_loss": best_val, "elapsed_s": elapsed(),
             "rng": {
-                "torch": torch.get_rng_state(), "data": data_gen.get_state(),
+                "torch": torch.get_rng_state(), "data": s.data_gen.get_state(),
                 "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
             },
         }
@@ -234,7 +298,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
 
     def run_eval() -> None:
         nonlocal best_val, last_val
-        losses = evaluate(step_model, data, eval_offsets, cfg, device, amp_dtype)
+        losses = evaluate(s.step_model, data, eval_offsets, cfg, device, amp_dtype)
         last_val = losses["val"]
         row = {
             "kind": "eval", "step": step, "tokens": step * tokens_per_step, "train_loss": losses["train"],
@@ -250,16 +314,20 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
 
     if step == 0:
         run_eval()  # the loss at init (~ln vocab_size) anchors every curve
+        # A resumable checkpoint from the start: a run stopped before its first interval can still --resume.
+        save_checkpoint(run_dir / "ckpt_last.pt", checkpoint_payload(with_optimizer=True))
     window_t, window_tokens, window_loss, window_steps = time.perf_counter(), 0, 0.0, 0
-    pbar = tqdm(total=tc.max_iters, initial=step, desc="train", unit="step", dynamic_ncols=True)
+    # Redirected to a file or CI log, redraw rarely so the log stays readable.
+    pbar = tqdm(total=tc.max_iters, initial=step, desc="train", unit="step", dynamic_ncols=True,
+                mininterval=0.1 if sys.stderr.isatty() else 30.0)
     while step < tc.max_iters:
         lr = get_lr(step, tc)
-        train_loss = train_step(step_model, optimizer, data, data_gen, cfg, device, amp_dtype, lr)
+        train_loss = train_step(s.step_model, optimizer, data, s.data_gen, cfg, device, amp_dtype, lr)
         if not math.isfinite(train_loss):
-            last_good = run_dir / "ckpt_last.pt"
+            pbar.close()
             raise UserError(
-                f"non-finite training loss ({train_loss}) at step {step}: the model was not saved; "
-                f"last good checkpoint: {last_good if last_good.exists() else 'none'} (try a lower --train.learning_rate)"
+                f"non-finite training loss ({train_loss}) at step {step}: nothing was saved over "
+                f"the last good checkpoint {run_dir / 'ckpt_last.pt'}; try a lower --train.learning_rate"
             )
         step += 1
         window_tokens += tokens_per_step
@@ -268,8 +336,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
         pbar.update(1)
 
         if step % tc.log_interval == 0 or step == tc.max_iters:
-            now = time.perf_counter()
-            tokens_per_s = window_tokens / (now - window_t)
+            tokens_per_s = window_tokens / (time.perf_counter() - window_t)
             row = {
                 "kind": "train", "step": step, "tokens": step * tokens_per_step,
                 "train_loss": window_loss / window_steps, "lr": lr, "tokens_per_s": tokens_per_s,
@@ -281,26 +348,32 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
             window_tokens, window_loss, window_steps = 0, 0.0, 0
         if step % tc.eval_interval == 0 or step == tc.max_iters:
             run_eval()
-        if step % tc.checkpoint_interval == 0 or step == tc.max_iters:
+        if step % checkpoint_interval == 0 or step == tc.max_iters:
             save_checkpoint(run_dir / "ckpt_last.pt", checkpoint_payload(with_optimizer=True))
         if step % tc.log_interval == 0:
             window_t = time.perf_counter()  # eval and checkpoint time stay out of tokens/s
     pbar.close()
     metrics.close()
 
+    train_rows = [r for r in runs.read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
     summary = {
         "step": step, "tokens": step * tokens_per_step, "val_loss": last_val, "best_val_loss": best_val,
+        "best_val_ppl": math.exp(min(best_val, 50)), "unigram_val_loss": unigram,
+        "tokens_per_s_median": statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None,
         "elapsed_s": round(elapsed(), 1), "parameters": n_params,
+        "non_embedding_parameters": model.num_params(non_embedding=True), "tie_embeddings": mc.tie_embeddings,
     }
+    runs.write_json(run_dir / "summary.json", summary)
     print(
         f"done: {step} steps, {summary['tokens']:,} tokens in {summary['elapsed_s']:.0f} s; "
-        f"val loss {last_val:.4f} (best {best_val:.4f}, perplexity {math.exp(best_val):.1f})", flush=True
+        f"val loss {last_val:.4f} (best {best_val:.4f}, perplexity {summary['best_val_ppl']:.1f}; "
+        f"unigram baseline {unigram:.4f})", flush=True
     )
     logger.finish()
     if tc.sample_tokens:
         print(f"--- sample (top-k 50, temperature 0.8, prompt {tc.sample_prompt!r}) ---")
         gen = torch.Generator().manual_seed(tc.seed)
-        for piece in generate_text(model, tokenizer, tc.sample_prompt, tc.sample_tokens, device,
+        for piece in generate_text(model, s.tokenizer, tc.sample_prompt, tc.sample_tokens, device,
                                    temperature=0.8, top_k=50, generator=gen):
             print(piece, end="", flush=True)
         print("\n---")

@@ -129,3 +129,13 @@ class TokenData:
         data = self._split(split)
         g = torch.Generator().manual_seed(seed)
         return torch.randint(len(data) - block_size, (n_batches, batch_size), generator=g)
+
+    def unigram_val_loss(self) -> float:
+        """The val loss (nats/token) of a context-free model: the train split's token frequencies.
+
+        Add-one (Laplace) smoothing keeps tokens unseen in train finite.  A trained model must
+        beat this number to have learned anything beyond word frequencies.
+        """
+        counts = np.bincount(self.train, minlength=self.vocab_size).astype(np.float64) + 1.0
+        log_probs = np.log(counts) - np.log(counts.sum())
+        return float(-log_probs[self.val].mean())

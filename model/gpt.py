@@ -79,6 +79,7 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, n_embd) -> (B, T, n_embd)``; position t attends to positions <= t only."""
         B, T, C = x.shape
         # (B, T, C) -> (B, T, n_head, head_size) -> (B, n_head, T, head_size)
         q = self.q_proj(x).view(B, T, self.n_head, self.head_size).transpose(1, 2)
@@ -104,6 +105,7 @@ class MLP(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, n_embd) -> (B, T, n_embd)``, position-wise."""
         return self.dropout(self.down_proj(F.gelu(self.up_proj(x), approximate="tanh")))
 
 
@@ -118,6 +120,7 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, n_embd) -> (B, T, n_embd)``."""
         x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 

@@ -5,6 +5,7 @@ Most tests use the char tokenizer on small synthetic files in tmp_path.
 """
 
 import json
+import math
 import re
 
 import numpy as np
@@ -364,3 +365,14 @@ def test_batch_at_reads_given_offsets(token_data):
     val = torch.from_numpy(token_data.val.astype(np.int64))
     assert torch.equal(x, torch.stack([val[0:4], val[5:9]]))
     assert torch.equal(y, torch.stack([val[1:5], val[6:10]]))
+
+
+def test_unigram_baseline_is_cross_entropy_of_smoothed_train_frequencies(token_data):
+    """unigram_val_loss = mean over val tokens of -log((count_train(t) + 1) / (N_train + V))."""
+    counts = {}
+    for t in token_data.train.tolist():
+        counts[t] = counts.get(t, 0) + 1
+    n, v = len(token_data.train), token_data.vocab_size
+    expected = sum(-math.log((counts.get(t, 0) + 1) / (n + v)) for t in token_data.val.tolist()) / len(token_data.val)
+    assert token_data.unigram_val_loss() == pytest.approx(expected, rel=1e-9)
+    assert 0 < token_data.unigram_val_loss() < math.log(v)  # frequencies beat the uniform guess

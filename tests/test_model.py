@@ -4,6 +4,8 @@ Run: ``python -m pytest -q tests/test_model.py``  (CPU, a few seconds).
 """
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -134,9 +136,12 @@ def test_linear_is_x_matmul_w_transpose_plus_b():
     torch.testing.assert_close(model.lm_head(x), x @ model.wte.weight.T)
 
 
-def test_no_softmax_module():
-    """The model has no softmax layer: it returns logits."""
+def test_no_softmax_anywhere():
+    """No softmax module in the model, and no softmax call in the model or sampling code."""
     assert not any(isinstance(m, (nn.Softmax, nn.LogSoftmax)) for m in tiny().modules())
+    root = Path(__file__).resolve().parent.parent
+    for path in [*root.glob("model/*.py"), root / "sample.py"]:
+        assert not re.search(r"softmax\(|nn\.Softmax|nn\.LogSoftmax", path.read_text()), path
 
 
 @pytest.mark.parametrize("tie", [True, False])

