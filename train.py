@@ -194,7 +194,7 @@ def build(cfg: RunConfig) -> Setup:
     torch.manual_seed(tc.seed)
     model = GPT(mc).to(device)
     optimizer = torch.optim.AdamW(
-        model.param_groups(tc.weight_decay), lr=tc.learning_rate, betas=(tc.beta1, tc.beta2),
+        model.param_groups(tc.weight_decay, tc.embedding_weight_decay), lr=tc.learning_rate, betas=(tc.beta1, tc.beta2),
         fused=device.type == "cuda",
     )
     # torch.compile wraps the module; checkpoints always save the uncompiled `model`'s state dict.
@@ -212,6 +212,18 @@ def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int,
         raise UserError(f"the prepared data's tokenizer differs from the one {path} was trained with: start a new run")
     if ckpt["data_sha256"] != s.data.meta.get("source_sha256"):
         raise UserError(f"the corpus {cfg.data.source!r} changed since {path} was written: start a new run on it")
+    saved, now = ckpt.get("config", {}), cfg.to_dict()
+    for section, values in now.items():
+        for key, value in values.items():
+            full = f"{section}.{key}"
+            if full in RESUME_OVERRIDABLE or full == "train.out_dir":
+                continue
+            was = saved.get(section, {})
+            if key in was and was[key] != value:  # a hand-edited config.json; keys newer than the run are skipped
+                raise UserError(
+                    f"config.json says {full}={value!r} but {path} was trained with "
+                    f"{saved.get(section, {}).get(key)!r}: restore config.json, or start a new run"
+                )
     if ckpt["step"] >= cfg.train.max_iters:
         raise UserError(
             f"{path} is at step {ckpt['step']}, already >= train.max_iters={cfg.train.max_iters}: "
@@ -360,7 +372,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
         "step": step, "tokens": step * tokens_per_step, "val_loss": last_val, "best_val_loss": best_val,
         "best_val_ppl": math.exp(min(best_val, 50)), "unigram_val_loss": unigram,
         "tokens_per_s_median": statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None,
-        "elapsed_s": round(elapsed(), 1), "parameters": n_params,
+        "elapsed_s": round(elapsed(), 1), "peak_memory_mib": runs.peak_memory_mib(device), "parameters": n_params,
         "non_embedding_parameters": model.num_params(non_embedding=True), "tie_embeddings": mc.tie_embeddings,
     }
     runs.write_json(run_dir / "summary.json", summary)

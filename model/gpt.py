@@ -26,8 +26,13 @@ import torch.nn.functional as F
 from errors import UserError
 
 
-def _doc(default, help: str):
-    """A dataclass field whose ``help`` doubles as the CLI help text (litgpt-style)."""
+def doc_field(default, help: str):
+    """A dataclass field whose ``help`` doubles as the CLI help text (litgpt-style).
+
+    A list default is copied per instance (``default_factory``), as dataclasses require.
+    """
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help})
     return field(default=default, metadata={"help": help})
 
 
@@ -35,14 +40,14 @@ def _doc(default, help: str):
 class GPTConfig:
     """Shape of the model.  Validated on construction; a bad value raises :class:`UserError`."""
 
-    vocab_size: int = _doc(50257, "Vocabulary size; set from the tokenizer, never by hand.")
-    block_size: int = _doc(128, "Context length in tokens (T); also the number of learned positions.")
-    n_layer: int = _doc(4, "Number of transformer blocks.")
-    n_head: int = _doc(4, "Attention heads per block; must divide n_embd.")
-    n_embd: int = _doc(128, "Width of the residual stream (embedding size).")
-    dropout: float = _doc(0.0, "Dropout probability on attention weights and residual branches, in [0, 1).")
-    bias: bool = _doc(True, "Use biases in the Linear layers and LayerNorms (GPT-2 does).")
-    tie_embeddings: bool = _doc(True, "Share one matrix between the token embedding and lm_head (W = E).")
+    vocab_size: int = doc_field(50257, "Vocabulary size; set from the tokenizer, never by hand.")
+    block_size: int = doc_field(128, "Context length in tokens (T); also the number of learned positions.")
+    n_layer: int = doc_field(4, "Number of transformer blocks.")
+    n_head: int = doc_field(4, "Attention heads per block; must divide n_embd.")
+    n_embd: int = doc_field(128, "Width of the residual stream (embedding size).")
+    dropout: float = doc_field(0.0, "Dropout probability on attention weights and residual branches, in [0, 1).")
+    bias: bool = doc_field(True, "Use biases in the Linear layers and LayerNorms (GPT-2 does).")
+    tie_embeddings: bool = doc_field(True, "Share one matrix between the token embedding and lm_head (W = E).")
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
@@ -208,17 +213,23 @@ class GPT(nn.Module):
             loss = self.loss_fn(logits.float().view(B * T, -1), targets.reshape(B * T))
         return logits, loss
 
-    def param_groups(self, weight_decay: float) -> list[dict]:
-        """AdamW parameter groups: decay every weight with ``dim >= 2``, nothing else.
+    def param_groups(self, weight_decay: float, embedding_weight_decay: bool = True) -> list[dict]:
+        """AdamW parameter groups: decay weights with ``dim >= 2``; never biases or LayerNorm gains.
 
-        nanoGPT's rule: matmul weights and embeddings (including the tied matrix) decay;
-        biases and LayerNorm gains do not.  ``named_parameters()`` de-duplicates shared
-        parameters, so a tied matrix lands in exactly one group, exactly once.
+        ``embedding_weight_decay`` sets the policy for the embedding matrices -- ``wte``, ``wpe``
+        and ``lm_head`` (the output embedding), tied or not, so both arms of a comparison get the
+        same treatment: True decays them (nanoGPT), False does not (minGPT).  ``named_parameters()``
+        de-duplicates shared parameters, so a tied matrix lands in exactly one group, once.
         """
+        embeddings = {id(self.wte.weight), id(self.wpe.weight), id(self.lm_head.weight)}
         params = [p for _, p in self.named_parameters() if p.requires_grad]
+
+        def decays(p: torch.Tensor) -> bool:
+            return p.dim() >= 2 and (embedding_weight_decay or id(p) not in embeddings)
+
         return [
-            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+            {"params": [p for p in params if decays(p)], "weight_decay": weight_decay},
+            {"params": [p for p in params if not decays(p)], "weight_decay": 0.0},
         ]
 
     def flops_per_token(self, seq_len: int | None = None) -> float:

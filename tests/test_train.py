@@ -309,3 +309,15 @@ def test_more_bad_options_exit_2_with_one_line(capsys, argv, match):
     """Non-finite numbers, empty paths, argparse's own errors and bad devices are one-line errors too."""
     assert train.main(argv) == 2
     assert re.search(match, error_line(capsys))
+
+
+def test_resume_refuses_a_hand_edited_config(tmp_path, corpus, capsys):
+    """config.json edited after the fact cannot change the maths of a resumed run."""
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")) == 0
+    path = tmp_path / "runs" / "r" / "config.json"
+    cfg = json.loads(path.read_text())
+    cfg["train"]["learning_rate"] = 0.5
+    path.write_text(json.dumps(cfg))
+    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
+                       "--train.max_iters=4"]) == 2
+    assert "train.learning_rate=0.5" in error_line(capsys)

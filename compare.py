@@ -1,0 +1,194 @@
+"""Tied vs untied embeddings: run a fair experiment with one command and write a report.
+
+    python compare.py --config configs/shakespeare.toml --seeds 3                  # both arms, then the report
+    python compare.py --config configs/shakespeare.toml --seeds 3 --equal-params   # tied arm widened to match
+    python compare.py runs/exp/tied-s0 runs/exp/untied-s0 runs/exp/tied-s1 ...     # report on existing runs
+    python compare.py --config configs/debug.toml --seeds 2 --train.max_iters=50   # any train.py override
+
+For each seed ``s`` it trains ``runs/<experiment>/tied-s<s>`` and ``untied-s<s>`` through
+``train.py`` with the same config, seed, data order, eval batches, token budget, schedule and
+optimizer settings -- only ``tie_embeddings`` differs (and, with ``--equal-params``, the tied
+arm's ``n_embd`` or ``n_layer``, sized so the parameter counts match within 2%).  Finished runs
+are reused and unfinished ones resumed, so an interrupted experiment continues where it stopped.
+Then it writes ``runs/<experiment>/report.md`` with PNG figures and prints the report.  wandb,
+when enabled, gets one ``group`` per experiment with ``tied`` / ``untied`` tags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+import report
+from config import ArgumentParser, overrides_to_argv, parse_cli, parse_config
+from data.loader import TokenData
+from data.prepare import prepare_data
+from errors import UserError
+from model.gpt import GPT, GPTConfig
+from runs import read_json, write_json
+
+REPO_ROOT = Path(__file__).resolve().parent
+
+
+def count_params(cfg: GPTConfig) -> int:
+    """Parameter count of a model with config ``cfg``, built on the meta device (no memory, exact)."""
+    with torch.device("meta"):
+        return GPT(cfg).num_params()
+
+
+def equal_params_config(cfg: GPTConfig, how: str = "width") -> tuple[GPTConfig, int, int]:
+    """A tied config grown until its parameter count is closest to the untied ``cfg``'s.
+
+    ``how='width'`` searches ``n_embd`` over multiples of ``n_head`` (head size grows);
+    ``how='depth'`` searches ``n_layer``.  Returns ``(tied config, tied count, untied count)``.
+    Raises :class:`UserError` if the closest match is more than 2% off.
+    """
+    target = count_params(dataclasses.replace(cfg, tie_embeddings=False))
+    if how == "width":
+        candidates = [dataclasses.replace(cfg, tie_embeddings=True, n_embd=e)
+                      for e in range(cfg.n_embd, 8 * cfg.n_embd + 1, cfg.n_head)]
+    elif how == "depth":
+        candidates = [dataclasses.replace(cfg, tie_embeddings=True, n_layer=n) for n in range(cfg.n_layer, 64 * cfg.n_layer + 1)]
+    else:
+        raise UserError(f"--equal-params must be 'width' or 'depth', got {how!r}")
+    best = min(candidates, key=lambda c: abs(count_params(c) - target))
+    got = count_params(best)
+    if abs(got - target) > 0.02 * target:
+        other = "depth" if how == "width" else "width"
+        raise UserError(
+            f"no tied model within 2% of the untied {target:,} parameters by {how} (closest {got:,}): "
+            f"try --equal-params {other}"
+        )
+    return best, got, target
+
+
+def policy(config: dict) -> dict:
+    """Plain-words weight-decay and init policy of a run config (both arms share it)."""
+    tc = config["train"]
+    emb = ("decayed (nanoGPT's policy)" if tc.get("embedding_weight_decay", True)
+           else "not decayed (minGPT's policy)")
+    return {
+        "weight_decay": f"AdamW weight_decay={tc['weight_decay']} on weights with dim >= 2; the embedding matrices "
+                        f"(wte, wpe, and lm_head whether tied or not) are {emb}; biases and LayerNorm gains never decay",
+        "init": "GPT-2's: Linear and Embedding weights ~ N(0, 0.02), residual projections ~ N(0, 0.02/sqrt(2 n_layer)); "
+                "untied, embedding and head are independent draws; tied, one draw",
+    }
+
+
+def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str]) -> Path:
+    """Train (or resume, or reuse) one run ``out_dir/name`` through ``train.py``; returns its folder."""
+    run_dir = out_dir / name
+    if (run_dir / "summary.json").is_file():
+        print(f"[compare] {run_dir}: finished earlier, reused", flush=True)
+        return run_dir
+    if (run_dir / "ckpt_last.pt").is_file():
+        cmd = [sys.executable, str(REPO_ROOT / "train.py"), "--resume", "--run-name", name, f"--train.out_dir={out_dir}"]
+        print(f"[compare] {run_dir}: resuming", flush=True)
+    else:
+        cmd = [sys.executable, str(REPO_ROOT / "train.py"), *base_argv, *extra, "--run-name", name,
+               f"--train.out_dir={out_dir}"]
+        print(f"[compare] {run_dir}: training", flush=True)
+    proc = subprocess.run(cmd)
+    if proc.returncode != 0:
+        raise UserError(f"training {run_dir} failed (exit {proc.returncode}; see its output above): "
+                        "fix the cause and run the same compare.py command again to continue")
+    return run_dir
+
+
+def run_experiment(args: argparse.Namespace, overrides: dict) -> tuple[list[Path], Path]:
+    """Train both arms for every seed; returns (run folders, experiment folder)."""
+    cfg = parse_config(args.config, overrides)
+    # The vocabulary comes from the data: prepare it once so sizing and every run agree on it.
+    data = TokenData(prepare_data(cfg.data.source, cfg.data.tokenizer, Path(cfg.data.cache_dir), cfg.data.val_fraction))
+    data.check_block_size(cfg.model.block_size)
+    cfg.model.vocab_size = data.vocab_size
+    stem = Path(args.config).stem if args.config else "default"
+    name = args.name or f"{stem}-tied-vs-untied{'-equal-params-' + args.equal_params if args.equal_params else ''}"
+    out_dir = Path(cfg.train.out_dir) / name
+    passed_on = {s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in overrides.items()}
+    base_argv = [*(["--config", args.config] if args.config else []), *overrides_to_argv(passed_on)]
+    tied_extra = ["--model.tie_embeddings=true"]
+    if args.equal_params:
+        tied_cfg, n_tied, n_untied = equal_params_config(dataclasses.replace(cfg.model, tie_embeddings=False), args.equal_params)
+        key = "n_embd" if args.equal_params == "width" else "n_layer"
+        tied_extra.append(f"--model.{key}={getattr(tied_cfg, key)}")
+        print(f"[compare] equal params by {args.equal_params}: tied {key}={getattr(tied_cfg, key)} "
+              f"({n_tied:,} parameters) vs untied {key}={getattr(cfg.model, key)} ({n_untied:,})", flush=True)
+    # The folder remembers what it was made with, so a re-run continues it but never mixes settings.
+    settings = {"config": args.config, "overrides": overrides, "equal_params": args.equal_params}  # --seeds may grow
+    saved = out_dir / "experiment.json"
+    if saved.is_file() and read_json(saved, "experiment settings") != json.loads(json.dumps(settings)):
+        raise UserError(f"experiment folder {out_dir} was made with other settings ({saved}): pick another --name")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(saved, settings)
+    paths = []
+    for i in range(args.seeds):
+        seed = cfg.train.seed + i
+        common = [f"--train.seed={seed}", f"--wandb.group={cfg.wandb.group or name}"]
+        for arm, extra in (("tied", tied_extra), ("untied", ["--model.tie_embeddings=false"])):
+            paths.append(run_arm(base_argv, out_dir, f"{arm}-s{i}", [*common, *extra]))  # train.py adds the arm's wandb tag
+    return paths, out_dir
+
+
+def write_report(paths: list[Path], out_dir: Path, prompts: list[str], title: str) -> Path:
+    """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures) and return it."""
+    exp = report.check_experiment(report.load_runs(paths))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = report.plot_curves(exp, out_dir)
+    texts = report.samples(exp, prompts) if prompts else {}
+    md = report.render_markdown(exp, figures, texts, policy(exp.runs["tied"][0].config), title)
+    path = out_dir / "report.md"
+    path.write_text(md)
+    return path
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
+    """Parse the command line; ``--section.key`` overrides are passed on to every train.py run."""
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="*", type=Path, help="Existing run folders to report on (no training).")
+    p.add_argument("--config", help="TOML config both arms train with, e.g. configs/shakespeare.toml.")
+    p.add_argument("--seeds", type=int, default=3, help="Seeds per arm (paired across arms); >= 2 for a confidence interval.")
+    p.add_argument("--equal-params", nargs="?", const="width", choices=("width", "depth"),
+                   help="Grow the tied arm (by n_embd, or n_layer with 'depth') to the untied arm's parameter count.")
+    p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied).")
+    p.add_argument("--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent).")
+    p.add_argument("--prompt", action="append", help="Prompt for the side-by-side samples (repeatable; default: a newline and 'ROMEO:').")
+    args, overrides = parse_cli(p, argv)
+    if args.runs and (args.config or args.equal_params or overrides):
+        raise UserError("give either run folders to report on, or --config/overrides to train: not both")
+    if args.seeds < 1:
+        raise UserError(f"--seeds must be >= 1, got {args.seeds}")
+    for key in ("model.tie_embeddings", "train.seed"):
+        section, name = key.split(".")
+        if name in overrides.get(section, {}):
+            raise UserError(f"--{key} is set by compare.py for each run: drop it (use --seeds, --name)")
+    return args, overrides
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status (2 on bad input or unfair runs)."""
+    try:
+        args, overrides = parse_args(argv)
+        prompts = args.prompt if args.prompt is not None else ["\n", "ROMEO:"]
+        if args.runs:
+            out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
+            path = write_report(args.runs, out_dir, prompts, f"Tied vs untied: {out_dir.name}")
+        else:
+            paths, out_dir = run_experiment(args, overrides)
+            path = write_report(paths, out_dir, prompts, f"Tied vs untied: {out_dir.name}")
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(path.read_text())
+    print(f"[compare] report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

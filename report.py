@@ -1,0 +1,338 @@
+"""The tied-vs-untied report: read run folders, check they form a fair experiment, do the statistics.
+
+Everything here works from the run folders alone (``config.json``, ``metrics.jsonl``,
+``summary.json``, ``ckpt_best.pt``): no network, no wandb account.  ``compare.py`` is the
+command line; this module is the library it calls::
+
+    from report import load_runs, check_experiment, paired_difference, write_report
+    runs = load_runs([Path("runs/exp/tied-s0"), Path("runs/exp/untied-s0"), ...])
+    exp = check_experiment(runs)           # raises UserError if the runs are not a fair pair set
+    write_report(exp, Path("runs/exp"))    # report.md + PNG figures
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from errors import UserError
+from runs import read_json, read_metrics
+
+ARMS = ("tied", "untied")
+# Keys that may differ between runs of one experiment without making it unfair: bookkeeping,
+# and the seed (which pairs runs across arms).  Anything else must match or be reported.
+BOOKKEEPING = {"train.seed", "train.out_dir", "wandb.name", "wandb.tags", "wandb.mode", "train.device",
+               "train.compile", "train.sample_prompt", "train.sample_tokens", "train.log_interval"}
+# With --equal-params the tied arm is resized along one of these; the report states it.
+SIZE_KEYS = {"model.n_embd", "model.n_layer"}
+
+
+@dataclass
+class Run:
+    """One finished run folder, as the report needs it."""
+
+    path: Path
+    config: dict
+    summary: dict
+    evals: list[dict]  # eval rows of metrics.jsonl, in step order
+    tied: bool
+    seed: int
+
+    @property
+    def final(self) -> dict:
+        """The last eval row (at max_iters)."""
+        return self.evals[-1]
+
+    @property
+    def best_val_loss(self) -> float:
+        return min(r["val_loss"] for r in self.evals)
+
+
+@dataclass
+class Experiment:
+    """Runs grouped by arm and paired by seed, plus every config difference between the arms."""
+
+    runs: dict[str, list[Run]]  # arm -> runs sorted by seed
+    seeds: list[int]
+    differences: dict[str, tuple] = field(default_factory=dict)  # key -> (tied value, untied value)
+
+
+def _flatten(config: dict) -> dict:
+    return {f"{s}.{k}": v for s, values in config.items() for k, v in values.items()}
+
+
+def load_run(path: Path) -> Run:
+    """Read one run folder.  Raises :class:`UserError` if it is missing, unfinished or has no evals."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(f"run folder {path} does not exist")
+    config = read_json(path / "config.json", "run config")
+    metrics_path = path / "metrics.jsonl"
+    if not metrics_path.is_file() or not metrics_path.read_text().strip():
+        raise UserError(f"{metrics_path} is missing or empty: the run never logged; re-run it")
+    evals = sorted((r for r in read_metrics(metrics_path) if r.get("kind") == "eval"), key=lambda r: r["step"])
+    if not evals:
+        raise UserError(f"{metrics_path} has no eval rows: re-run it with eval_interval <= max_iters")
+    max_iters = config["train"]["max_iters"]
+    if not (path / "summary.json").is_file() or evals[-1]["step"] != max_iters:
+        raise UserError(
+            f"run {path} is unfinished (last eval at step {evals[-1]['step']} of {max_iters}): "
+            f"finish it with python train.py --resume --run-name {path.name} --train.out_dir={path.parent}"
+        )
+    summary = read_json(path / "summary.json", "run summary")
+    return Run(path, config, summary, evals, bool(config["model"]["tie_embeddings"]), int(config["train"]["seed"]))
+
+
+def load_runs(paths: list[Path]) -> list[Run]:
+    """:func:`load_run` for each path."""
+    return [load_run(p) for p in paths]
+
+
+def check_experiment(runs: list[Run]) -> Experiment:
+    """Group runs into a fair tied-vs-untied experiment, or raise :class:`UserError` saying why not.
+
+    Fair means: both arms present; every seed in both arms exactly once; within an arm all
+    configs equal apart from the seed; across arms equal apart from ``tie_embeddings`` and, for
+    an equal-parameter experiment, the tied arm's ``n_embd`` or ``n_layer`` (parameter counts
+    then within 2%).  Bookkeeping keys (device, log interval, wandb names) may differ.
+    """
+    arms = {arm: sorted((r for r in runs if r.tied == (arm == "tied")), key=lambda r: r.seed) for arm in ARMS}
+    for arm, members in arms.items():
+        if not members:
+            raise UserError(f"no {arm} runs given: a comparison needs both arms (tied and untied)")
+        seeds = [r.seed for r in members]
+        if len(set(seeds)) != len(seeds):
+            raise UserError(f"the {arm} arm has two runs with the same seed ({seeds}): give each seed once")
+    tied_seeds, untied_seeds = [r.seed for r in arms["tied"]], [r.seed for r in arms["untied"]]
+    if tied_seeds != untied_seeds:
+        raise UserError(
+            f"seeds are not paired: tied has {tied_seeds}, untied has {untied_seeds}; "
+            "each seed needs one run in each arm"
+        )
+    for arm, members in arms.items():
+        ref = _flatten(members[0].config)
+        for r in members[1:]:
+            diff = sorted(k for k, v in _flatten(r.config).items() if ref.get(k) != v and k not in BOOKKEEPING)
+            if diff:
+                raise UserError(f"{r.path} differs from {members[0].path} in {', '.join(diff)}: one arm's runs must share a config")
+    tied_cfg, untied_cfg = _flatten(arms["tied"][0].config), _flatten(arms["untied"][0].config)
+    differences = {
+        k: (tied_cfg.get(k), untied_cfg.get(k))
+        for k in sorted(set(tied_cfg) | set(untied_cfg))
+        if tied_cfg.get(k) != untied_cfg.get(k) and k not in BOOKKEEPING
+    }
+    unfair = sorted(set(differences) - {"model.tie_embeddings"} - SIZE_KEYS)
+    if unfair:
+        detail = ", ".join(f"{k} ({differences[k][0]!r} vs {differences[k][1]!r})" for k in unfair)
+        raise UserError(f"the arms differ in more than tie_embeddings: {detail}; re-run them with the same config")
+    if set(differences) & SIZE_KEYS:
+        n_tied, n_untied = arms["tied"][0].summary["parameters"], arms["untied"][0].summary["parameters"]
+        if abs(n_tied - n_untied) > 0.02 * n_untied:
+            raise UserError(
+                f"the arms differ in model size ({', '.join(sorted(set(differences) & SIZE_KEYS))}) but their "
+                f"parameter counts {n_tied:,} vs {n_untied:,} are not within 2%: not an equal-parameter experiment"
+            )
+    return Experiment(arms, tied_seeds, differences)
+
+
+@dataclass
+class PairedDifference:
+    """Untied minus tied, paired by seed: mean, 95% confidence interval and verdict."""
+
+    diffs: list[float]
+    mean: float
+    low: float | None  # None with a single seed: no interval can be computed
+    high: float | None
+    verdict: str
+
+
+def paired_difference(tied: list[float], untied: list[float], what: str = "val loss") -> PairedDifference:
+    """95% CI of the mean of ``untied - tied`` (paired t interval, ``scipy.stats.ttest_rel``).
+
+    Seeds pair the runs (same data order, eval batches and body init), so the paired test
+    removes the seed-to-seed variance both arms share.  The verdict says "no significant
+    difference" whenever the interval contains zero.  Needs >= 2 pairs for an interval.
+    """
+    from scipy import stats  # imported here: scipy is only needed for reports
+
+    if len(tied) != len(untied) or not tied:
+        raise ValueError("need equally many tied and untied values, at least one")
+    diffs = [u - t for t, u in zip(tied, untied)]
+    mean = statistics.fmean(diffs)
+    if len(diffs) < 2:
+        return PairedDifference(diffs, mean, None, None,
+                                f"one seed only: no confidence interval for the {what} difference; run more seeds")
+    if all(d == diffs[0] for d in diffs):  # zero variance: the t interval degenerates to a point
+        low = high = mean
+    else:
+        ci = stats.ttest_rel(untied, tied).confidence_interval(confidence_level=0.95)
+        low, high = float(ci.low), float(ci.high)
+    n = len(diffs)
+    if low <= 0.0 <= high:
+        verdict = (f"no significant difference in {what} between tied and untied "
+                   f"(95% CI of untied - tied: [{low:+.4f}, {high:+.4f}], {n} seeds)")
+    elif high < 0:
+        verdict = (f"untied is better: its {what} is lower by {-mean:.4f} on average "
+                   f"(95% CI of untied - tied: [{low:+.4f}, {high:+.4f}], {n} seeds)")
+    else:
+        verdict = (f"tied is better: its {what} is lower by {mean:.4f} on average "
+                   f"(95% CI of untied - tied: [{low:+.4f}, {high:+.4f}], {n} seeds)")
+    return PairedDifference(diffs, mean, low, high, verdict)
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single value)."""
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def arm_table(exp: Experiment) -> list[dict]:
+    """One row per arm with the report's per-arm figures (means and stds over seeds)."""
+    rows = []
+    for arm in ARMS:
+        members = exp.runs[arm]
+        final = [r.final["val_loss"] for r in members]
+        best = [r.best_val_loss for r in members]
+        gap = [r.final["val_loss"] - r.final["train_loss"] for r in members]
+        s0 = members[0].summary
+        ckpt = members[0].path / "ckpt_best.pt"
+        rows.append({
+            "arm": arm,
+            "parameters": s0["parameters"],
+            "non_embedding_parameters": s0["non_embedding_parameters"],
+            "final_val_loss": mean_std(final),
+            "best_val_loss": mean_std(best),
+            "best_val_ppl": math.exp(mean_std(best)[0]),
+            "train_val_gap": mean_std(gap),
+            "tokens_per_s": mean_std([r.summary["tokens_per_s_median"] for r in members]),
+            "peak_memory_mib": mean_std([r.summary.get("peak_memory_mib", float("nan")) for r in members]),
+            "checkpoint_mib": ckpt.stat().st_size / 2**20 if ckpt.is_file() else float("nan"),
+            "seeds": len(members),
+        })
+    return rows
+
+
+def plot_curves(exp: Experiment, out_dir: Path) -> list[str]:
+    """Val loss vs step and vs tokens, one line per arm (mean over seeds) with a min-max band.
+
+    Writes two PNGs into ``out_dir`` and returns their file names.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    names = []
+    for x_key, label, fname in (("step", "optimizer step", "val_loss_vs_step.png"),
+                                ("tokens", "training tokens", "val_loss_vs_tokens.png")):
+        fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+        for arm, color in zip(ARMS, ("tab:blue", "tab:orange")):
+            members = exp.runs[arm]
+            xs = [r[x_key] for r in members[0].evals]
+            curves = [[r["val_loss"] for r in m.evals] for m in members]
+            n = min(len(c) for c in curves)
+            xs, curves = xs[:n], [c[:n] for c in curves]
+            mean = [statistics.fmean(v) for v in zip(*curves)]
+            ax.plot(xs, mean, color=color, label=f"{arm} (mean of {len(members)} seeds)")
+            ax.fill_between(xs, [min(v) for v in zip(*curves)], [max(v) for v in zip(*curves)],
+                            color=color, alpha=0.25, linewidth=0)
+        ax.set_xlabel(label)
+        ax.set_ylabel("val loss (nats/token)")
+        ax.set_title(f"Val loss vs {label}: tied vs untied")
+        # The first eval (at init, ~ln vocab) dwarfs the rest; zoom on the learning part.
+        later = [r["val_loss"] for arm in ARMS for m in exp.runs[arm] for r in m.evals[1:]]
+        if later:
+            ax.set_ylim(min(later) - 0.05, max(later) + 0.05)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out_dir / fname)
+        plt.close(fig)
+        names.append(fname)
+    return names
+
+
+def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed: int = 1337) -> dict:
+    """``{prompt: {arm: text}}`` from each arm's first-seed ``ckpt_best.pt``, same prompt and seed.
+
+    Prompts the tokenizer cannot encode are skipped.  Top-k 50, temperature 0.8.
+    """
+    from sample import generate_text, load_run
+
+    out: dict = {}
+    for arm in ARMS:
+        model, tokenizer, _ = load_run(exp.runs[arm][0].path, "best", torch.device("cpu"))
+        for prompt in prompts:
+            try:
+                tokenizer.encode(prompt)
+            except UserError:
+                continue
+            gen = torch.Generator().manual_seed(seed)
+            text = "".join(generate_text(model, tokenizer, prompt, max_new_tokens, torch.device("cpu"),
+                                         temperature=0.8, top_k=50, generator=gen))
+            out.setdefault(prompt, {})[arm] = text
+    return out
+
+
+def _pm(ms: tuple[float, float], digits: int = 4) -> str:
+    mean, std = ms
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, policy: dict, title: str) -> str:
+    """The report as Markdown: setup and differences, per-arm table, paired test, figures, samples."""
+    rows = arm_table(exp)
+    tied, untied = exp.runs["tied"], exp.runs["untied"]
+    final = paired_difference([r.final["val_loss"] for r in tied], [r.final["val_loss"] for r in untied], "final val loss")
+    best = paired_difference([r.best_val_loss for r in tied], [r.best_val_loss for r in untied], "best val loss")
+    cfg = tied[0].config
+    lines = [f"# {title}", ""]
+    lines += [f"**Verdict:** {final.verdict}.", ""]
+    lines += ["## Setup", ""]
+    lines += [
+        f"- Corpus `{cfg['data']['source']}`, tokenizer `{cfg['data']['tokenizer']}` "
+        f"(vocab_size {cfg['model']['vocab_size']:,}); {cfg['train']['max_iters']} steps of "
+        f"{cfg['train']['batch_size'] * cfg['train']['grad_accum_steps'] * cfg['model']['block_size']:,} tokens.",
+        f"- Seeds {exp.seeds}: each seed's two runs share the data order, the eval batches, the "
+        "initial transformer body, the token budget, the schedule and the optimizer settings.",
+        f"- Weight-decay policy (both arms): {policy['weight_decay']}.",
+        f"- Init policy (both arms): {policy['init']}.",
+        "- Every config difference between the arms:",
+    ]
+    for key, (a, b) in exp.differences.items():
+        lines.append(f"  - `{key}`: tied `{a}`, untied `{b}`")
+    lines += ["", "## Results (mean ± std over seeds)", ""]
+    header = ["", *(r["arm"] for r in rows)]
+    table = [
+        ("parameters", [f"{r['parameters']:,}" for r in rows]),
+        ("non-embedding parameters", [f"{r['non_embedding_parameters']:,}" for r in rows]),
+        ("final val loss", [_pm(r["final_val_loss"]) for r in rows]),
+        ("best val loss", [_pm(r["best_val_loss"]) for r in rows]),
+        ("best val perplexity", [f"{r['best_val_ppl']:.1f}" for r in rows]),
+        ("train–val gap (final val − train loss)", [_pm(r["train_val_gap"]) for r in rows]),
+        ("tokens/s (median per run)", [_pm(r["tokens_per_s"], 0) for r in rows]),
+        ("peak memory (MiB)", [_pm(r["peak_memory_mib"], 0) for r in rows]),
+        ("ckpt_best.pt size (MiB)", [f"{r['checkpoint_mib']:.1f}" for r in rows]),
+    ]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += [f"| {name} | " + " | ".join(values) + " |" for name, values in table]
+    lines += ["", "## Untied − tied, paired by seed", ""]
+    lines += ["| metric | per seed | mean | 95% CI |", "|---|---|---|---|"]
+    for name, d in (("final val loss", final), ("best val loss", best)):
+        ci = f"[{d.low:+.4f}, {d.high:+.4f}]" if d.low is not None else "n/a (one seed)"
+        lines.append(f"| {name} | {', '.join(f'{x:+.4f}' for x in d.diffs)} | {d.mean:+.4f} | {ci} |")
+    lines += ["", f"Best val loss: {best.verdict}.", "",
+              "The interval is the paired t interval (`scipy.stats.ttest_rel`, n − 1 degrees of freedom).", ""]
+    lines += ["## Curves", ""] + [f"![{f}]({f})" for f in figures] + [""]
+    if sample_texts:
+        lines += ["## Samples (first seed, ckpt_best.pt, top-k 50, temperature 0.8, same seed)", ""]
+        for prompt, by_arm in sample_texts.items():
+            lines += [f"Prompt `{prompt!r}`:", "", "| tied | untied |", "|---|---|"]
+            cells = [by_arm.get(arm, "").replace("|", "\\|").replace("\n", "<br>") for arm in ARMS]
+            lines += [f"| {cells[0]} | {cells[1]} |", ""]
+    lines += ["## Runs", ""] + [f"- `{r.path}` (seed {r.seed}, {'tied' if r.tied else 'untied'})"
+                                for arm in ARMS for r in exp.runs[arm]]
+    return "\n".join(lines) + "\n"

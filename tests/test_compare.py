@@ -1,0 +1,233 @@
+"""The tied-vs-untied experiment: fairness invariants, sizing, statistics, refusals, end to end.
+
+Run: ``python -m pytest -q tests/test_compare.py``  (CPU, offline, under a minute).
+Synthetic run folders (hand-written config.json / metrics.jsonl / summary.json) test the
+report's statistics and refusals with known answers; one tiny real experiment runs compare.py.
+"""
+
+import json
+import math
+import re
+
+import pytest
+import torch
+
+import compare
+import report
+import train
+from config import RunConfig, parse_config
+from errors import UserError
+from model.gpt import GPT, GPTConfig
+
+# ----------------------------------------------------------------------------- sizing
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_count_params_matches_a_real_model(tie):
+    """The meta-device count equals a real model's num_params()."""
+    cfg = GPTConfig(vocab_size=300, block_size=16, n_layer=2, n_head=2, n_embd=32, tie_embeddings=tie)
+    assert compare.count_params(cfg) == GPT(cfg).num_params()
+
+
+def test_equal_params_by_width_is_within_2_percent():
+    """The default model's tied arm grows in n_embd until it is within 2% of the untied arm."""
+    base = GPTConfig(vocab_size=50257, block_size=128, n_layer=4, n_head=4, n_embd=128, tie_embeddings=False)
+    tied, n_tied, n_untied = compare.equal_params_config(base, "width")
+    assert tied.tie_embeddings and tied.n_embd > 128 and tied.n_embd % tied.n_head == 0
+    assert n_untied == compare.count_params(base)
+    assert abs(n_tied - n_untied) <= 0.02 * n_untied
+
+
+def test_equal_params_by_depth_is_within_2_percent():
+    """With a small vocabulary, extra layers can make up the untied head's parameters."""
+    base = GPTConfig(vocab_size=1562, block_size=32, n_layer=2, n_head=2, n_embd=64, tie_embeddings=False)
+    tied, n_tied, n_untied = compare.equal_params_config(base, "depth")
+    assert tied.n_layer > 2 and abs(n_tied - n_untied) <= 0.02 * n_untied
+
+
+def test_equal_params_impossible_is_an_error():
+    """When no depth gets within 2%, the error says so and suggests the other way."""
+    base = GPTConfig(vocab_size=50257, block_size=16, n_layer=1, n_head=1, n_embd=8, tie_embeddings=False)
+    with pytest.raises(UserError, match="try --equal-params width"):
+        compare.equal_params_config(base, "depth")
+
+
+# ----------------------------------------------------------------------------- fairness
+
+
+def _build(tmp_path, tie: bool, seed: int):
+    path = tmp_path / "c.txt"
+    if not path.exists():
+        path.write_text("Now is the winter of our discontent\nMade glorious summer by this sun of York;\n" * 200)
+    overrides = {
+        "data": {"source": str(path), "tokenizer": "char", "cache_dir": str(tmp_path / "cache")},
+        "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 16, "tie_embeddings": tie},
+        "train": {"seed": seed, "batch_size": 4, "eval_iters": 3},
+    }
+    cfg = parse_config(None, overrides)
+    return cfg, train.build(cfg)
+
+
+def test_both_arms_of_a_seed_see_the_same_data_order_and_eval_batches(tmp_path):
+    """Same seed: identical training batches in order, and identical fixed eval batches."""
+    (cfg_t, tied), (cfg_u, untied) = _build(tmp_path, True, 7), _build(tmp_path, False, 7)
+    for _ in range(5):
+        xt, yt = tied.data.get_batch("train", 4, 16, tied.data_gen)
+        xu, yu = untied.data.get_batch("train", 4, 16, untied.data_gen)
+        assert torch.equal(xt, xu) and torch.equal(yt, yu)
+    for split in ("train", "val"):
+        a = tied.data.eval_offsets(split, 3, 4, 16, seed=cfg_t.train.seed + 1)
+        b = untied.data.eval_offsets(split, 3, 4, 16, seed=cfg_u.train.seed + 1)
+        assert torch.equal(a, b)
+
+
+def test_both_arms_of_a_seed_start_from_the_same_body(tmp_path):
+    """Same seed: every non-embedding weight is bit-identical at init; the tied matrix = the untied head."""
+    (_, tied), (_, untied) = _build(tmp_path, True, 3), _build(tmp_path, False, 3)
+    t, u = tied.model.state_dict(), untied.model.state_dict()
+    for key in t:
+        if key not in ("wte.weight", "lm_head.weight"):
+            assert torch.equal(t[key], u[key]), key
+    assert torch.equal(t["wte.weight"], u["lm_head.weight"])
+
+
+def test_different_seeds_see_different_data(tmp_path):
+    """The seed does change the data order (so seeds are real replicates)."""
+    (_, a), (_, b) = _build(tmp_path, True, 1), _build(tmp_path, True, 2)
+    assert not torch.equal(a.data.get_batch("train", 4, 16, a.data_gen)[0], b.data.get_batch("train", 4, 16, b.data_gen)[0])
+
+
+def test_embedding_decay_policy_applies_to_both_arms():
+    """embedding_weight_decay=false keeps wte, wpe and lm_head (tied or not) out of weight decay."""
+    for tie in (True, False):
+        model = GPT(GPTConfig(vocab_size=50, block_size=8, n_layer=1, n_head=1, n_embd=8, tie_embeddings=tie))
+        decayed = {id(p) for p in model.param_groups(0.1, embedding_weight_decay=False)[0]["params"]}
+        for p in (model.wte.weight, model.wpe.weight, model.lm_head.weight):
+            assert id(p) not in decayed
+        assert id(model.blocks[0].attn.q_proj.weight) in decayed
+        everything = {id(p) for p in model.param_groups(0.1)[0]["params"]}
+        assert id(model.wte.weight) in everything and id(model.lm_head.weight) in everything
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def test_paired_difference_known_answer():
+    """diffs 0.10, 0.12, 0.08: mean 0.10, 95% CI 0.10 +- t(0.975, 2) * 0.02 / sqrt(3)."""
+    tied = [3.00, 3.10, 3.20]
+    untied = [3.10, 3.22, 3.28]
+    d = report.paired_difference(tied, untied)
+    half = 4.302652729911275 * 0.02 / math.sqrt(3)  # t quantile from tables: 4.3027
+    assert d.mean == pytest.approx(0.10)
+    assert d.low == pytest.approx(0.10 - half, abs=1e-9) and d.high == pytest.approx(0.10 + half, abs=1e-9)
+    assert d.verdict.startswith("tied is better")
+
+
+def test_paired_difference_says_no_significant_difference_when_ci_contains_zero():
+    """Noisy differences of both signs: the verdict is 'no significant difference'."""
+    d = report.paired_difference([3.0, 3.1, 3.2], [3.1, 3.0, 3.25])
+    assert d.low < 0 < d.high
+    assert d.verdict.startswith("no significant difference")
+
+
+def test_paired_difference_untied_better_and_single_seed():
+    """Consistently lower untied loss -> 'untied is better'; one seed -> no interval, said plainly."""
+    assert report.paired_difference([3.0, 3.1, 3.2], [2.9, 3.01, 3.09]).verdict.startswith("untied is better")
+    one = report.paired_difference([3.0], [2.9])
+    assert one.low is None and "one seed" in one.verdict
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+def fake_run(root, name, tied, seed, finals, **changes):
+    """A finished run folder written by hand: 3 evals ending at `finals`, default config otherwise."""
+    path = root / name
+    path.mkdir(parents=True)
+    cfg = RunConfig().to_dict()
+    cfg["model"]["tie_embeddings"] = tied
+    cfg["train"]["seed"] = seed
+    cfg["train"]["max_iters"] = 20
+    for key, value in changes.items():
+        section, k = key.split("__")
+        cfg[section][k] = value
+    (path / "config.json").write_text(json.dumps(cfg))
+    rows = [{"kind": "eval", "step": s, "tokens": s * 100, "train_loss": v - 0.1, "val_loss": v}
+            for s, v in ((0, 10.8), (10, finals + 0.5), (20, finals))]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    n = 1000 if tied else 1500
+    (path / "summary.json").write_text(json.dumps({"parameters": n, "non_embedding_parameters": 500,
+                                                   "tokens_per_s_median": 100.0, "peak_memory_mib": 50.0}))
+    return path
+
+
+def test_report_on_fake_runs_has_the_known_difference(tmp_path):
+    """The rendered report carries the arms' numbers and the paired verdict."""
+    paths = [fake_run(tmp_path, f"{arm}-s{s}", arm == "tied", s, f)
+             for s, (t, u) in enumerate([(3.0, 3.1), (3.1, 3.22), (3.2, 3.28)])
+             for arm, f in (("tied", t), ("untied", u))]
+    out = compare.write_report(paths, tmp_path, prompts=[], title="t")
+    md = out.read_text()
+    assert "tied is better" in md and "+0.1000" in md
+    assert "`model.tie_embeddings`: tied `True`, untied `False`" in md
+    assert (tmp_path / "val_loss_vs_step.png").stat().st_size > 1000 and "val_loss_vs_tokens.png" in md
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "t1", True, 1, 3.1)], "no untied runs"),
+        (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u0", False, 0, 3.1, train__learning_rate=0.01)],
+         "differ in more than tie_embeddings: train.learning_rate"),
+        (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u1", False, 1, 3.1)], "seeds are not paired"),
+        (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u0", False, 0, 3.1, model__n_embd=64)],
+         "not within 2%"),
+    ],
+)
+def test_report_refuses_unfair_sets_of_runs(tmp_path, make, match):
+    """A single arm, a config difference besides the tie, unpaired seeds, or unequal sizes: refused."""
+    with pytest.raises(UserError, match=match):
+        report.check_experiment(report.load_runs(make(tmp_path)))
+
+
+def test_report_refuses_empty_metrics_and_unfinished_runs(tmp_path):
+    """Empty metrics.jsonl or a run that stopped early is named, with how to fix it."""
+    empty = fake_run(tmp_path, "e", True, 0, 3.0)
+    (empty / "metrics.jsonl").write_text("")
+    with pytest.raises(UserError, match="missing or empty"):
+        report.load_run(empty)
+    short = fake_run(tmp_path, "s", True, 0, 3.0, train__max_iters=40)
+    with pytest.raises(UserError, match="unfinished .*--resume"):
+        report.load_run(short)
+
+
+def test_compare_cli_refuses_mixed_modes_and_fixed_keys(capsys):
+    """Run folders plus --config, or overriding the seed/tie flag, are one-line errors."""
+    assert compare.main(["runs/x", "--config", "configs/debug.toml"]) == 2
+    assert compare.main(["--config", "configs/debug.toml", "--train.seed=3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("error: ") for line in err)
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def test_compare_runs_both_arms_and_writes_the_report(tmp_path):
+    """compare.py trains tied and untied for 2 seeds through train.py and reports on them."""
+    path = tmp_path / "c.txt"
+    path.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
+    argv = ["--config", "configs/debug.toml", "--seeds", "2", "--name", "exp", f"--data.source={path}",
+            "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}",
+            "--train.max_iters=6", "--train.eval_interval=3", "--train.sample_tokens=0"]
+    assert compare.main(argv) == 0
+    exp = tmp_path / "exp"
+    assert sorted(p.name for p in exp.iterdir() if p.is_dir()) == ["tied-s0", "tied-s1", "untied-s0", "untied-s1"]
+    md = (exp / "report.md").read_text()
+    assert re.search(r"\*\*Verdict:\*\* (no significant difference|tied is better|untied is better)", md)
+    assert "| tied | untied |" in md and "ROMEO:" in md  # side-by-side samples
+    seeds = {json.loads((exp / n / "config.json").read_text())["train"]["seed"] for n in ("tied-s1", "untied-s1")}
+    assert seeds == {1338}
+    # Running the same command again reuses the finished runs instead of training or overwriting them.
+    before = (exp / "tied-s0" / "ckpt_best.pt").read_bytes()
+    assert compare.main(argv) == 0
+    assert (exp / "tied-s0" / "ckpt_best.pt").read_bytes() == before
