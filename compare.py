@@ -32,6 +32,7 @@ from data.prepare import prepare_data
 from errors import UserError
 from model.gpt import GPT, GPTConfig
 from runs import read_json, write_json
+from train import RESUME_OVERRIDABLE
 
 REPO_ROOT = Path(__file__).resolve().parent
 
@@ -50,22 +51,26 @@ def equal_params_config(cfg: GPTConfig, how: str = "width") -> tuple[GPTConfig, 
     Raises :class:`UserError` if the closest match is more than 2% off.
     """
     target = count_params(dataclasses.replace(cfg, tie_embeddings=False))
-    if how == "width":
-        candidates = [dataclasses.replace(cfg, tie_embeddings=True, n_embd=e)
-                      for e in range(cfg.n_embd, 8 * cfg.n_embd + 1, cfg.n_head)]
-    elif how == "depth":
-        candidates = [dataclasses.replace(cfg, tie_embeddings=True, n_layer=n) for n in range(cfg.n_layer, 64 * cfg.n_layer + 1)]
-    else:
+    if how not in ("width", "depth"):
         raise UserError(f"--equal-params must be 'width' or 'depth', got {how!r}")
-    best = min(candidates, key=lambda c: abs(count_params(c) - target))
-    got = count_params(best)
-    if abs(got - target) > 0.02 * target:
+    key, start, step_, limit = (("n_embd", cfg.n_embd, cfg.n_head, 8 * cfg.n_embd) if how == "width"
+                                else ("n_layer", cfg.n_layer, 1, 64 * cfg.n_layer))
+    best, best_count = None, None
+    # The count grows monotonically with width and depth: walk up until it passes the target.
+    for value in range(start, limit + 1, step_):
+        candidate = dataclasses.replace(cfg, tie_embeddings=True, **{key: value})
+        n = count_params(candidate)
+        if best is None or abs(n - target) < abs(best_count - target):
+            best, best_count = candidate, n
+        if n >= target:
+            break
+    if abs(best_count - target) > 0.02 * target:
         other = "depth" if how == "width" else "width"
         raise UserError(
-            f"no tied model within 2% of the untied {target:,} parameters by {how} (closest {got:,}): "
+            f"no tied model within 2% of the untied {target:,} parameters by {how} (closest {best_count:,}): "
             f"try --equal-params {other}"
         )
-    return best, got, target
+    return best, best_count, target
 
 
 def policy(config: dict) -> dict:
@@ -81,18 +86,25 @@ def policy(config: dict) -> dict:
     }
 
 
-def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str]) -> Path:
-    """Train (or resume, or reuse) one run ``out_dir/name`` through ``train.py``; returns its folder."""
+def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str]) -> Path:
+    """Train (or resume, or reuse) one run ``out_dir/name`` through ``train.py``; returns its folder.
+
+    A finished run (``summary.json``) is reused, an interrupted one (``ckpt_last.pt``) resumed
+    with ``resume_argv`` (bookkeeping overrides only), a missing one trained from scratch.
+    """
     run_dir = out_dir / name
+    train_py = str(REPO_ROOT / "train.py")
     if (run_dir / "summary.json").is_file():
         print(f"[compare] {run_dir}: finished earlier, reused", flush=True)
         return run_dir
     if (run_dir / "ckpt_last.pt").is_file():
-        cmd = [sys.executable, str(REPO_ROOT / "train.py"), "--resume", "--run-name", name, f"--train.out_dir={out_dir}"]
+        cmd = [sys.executable, train_py, "--resume", "--run-name", name, f"--train.out_dir={out_dir}", *resume_argv]
         print(f"[compare] {run_dir}: resuming", flush=True)
+    elif run_dir.exists():
+        raise UserError(f"{run_dir} exists but holds no checkpoint (its first start failed before training): "
+                        "delete that folder and run the same compare.py command again")
     else:
-        cmd = [sys.executable, str(REPO_ROOT / "train.py"), *base_argv, *extra, "--run-name", name,
-               f"--train.out_dir={out_dir}"]
+        cmd = [sys.executable, train_py, *base_argv, *extra, "--run-name", name, f"--train.out_dir={out_dir}"]
         print(f"[compare] {run_dir}: training", flush=True)
     proc = subprocess.run(cmd)
     if proc.returncode != 0:
@@ -120,19 +132,30 @@ def run_experiment(args: argparse.Namespace, overrides: dict) -> tuple[list[Path
         tied_extra.append(f"--model.{key}={getattr(tied_cfg, key)}")
         print(f"[compare] equal params by {args.equal_params}: tied {key}={getattr(tied_cfg, key)} "
               f"({n_tied:,} parameters) vs untied {key}={getattr(cfg.model, key)} ({n_untied:,})", flush=True)
-    # The folder remembers what it was made with, so a re-run continues it but never mixes settings.
-    settings = {"config": args.config, "overrides": overrides, "equal_params": args.equal_params}  # --seeds may grow
+    # The folder remembers the resolved config it was made with (bookkeeping aside), so a re-run
+    # continues it -- with more seeds, another device or wandb mode -- but never mixes settings.
+    flat = {f"{sec}.{k}": v for sec, values in cfg.to_dict().items() for k, v in values.items()}
+    settings = {"config": {k: v for k, v in flat.items() if k not in report.BOOKKEEPING},
+                "equal_params": args.equal_params}
     saved = out_dir / "experiment.json"
-    if saved.is_file() and read_json(saved, "experiment settings") != json.loads(json.dumps(settings)):
-        raise UserError(f"experiment folder {out_dir} was made with other settings ({saved}): pick another --name")
+    if saved.is_file():
+        before = read_json(saved, "experiment settings")
+        if before != json.loads(json.dumps(settings)):
+            changed = sorted(k for k in set(before.get("config", {})) | set(settings["config"])
+                             if before.get("config", {}).get(k) != settings["config"].get(k))
+            raise UserError(f"experiment folder {out_dir} was made with other settings "
+                            f"({', '.join(changed) or 'equal_params'}): pick another --name")
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(saved, settings)
+    resume_argv = overrides_to_argv({sec: {k: v for k, v in values.items() if f"{sec}.{k}" in RESUME_OVERRIDABLE}
+                                     for sec, values in overrides.items()})
     paths = []
     for i in range(args.seeds):
         seed = cfg.train.seed + i
         common = [f"--train.seed={seed}", f"--wandb.group={cfg.wandb.group or name}"]
         for arm, extra in (("tied", tied_extra), ("untied", ["--model.tie_embeddings=false"])):
-            paths.append(run_arm(base_argv, out_dir, f"{arm}-s{i}", [*common, *extra]))  # train.py adds the arm's wandb tag
+            # train.py adds the arm's wandb tag itself.
+            paths.append(run_arm(base_argv, out_dir, f"{arm}-s{i}", [*common, *extra], resume_argv))
     return paths, out_dir
 
 
@@ -160,8 +183,12 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     p.add_argument("--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent).")
     p.add_argument("--prompt", action="append", help="Prompt for the side-by-side samples (repeatable; default: a newline and 'ROMEO:').")
     args, overrides = parse_cli(p, argv)
-    if args.runs and (args.config or args.equal_params or overrides):
-        raise UserError("give either run folders to report on, or --config/overrides to train: not both")
+    if args.runs and (args.config or args.equal_params or overrides or args.name):
+        raise UserError("give either run folders to report on, or --config/--name/overrides to train: not both")
+    if not args.runs and args.report_dir:
+        raise UserError("--report-dir is for reports on existing runs; a new experiment reports into its own folder")
+    if args.prompt is not None and not all(args.prompt):
+        raise UserError("an empty --prompt: give some text (e.g. --prompt 'ROMEO:')")
     if args.seeds < 1:
         raise UserError(f"--seeds must be >= 1, got {args.seeds}")
     for key in ("model.tie_embeddings", "train.seed"):

@@ -12,6 +12,7 @@ command line; this module is the library it calls::
 
 from __future__ import annotations
 
+import html
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from pathlib import Path
 import torch
 
 from errors import UserError
-from runs import read_json, read_metrics
+from runs import load_run_config, read_json, read_metrics
 
 ARMS = ("tied", "untied")
 # Keys that may differ between runs of one experiment without making it unfair: bookkeeping,
@@ -60,6 +61,7 @@ class Experiment:
     runs: dict[str, list[Run]]  # arm -> runs sorted by seed
     seeds: list[int]
     differences: dict[str, tuple] = field(default_factory=dict)  # key -> (tied value, untied value)
+    bookkeeping: dict[str, tuple] = field(default_factory=dict)  # differences with no effect on the maths
 
 
 def _flatten(config: dict) -> dict:
@@ -67,15 +69,29 @@ def _flatten(config: dict) -> dict:
 
 
 def load_run(path: Path) -> Run:
-    """Read one run folder.  Raises :class:`UserError` if it is missing, unfinished or has no evals."""
+    """Read one finished run folder.
+
+    Raises :class:`UserError` if it is missing or unfinished, or if its config, metrics or
+    summary is malformed or holds a non-finite loss (naming the file and the fix).
+    """
     path = Path(path)
     if not path.is_dir():
-        raise UserError(f"run folder {path} does not exist")
-    config = read_json(path / "config.json", "run config")
+        raise UserError(f"run folder {path} does not exist: give folders written by train.py or compare.py")
+    config = load_run_config(path).to_dict()  # validated: every key present and typed
     metrics_path = path / "metrics.jsonl"
-    if not metrics_path.is_file() or not metrics_path.read_text().strip():
+    if not metrics_path.is_file() or not metrics_path.read_text(errors="replace").strip():
         raise UserError(f"{metrics_path} is missing or empty: the run never logged; re-run it")
-    evals = sorted((r for r in read_metrics(metrics_path) if r.get("kind") == "eval"), key=lambda r: r["step"])
+    try:
+        rows = read_metrics(metrics_path)
+        evals = sorted((r for r in rows if r.get("kind") == "eval"), key=lambda r: r["step"])
+        for r in evals:
+            if not all(isinstance(r[k], (int, float)) and math.isfinite(r[k]) for k in ("step", "tokens", "train_loss", "val_loss")):
+                raise UserError(f"{metrics_path} has a non-finite or missing loss at step {r.get('step')}: "
+                                "the run diverged; it cannot be compared")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        if isinstance(e, UserError):
+            raise
+        raise UserError(f"{metrics_path} is malformed ({type(e).__name__}: {e}): it was not written by train.py") from None
     if not evals:
         raise UserError(f"{metrics_path} has no eval rows: re-run it with eval_interval <= max_iters")
     max_iters = config["train"]["max_iters"]
@@ -85,7 +101,10 @@ def load_run(path: Path) -> Run:
             f"finish it with python train.py --resume --run-name {path.name} --train.out_dir={path.parent}"
         )
     summary = read_json(path / "summary.json", "run summary")
-    return Run(path, config, summary, evals, bool(config["model"]["tie_embeddings"]), int(config["train"]["seed"]))
+    needed = ("parameters", "non_embedding_parameters", "tokens_per_s_median")
+    if not isinstance(summary, dict) or any(not isinstance(summary.get(k), (int, float)) for k in needed):
+        raise UserError(f"{path / 'summary.json'} lacks {', '.join(needed)}: re-run the run's last step with train.py")
+    return Run(path, config, summary, evals, config["model"]["tie_embeddings"], config["train"]["seed"])
 
 
 def load_runs(paths: list[Path]) -> list[Run]:
@@ -117,15 +136,21 @@ def check_experiment(runs: list[Run]) -> Experiment:
     for arm, members in arms.items():
         ref = _flatten(members[0].config)
         for r in members[1:]:
-            diff = sorted(k for k, v in _flatten(r.config).items() if ref.get(k) != v and k not in BOOKKEEPING)
+            flat = _flatten(r.config)
+            diff = sorted(k for k in set(ref) | set(flat) if ref.get(k) != flat.get(k) and k not in BOOKKEEPING)
             if diff:
                 raise UserError(f"{r.path} differs from {members[0].path} in {', '.join(diff)}: one arm's runs must share a config")
+    hashes = {r.summary["data_sha256"] for r in runs if r.summary.get("data_sha256")}
+    if len(hashes) > 1:
+        raise UserError("the runs trained on different corpus contents (data_sha256 differs): re-run them on the same data")
     tied_cfg, untied_cfg = _flatten(arms["tied"][0].config), _flatten(arms["untied"][0].config)
-    differences = {
+    every = {
         k: (tied_cfg.get(k), untied_cfg.get(k))
         for k in sorted(set(tied_cfg) | set(untied_cfg))
-        if tied_cfg.get(k) != untied_cfg.get(k) and k not in BOOKKEEPING
+        if tied_cfg.get(k) != untied_cfg.get(k) and k != "train.seed"
     }
+    differences = {k: v for k, v in every.items() if k not in BOOKKEEPING}
+    bookkeeping = {k: v for k, v in every.items() if k in BOOKKEEPING}
     unfair = sorted(set(differences) - {"model.tie_embeddings"} - SIZE_KEYS)
     if unfair:
         detail = ", ".join(f"{k} ({differences[k][0]!r} vs {differences[k][1]!r})" for k in unfair)
@@ -137,7 +162,7 @@ def check_experiment(runs: list[Run]) -> Experiment:
                 f"the arms differ in model size ({', '.join(sorted(set(differences) & SIZE_KEYS))}) but their "
                 f"parameter counts {n_tied:,} vs {n_untied:,} are not within 2%: not an equal-parameter experiment"
             )
-    return Experiment(arms, tied_seeds, differences)
+    return Experiment(arms, tied_seeds, differences, bookkeeping)
 
 
 @dataclass
@@ -162,17 +187,20 @@ def paired_difference(tied: list[float], untied: list[float], what: str = "val l
 
     if len(tied) != len(untied) or not tied:
         raise ValueError("need equally many tied and untied values, at least one")
+    if not all(math.isfinite(x) for x in [*tied, *untied]):
+        raise UserError(f"a {what} is not finite (a run diverged): no comparison can be made")
     diffs = [u - t for t, u in zip(tied, untied)]
     mean = statistics.fmean(diffs)
-    if len(diffs) < 2:
+    n = len(diffs)
+    if n < 2:
         return PairedDifference(diffs, mean, None, None,
                                 f"one seed only: no confidence interval for the {what} difference; run more seeds")
-    if all(d == diffs[0] for d in diffs):  # zero variance: the t interval degenerates to a point
-        low = high = mean
-    else:
-        ci = stats.ttest_rel(untied, tied).confidence_interval(confidence_level=0.95)
-        low, high = float(ci.low), float(ci.high)
-    n = len(diffs)
+    if all(d == diffs[0] for d in diffs):  # zero variance: the t interval is undefined
+        which = "no difference" if mean == 0 else f"untied - tied = {mean:+.4f}"
+        return PairedDifference(diffs, mean, None, None,
+                                f"{which} in {what} in every one of {n} seeds, exactly: zero variance, so no interval")
+    ci = stats.ttest_rel(untied, tied).confidence_interval(confidence_level=0.95)
+    low, high = float(ci.low), float(ci.high)
     if low <= 0.0 <= high:
         verdict = (f"no significant difference in {what} between tied and untied "
                    f"(95% CI of untied - tied: [{low:+.4f}, {high:+.4f}], {n} seeds)")
@@ -232,10 +260,11 @@ def plot_curves(exp: Experiment, out_dir: Path) -> list[str]:
         fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
         for arm, color in zip(ARMS, ("tab:blue", "tab:orange")):
             members = exp.runs[arm]
-            xs = [r[x_key] for r in members[0].evals]
-            curves = [[r["val_loss"] for r in m.evals] for m in members]
-            n = min(len(c) for c in curves)
-            xs, curves = xs[:n], [c[:n] for c in curves]
+            # Align by step (not by position): only steps every run of the arm evaluated at.
+            by_step = [{r["step"]: r for r in m.evals} for m in members]
+            steps = sorted(set.intersection(*(set(b) for b in by_step)))
+            xs = [by_step[0][st][x_key] for st in steps]
+            curves = [[b[st]["val_loss"] for st in steps] for b in by_step]
             mean = [statistics.fmean(v) for v in zip(*curves)]
             ax.plot(xs, mean, color=color, label=f"{arm} (mean of {len(members)} seeds)")
             ax.fill_between(xs, [min(v) for v in zip(*curves)], [max(v) for v in zip(*curves)],
@@ -278,6 +307,11 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
     return out
 
 
+def _cell(text: str) -> str:
+    """Sample text as one Markdown table cell: HTML-escaped, pipes and newlines made inert."""
+    return html.escape(text).replace("|", "&#124;").replace("\n", "<br>")
+
+
 def _pm(ms: tuple[float, float], digits: int = 4) -> str:
     mean, std = ms
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
@@ -297,14 +331,17 @@ def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, pol
         f"- Corpus `{cfg['data']['source']}`, tokenizer `{cfg['data']['tokenizer']}` "
         f"(vocab_size {cfg['model']['vocab_size']:,}); {cfg['train']['max_iters']} steps of "
         f"{cfg['train']['batch_size'] * cfg['train']['grad_accum_steps'] * cfg['model']['block_size']:,} tokens.",
-        f"- Seeds {exp.seeds}: each seed's two runs share the data order, the eval batches, the "
-        "initial transformer body, the token budget, the schedule and the optimizer settings.",
+        f"- Seeds {exp.seeds}: each seed's two runs share the data order, the eval batches, "
+        + ("" if set(exp.differences) & SIZE_KEYS else "the initial transformer body, ")
+        + "the token budget, the schedule and the optimizer settings.",
         f"- Weight-decay policy (both arms): {policy['weight_decay']}.",
         f"- Init policy (both arms): {policy['init']}.",
         "- Every config difference between the arms:",
     ]
     for key, (a, b) in exp.differences.items():
         lines.append(f"  - `{key}`: tied `{a}`, untied `{b}`")
+    for key, (a, b) in exp.bookkeeping.items():
+        lines.append(f"  - `{key}`: tied `{a}`, untied `{b}` (bookkeeping: no effect on the maths)")
     lines += ["", "## Results (mean ± std over seeds)", ""]
     header = ["", *(r["arm"] for r in rows)]
     table = [
@@ -323,7 +360,7 @@ def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, pol
     lines += ["", "## Untied − tied, paired by seed", ""]
     lines += ["| metric | per seed | mean | 95% CI |", "|---|---|---|---|"]
     for name, d in (("final val loss", final), ("best val loss", best)):
-        ci = f"[{d.low:+.4f}, {d.high:+.4f}]" if d.low is not None else "n/a (one seed)"
+        ci = f"[{d.low:+.4f}, {d.high:+.4f}]" if d.low is not None else "n/a (one seed, or zero variance)"
         lines.append(f"| {name} | {', '.join(f'{x:+.4f}' for x in d.diffs)} | {d.mean:+.4f} | {ci} |")
     lines += ["", f"Best val loss: {best.verdict}.", "",
               "The interval is the paired t interval (`scipy.stats.ttest_rel`, n − 1 degrees of freedom).", ""]
@@ -331,8 +368,8 @@ def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, pol
     if sample_texts:
         lines += ["## Samples (first seed, ckpt_best.pt, top-k 50, temperature 0.8, same seed)", ""]
         for prompt, by_arm in sample_texts.items():
-            lines += [f"Prompt `{prompt!r}`:", "", "| tied | untied |", "|---|---|"]
-            cells = [by_arm.get(arm, "").replace("|", "\\|").replace("\n", "<br>") for arm in ARMS]
+            lines += [f"Prompt <code>{html.escape(repr(prompt))}</code>:", "", "| tied | untied |", "|---|---|"]
+            cells = [_cell(by_arm.get(arm, "")) for arm in ARMS]
             lines += [f"| {cells[0]} | {cells[1]} |", ""]
     lines += ["## Runs", ""] + [f"- `{r.path}` (seed {r.seed}, {'tied' if r.tied else 'untied'})"
                                 for arm in ARMS for r in exp.runs[arm]]

@@ -374,6 +374,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
         "tokens_per_s_median": statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None,
         "elapsed_s": round(elapsed(), 1), "peak_memory_mib": runs.peak_memory_mib(device), "parameters": n_params,
         "non_embedding_parameters": model.num_params(non_embedding=True), "tie_embeddings": mc.tie_embeddings,
+        "data_sha256": data.meta.get("source_sha256"),
     }
     runs.write_json(run_dir / "summary.json", summary)
     print(

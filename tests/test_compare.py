@@ -68,17 +68,38 @@ def _build(tmp_path, tie: bool, seed: int):
     return cfg, train.build(cfg)
 
 
-def test_both_arms_of_a_seed_see_the_same_data_order_and_eval_batches(tmp_path):
-    """Same seed: identical training batches in order, and identical fixed eval batches."""
-    (cfg_t, tied), (cfg_u, untied) = _build(tmp_path, True, 7), _build(tmp_path, False, 7)
-    for _ in range(5):
-        xt, yt = tied.data.get_batch("train", 4, 16, tied.data_gen)
-        xu, yu = untied.data.get_batch("train", 4, 16, untied.data_gen)
-        assert torch.equal(xt, xu) and torch.equal(yt, yu)
-    for split in ("train", "val"):
-        a = tied.data.eval_offsets(split, 3, 4, 16, seed=cfg_t.train.seed + 1)
-        b = untied.data.eval_offsets(split, 3, 4, 16, seed=cfg_u.train.seed + 1)
-        assert torch.equal(a, b)
+def test_both_arms_of_a_seed_see_the_same_data_order_and_eval_batches(tmp_path, monkeypatch):
+    """Real train.py runs of both arms read exactly the same training batches and eval windows."""
+    from data.loader import TokenData
+
+    seen = {}
+    real_get, real_at = TokenData.get_batch, TokenData.batch_at
+
+    def get_batch(self, split, *a, **k):
+        x, y = real_get(self, split, *a, **k)
+        seen[current].append(("batch", split, x.clone()))
+        return x, y
+
+    def batch_at(self, split, offsets, *a, **k):
+        seen[current].append(("eval", split, offsets.clone()))
+        return real_at(self, split, offsets, *a, **k)
+
+    monkeypatch.setattr(TokenData, "get_batch", get_batch)
+    monkeypatch.setattr(TokenData, "batch_at", batch_at)
+    path = tmp_path / "c.txt"
+    path.write_text("Now is the winter of our discontent\nMade glorious summer by this sun of York;\n" * 200)
+    for current in ("true", "false"):
+        seen[current] = []
+        argv = [f"--data.source={path}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}",
+                f"--train.out_dir={tmp_path / 'runs'}", "--model.n_layer=1", "--model.n_head=2", "--model.n_embd=16",
+                "--model.block_size=16", "--train.batch_size=2", "--train.max_iters=4", "--train.eval_interval=2",
+                "--train.eval_iters=2", "--train.sample_tokens=0", f"--model.tie_embeddings={current}",
+                "--run-name", current]
+        assert train.main(argv) == 0
+    tied, untied = seen["true"], seen["false"]
+    assert len(tied) == len(untied) > 0 and any(kind == "eval" for kind, _, _ in tied)
+    for (ka, sa, ta), (kb, sb, tb) in zip(tied, untied):
+        assert (ka, sa) == (kb, sb) and torch.equal(ta, tb)
 
 
 def test_both_arms_of_a_seed_start_from_the_same_body(tmp_path):
@@ -188,6 +209,70 @@ def test_report_refuses_unfair_sets_of_runs(tmp_path, make, match):
     """A single arm, a config difference besides the tie, unpaired seeds, or unequal sizes: refused."""
     with pytest.raises(UserError, match=match):
         report.check_experiment(report.load_runs(make(tmp_path)))
+
+
+def test_pairing_is_by_seed_not_by_argument_order(tmp_path):
+    """Paths given in any order are paired by seed: the per-seed differences come out right."""
+    runs = [fake_run(tmp_path, "u2", False, 2, 3.5), fake_run(tmp_path, "t0", True, 0, 3.0),
+            fake_run(tmp_path, "u0", False, 0, 3.1), fake_run(tmp_path, "t2", True, 2, 3.2)]
+    exp = report.check_experiment(report.load_runs(runs))
+    tied = [r.final["val_loss"] for r in exp.runs["tied"]]
+    untied = [r.final["val_loss"] for r in exp.runs["untied"]]
+    assert report.paired_difference(tied, untied).diffs == pytest.approx([0.1, 0.3])
+
+
+def test_equal_parameter_runs_are_accepted_and_the_size_difference_stated(tmp_path):
+    """A tied arm that is wider but within 2% in parameters is fair; the report names n_embd."""
+    paths = [fake_run(tmp_path, "t0", True, 0, 3.0, model__n_embd=160), fake_run(tmp_path, "u0", False, 0, 3.1)]
+    (paths[0] / "summary.json").write_text(json.dumps({"parameters": 1490, "non_embedding_parameters": 700,
+                                                       "tokens_per_s_median": 90.0}))
+    exp = report.check_experiment(report.load_runs(paths))
+    assert exp.differences["model.n_embd"] == (160, 128)
+    md = report.render_markdown(exp, [], {}, compare.policy(exp.runs["tied"][0].config), "t")
+    assert "`model.n_embd`: tied `160`, untied `128`" in md and "initial transformer body" not in md
+
+
+def test_zero_variance_and_non_finite_losses():
+    """Identical differences give no interval (said plainly); a NaN loss is refused."""
+    d = report.paired_difference([3.0, 3.1], [3.25, 3.35])
+    assert d.low is None and "zero variance" in d.verdict
+    with pytest.raises(UserError, match="not finite"):
+        report.paired_difference([3.0, float("nan")], [3.1, 3.2])
+
+
+def test_sample_cells_are_escaped():
+    """Sample text cannot break the Markdown table or inject HTML."""
+    assert report._cell("a|b <i>x</i>\nc") == "a&#124;b &lt;i&gt;x&lt;/i&gt;<br>c"
+
+
+def test_orphan_run_folder_says_to_delete_it(tmp_path):
+    """A run folder with no checkpoint (its start failed) is named, with the fix; nothing is deleted."""
+    (tmp_path / "tied-s0").mkdir()
+    (tmp_path / "tied-s0" / "config.json").write_text("{}")
+    with pytest.raises(UserError, match="delete that folder"):
+        compare.run_arm([], tmp_path, "tied-s0", [], [])
+    assert (tmp_path / "tied-s0" / "config.json").exists()
+
+
+def test_experiment_folder_refuses_other_settings(tmp_path, capsys):
+    """Re-running into an experiment folder with a different config is refused before any training."""
+    path = tmp_path / "c.txt"
+    path.write_text("To be, or not to be: that is the question.\n" * 300)
+    base = ["--config", "configs/debug.toml", "--seeds", "1", "--name", "exp", f"--data.source={path}",
+            "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}"]
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "experiment.json").write_text(json.dumps({"config": {"train.max_iters": 1}, "equal_params": None}))
+    assert compare.main(base) == 2
+    err = capsys.readouterr().err
+    assert "made with other settings" in err and "train.max_iters" in err
+    assert not (tmp_path / "exp" / "tied-s0").exists()
+
+
+def test_report_on_missing_run_exits_2(tmp_path, capsys):
+    """compare.py on a folder that does not exist: one error line, exit 2."""
+    assert compare.main([str(tmp_path / "nope"), str(tmp_path / "nope2")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "does not exist" in err
 
 
 def test_report_refuses_empty_metrics_and_unfinished_runs(tmp_path):
