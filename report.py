@@ -309,7 +309,7 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
 
 def _cell(text: str) -> str:
     """Sample text as one Markdown table cell: HTML-escaped, pipes and newlines made inert."""
-    return html.escape(text).replace("|", "&#124;").replace("\n", "<br>")
+    return html.escape(text, quote=False).replace("|", "&#124;").replace("\n", "<br>")
 
 
 def _pm(ms: tuple[float, float], digits: int = 4) -> str:
@@ -368,7 +368,7 @@ def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, pol
     if sample_texts:
         lines += ["## Samples (first seed, ckpt_best.pt, top-k 50, temperature 0.8, same seed)", ""]
         for prompt, by_arm in sample_texts.items():
-            lines += [f"Prompt <code>{html.escape(repr(prompt))}</code>:", "", "| tied | untied |", "|---|---|"]
+            lines += [f"Prompt <code>{html.escape(repr(prompt), quote=False)}</code>:", "", "| tied | untied |", "|---|---|"]
             cells = [_cell(by_arm.get(arm, "")) for arm in ARMS]
             lines += [f"| {cells[0]} | {cells[1]} |", ""]
     lines += ["## Runs", ""] + [f"- `{r.path}` (seed {r.seed}, {'tied' if r.tied else 'untied'})"
