@@ -73,19 +73,6 @@ def equal_params_config(cfg: GPTConfig, how: str = "width") -> tuple[GPTConfig, 
     return best, best_count, target
 
 
-def policy(config: dict) -> dict:
-    """Plain-words weight-decay and init policy of a run config (both arms share it)."""
-    tc = config["train"]
-    emb = ("decayed (nanoGPT's policy)" if tc.get("embedding_weight_decay", True)
-           else "not decayed (minGPT's policy)")
-    return {
-        "weight_decay": f"AdamW weight_decay={tc['weight_decay']} on weights with dim >= 2; the embedding matrices "
-                        f"(wte, wpe, and lm_head whether tied or not) are {emb}; biases and LayerNorm gains never decay",
-        "init": "GPT-2's: Linear and Embedding weights ~ N(0, 0.02), residual projections ~ N(0, 0.02/sqrt(2 n_layer)); "
-                "untied, embedding and head are independent draws; tied, one draw",
-    }
-
-
 def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str]) -> Path:
     """Train (or resume, or reuse) one run ``out_dir/name`` through ``train.py``; returns its folder.
 
@@ -134,7 +121,7 @@ def run_experiment(args: argparse.Namespace, overrides: dict) -> tuple[list[Path
               f"({n_tied:,} parameters) vs untied {key}={getattr(cfg.model, key)} ({n_untied:,})", flush=True)
     # The folder remembers the resolved config it was made with (bookkeeping aside), so a re-run
     # continues it -- with more seeds, another device or wandb mode -- but never mixes settings.
-    flat = {f"{sec}.{k}": v for sec, values in cfg.to_dict().items() for k, v in values.items()}
+    flat = report.flatten(cfg.to_dict())
     settings = {"config": {k: v for k, v in flat.items() if k not in report.BOOKKEEPING},
                 "equal_params": args.equal_params}
     saved = out_dir / "experiment.json"
@@ -165,7 +152,7 @@ def write_report(paths: list[Path], out_dir: Path, prompts: list[str], title: st
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = report.plot_curves(exp, out_dir)
     texts = report.samples(exp, prompts) if prompts else {}
-    md = report.render_markdown(exp, figures, texts, policy(exp.runs["tied"][0].config), title)
+    md = report.render_markdown(exp, figures, texts, title)
     path = out_dir / "report.md"
     path.write_text(md)
     return path

@@ -64,7 +64,8 @@ class Experiment:
     bookkeeping: dict[str, tuple] = field(default_factory=dict)  # differences with no effect on the maths
 
 
-def _flatten(config: dict) -> dict:
+def flatten(config: dict) -> dict:
+    """``{"model": {"n_layer": 4}}`` -> ``{"model.n_layer": 4}``."""
     return {f"{s}.{k}": v for s, values in config.items() for k, v in values.items()}
 
 
@@ -134,16 +135,16 @@ def check_experiment(runs: list[Run]) -> Experiment:
             "each seed needs one run in each arm"
         )
     for arm, members in arms.items():
-        ref = _flatten(members[0].config)
+        ref = flatten(members[0].config)
         for r in members[1:]:
-            flat = _flatten(r.config)
+            flat = flatten(r.config)
             diff = sorted(k for k in set(ref) | set(flat) if ref.get(k) != flat.get(k) and k not in BOOKKEEPING)
             if diff:
                 raise UserError(f"{r.path} differs from {members[0].path} in {', '.join(diff)}: one arm's runs must share a config")
     hashes = {r.summary["data_sha256"] for r in runs if r.summary.get("data_sha256")}
     if len(hashes) > 1:
         raise UserError("the runs trained on different corpus contents (data_sha256 differs): re-run them on the same data")
-    tied_cfg, untied_cfg = _flatten(arms["tied"][0].config), _flatten(arms["untied"][0].config)
+    tied_cfg, untied_cfg = flatten(arms["tied"][0].config), flatten(arms["untied"][0].config)
     every = {
         k: (tied_cfg.get(k), untied_cfg.get(k))
         for k in sorted(set(tied_cfg) | set(untied_cfg))
@@ -317,13 +318,27 @@ def _pm(ms: tuple[float, float], digits: int = 4) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, policy: dict, title: str) -> str:
+def policy(config: dict) -> dict:
+    """Plain-words weight-decay and init policy of a run config (both arms share it)."""
+    tc = config["train"]
+    emb = ("decayed (nanoGPT's policy)" if tc.get("embedding_weight_decay", True)
+           else "not decayed (minGPT's policy)")
+    return {
+        "weight_decay": f"AdamW weight_decay={tc['weight_decay']} on weights with dim >= 2; the embedding matrices "
+                        f"(wte, wpe, and lm_head whether tied or not) are {emb}; biases and LayerNorm gains never decay",
+        "init": "GPT-2's: Linear and Embedding weights ~ N(0, 0.02), residual projections ~ N(0, 0.02/sqrt(2 n_layer)); "
+                "untied, embedding and head are independent draws; tied, one draw",
+    }
+
+
+def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, title: str) -> str:
     """The report as Markdown: setup and differences, per-arm table, paired test, figures, samples."""
     rows = arm_table(exp)
     tied, untied = exp.runs["tied"], exp.runs["untied"]
     final = paired_difference([r.final["val_loss"] for r in tied], [r.final["val_loss"] for r in untied], "final val loss")
     best = paired_difference([r.best_val_loss for r in tied], [r.best_val_loss for r in untied], "best val loss")
     cfg = tied[0].config
+    pol = policy(cfg)
     lines = [f"# {title}", ""]
     lines += [f"**Verdict:** {final.verdict}.", ""]
     lines += ["## Setup", ""]
@@ -334,8 +349,8 @@ def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, pol
         f"- Seeds {exp.seeds}: each seed's two runs share the data order, the eval batches, "
         + ("" if set(exp.differences) & SIZE_KEYS else "the initial transformer body, ")
         + "the token budget, the schedule and the optimizer settings.",
-        f"- Weight-decay policy (both arms): {policy['weight_decay']}.",
-        f"- Init policy (both arms): {policy['init']}.",
+        f"- Weight-decay policy (both arms): {pol['weight_decay']}.",
+        f"- Init policy (both arms): {pol['init']}.",
         "- Every config difference between the arms:",
     ]
     for key, (a, b) in exp.differences.items():
