@@ -75,7 +75,8 @@ class TrainConfig:
     eval_interval: int = doc_field(50, "Evaluate train/val loss every this many steps (and at the last step).")
     eval_iters: int = doc_field(10, "Fixed batches per split in each evaluation.")
     log_interval: int = doc_field(10, "Write a training row to metrics.jsonl every this many steps.")
-    checkpoint_interval: int = doc_field(0, "Write ckpt_last.pt every this many steps; 0 means every eval_interval.")
+    checkpoint_interval: int = doc_field(0, "Write ckpt_last.pt every this many steps (a crash loses at most this many); 0 means every eval_interval.")
+    max_skipped_steps: int = doc_field(0, "Steps with a non-finite loss or gradient that may be skipped (no update; counted in metrics.jsonl and summary.json) before the run stops; 0 stops at the first.")
     seed: int = doc_field(1337, "Seed for init, dropout and the data order.")
     device: str = doc_field("auto", "'auto' (cuda, then mps, then cpu), 'cpu', 'cuda', 'cuda:N' or 'mps'.")
     dtype: str = doc_field("auto", "'auto' (bfloat16 autocast on CUDA, else float32), 'float32' or 'bfloat16'.")
@@ -89,7 +90,7 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise UserError(f"train.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_iters", "lr_decay_iters", "checkpoint_interval", "sample_tokens"):
+        for name in ("warmup_iters", "lr_decay_iters", "checkpoint_interval", "max_skipped_steps", "sample_tokens"):
             if getattr(self, name) < 0:
                 raise UserError(f"train.{name} must be >= 0, got {getattr(self, name)}")
         if not self.learning_rate > 0 or self.min_lr < 0 or self.min_lr > self.learning_rate:

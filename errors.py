@@ -3,7 +3,9 @@
 Every command-line entry point (``train.py``, ``sample.py``, ``bench.py``,
 ``python -m data.prepare``) catches :class:`UserError`, prints its message as a
 single ``error: ...`` line on stderr and exits with status 2.  Anything else
-that escapes is a bug in tinygpt and keeps its traceback.
+that escapes is a bug in tinygpt and keeps its traceback.  :class:`Interrupted` is
+not bad input: a run stopped by a signal exits with the shell's status for that
+signal (128 + its number: 130 for SIGINT, 143 for SIGTERM).
 """
 
 
@@ -12,3 +14,19 @@ class UserError(ValueError):
 
     Subclasses ``ValueError`` so library callers can catch it the usual way.
     """
+
+
+class Interrupted(Exception):
+    """A run stopped on request (SIGINT / SIGTERM) after saving its checkpoint.
+
+    ``signum`` is the signal's number; :attr:`exit_status` is the conventional 128 + signum.
+    """
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        """128 + the signal number, as a shell reports a process killed by that signal."""
+        return 128 + self.signum

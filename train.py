@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import statistics
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from tqdm import tqdm
@@ -29,7 +32,7 @@ from config import ArgumentParser, RunConfig, TrainConfig, parse_cli, parse_conf
 from data.loader import TokenData
 from data.prepare import prepare_data
 from data.tokenizers import load_tokenizer, save_tokenizer
-from errors import UserError
+from errors import Interrupted, UserError
 from model.checkpoint import load_checkpoint, load_model_state, save_checkpoint
 from model.gpt import GPT
 from sample import generate_text
@@ -37,7 +40,8 @@ from sample import generate_text
 # What may change when a run is resumed: bookkeeping and length, never the maths of a step.
 RESUME_OVERRIDABLE = {
     "train.max_iters", "train.eval_interval", "train.log_interval", "train.checkpoint_interval",
-    "train.device", "train.compile", "train.sample_tokens", "train.sample_prompt", "wandb.mode",
+    "train.device", "train.compile", "train.sample_tokens", "train.sample_prompt", "train.max_skipped_steps",
+    "wandb.mode",
 }
 
 
@@ -58,14 +62,24 @@ def get_lr(step: int, cfg: TrainConfig) -> float:
     return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
 
 
+class StepResult(NamedTuple):
+    """What one optimizer step did."""
+
+    loss: float  # mean train loss over the micro-batches (nats/token)
+    grad_norm: float  # global L2 norm of the gradient, before clipping
+    applied: bool  # False when the loss or gradient was non-finite and the update was skipped
+
+
 def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg: RunConfig,
-               device: torch.device, amp_dtype, lr: float) -> float:
-    """One optimizer step over ``grad_accum_steps`` micro-batches; returns the mean train loss.
+               device: torch.device, amp_dtype, lr: float) -> StepResult:
+    """One optimizer step over ``grad_accum_steps`` micro-batches.
 
     Sets the learning rate, accumulates gradients (each micro-batch's loss scaled by
     1/grad_accum_steps so the sum is the mean), clips the global norm, steps AdamW and
-    frees the gradients.  Shared with ``bench.py`` so the benchmark times exactly this.
-    A non-finite loss is returned, not raised: the caller decides what to do.
+    frees the gradients.  A non-finite loss or gradient norm is never applied: the
+    gradients are dropped, the weights and AdamW moments stay as they were, and the result
+    says ``applied=False`` (the caller stops or counts the skip).  The data position moves
+    on either way.  Shared with ``bench.py`` so the benchmark times exactly this.
     """
     tc = cfg.train
     for group in optimizer.param_groups:
@@ -77,11 +91,14 @@ def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg
             _, loss = model(x, y)
         (loss / tc.grad_accum_steps).backward()
         loss_sum += loss.item()
-    if tc.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-    optimizer.step()
+    # With clipping off, an infinite max_norm still returns the norm (and scales by exactly 1).
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip or math.inf).item()
+    loss = loss_sum / tc.grad_accum_steps
+    applied = math.isfinite(loss) and math.isfinite(grad_norm)
+    if applied:
+        optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return loss_sum / tc.grad_accum_steps
+    return StepResult(loss, grad_norm, applied)
 
 
 @torch.no_grad()
@@ -110,6 +127,30 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     return parse_cli(parser, argv)
 
 
+def check_run_name(name: str) -> None:
+    """A run name is one plain folder name: no path separators, no '.' or '..'."""
+    if not name or "/" in name or "\\" in name or name in (".", "..") or "\0" in name:
+        raise UserError(f"--run-name {name!r} must be a plain folder name (no '/', not '.' or '..')")
+
+
+def check_paths(cfg: RunConfig, run_dir: Path) -> None:
+    """Refuse paths that would make a run write outside its run folder and the data cache.
+
+    Both folders are resolved (symlinks, ``..``) before comparing: the run folder must be a
+    real folder directly under ``train.out_dir``, and ``train.out_dir`` and ``data.cache_dir``
+    must not contain one another (a data rebuild swaps whole cache folders).
+    """
+    out_dir, cache_dir = Path(cfg.train.out_dir).resolve(), Path(cfg.data.cache_dir).resolve()
+    if run_dir.is_symlink() or run_dir.resolve().parent != out_dir:
+        raise UserError(f"run folder {run_dir} is a link to {run_dir.resolve()}, outside train.out_dir "
+                        f"{out_dir}: runs write only into real folders there; pick another --run-name")
+    for path, key in ((out_dir, "train.out_dir"), (cache_dir, "data.cache_dir")):
+        if path.exists() and not path.is_dir():
+            raise UserError(f"{key} {path} exists and is not a folder: point --{key} at a folder")
+    if out_dir == cache_dir or out_dir.is_relative_to(cache_dir) or cache_dir.is_relative_to(out_dir):
+        raise UserError(f"train.out_dir {out_dir} and data.cache_dir {cache_dir} overlap: give them separate folders")
+
+
 def setup_run(args: argparse.Namespace, overrides: dict) -> tuple[RunConfig, Path]:
     """Resolve the config and the run folder; refuse to overwrite or to silently change a run.
 
@@ -123,6 +164,7 @@ def setup_run(args: argparse.Namespace, overrides: dict) -> tuple[RunConfig, Pat
             raise UserError("--resume takes the config saved in the run folder: drop --config")
         out_dir = Path(overrides.get("train", {}).get("out_dir", TrainConfig.out_dir))
         run_dir = out_dir / args.run_name
+        check_run_name(args.run_name)
         if not (run_dir / "ckpt_last.pt").is_file():
             raise UserError(f"nothing to resume: {run_dir / 'ckpt_last.pt'} does not exist; start the run without --resume")
         cfg = runs.load_run_config(run_dir)
@@ -138,6 +180,8 @@ def setup_run(args: argparse.Namespace, overrides: dict) -> tuple[RunConfig, Pat
                     )
                 setattr(getattr(cfg, section), key, value)
         cfg = RunConfig.from_dict(cfg.to_dict(), "resumed config")  # re-validate after the overrides
+        cfg.train.out_dir = str(out_dir)  # the folder it lives in now, even if it was moved
+        check_paths(cfg, run_dir)
         return cfg, run_dir
 
     cfg = parse_config(args.config, overrides)
@@ -147,13 +191,14 @@ def setup_run(args: argparse.Namespace, overrides: dict) -> tuple[RunConfig, Pat
     if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
         tc.dtype = "bfloat16" if runs.autocast_dtype(runs.pick_device(tc.device), "auto") else "float32"
     name = args.run_name
+    if name is not None:
+        check_run_name(name)
     if not name:
         stem = Path(args.config).stem + "-" if args.config else ""
         arm = "tied" if cfg.model.tie_embeddings else "untied"
         name = f"{stem}{arm}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if "/" in name or name in (".", ".."):
-        raise UserError(f"--run-name {name!r} must be a plain folder name (no '/')")
     run_dir = Path(tc.out_dir) / name
+    check_paths(cfg, run_dir)
     if run_dir.exists():
         raise UserError(
             f"run folder {run_dir} already exists: pick another --run-name, or add --resume to continue it"
@@ -190,6 +235,13 @@ def build(cfg: RunConfig) -> Setup:
     data_dir = prepare_data(cfg.data.source, cfg.data.tokenizer, Path(cfg.data.cache_dir), cfg.data.val_fraction)
     data = TokenData(data_dir)
     data.check_block_size(mc.block_size)
+    tokenizer = load_tokenizer(data_dir)
+    if tokenizer.vocab_size != data.vocab_size:
+        raise UserError(
+            f"{data_dir / 'meta.json'} says vocab_size {data.vocab_size} but its tokenizer.json has "
+            f"{tokenizer.vocab_size} tokens: re-run python -m data.prepare --source {cfg.data.source} "
+            f"--tokenizer {cfg.data.tokenizer} --force"
+        )
     mc.vocab_size = data.vocab_size
     torch.manual_seed(tc.seed)
     model = GPT(mc).to(device)
@@ -199,7 +251,7 @@ def build(cfg: RunConfig) -> Setup:
     )
     # torch.compile wraps the module; checkpoints always save the uncompiled `model`'s state dict.
     step_model = torch.compile(model) if tc.compile else model
-    return Setup(device, amp_dtype, data, load_tokenizer(data_dir), model, step_model, optimizer,
+    return Setup(device, amp_dtype, data, tokenizer, model, step_model, optimizer,
                  torch.Generator().manual_seed(tc.seed))
 
 
@@ -231,12 +283,60 @@ def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int,
         )
 
 
+def resume_command(run_dir: Path) -> str:
+    """The command that continues the run in ``run_dir``."""
+    out_dir = "" if run_dir.parent == Path(TrainConfig.out_dir) else f" --train.out_dir={run_dir.parent}"
+    return f"python train.py --run-name {run_dir.name} --resume{out_dir}"
+
+
+def check_finite_weights(model: GPT, step: int, path: Path) -> None:
+    """Raise :class:`UserError` if any parameter is NaN or Inf: such a model is never saved."""
+    bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        raise UserError(
+            f"parameters {', '.join(bad[:3])} are not finite at step {step}: not saved over {path}; "
+            "start a new run with a lower --train.learning_rate"
+        )
+
+
+def write_checkpoint(path: Path, payload: dict, model: GPT, resume_cmd: str) -> None:
+    """:func:`save_checkpoint` that refuses a non-finite model and explains a failed write.
+
+    A failed write (full disk, lost mount) leaves the previous file at ``path`` intact.
+    """
+    check_finite_weights(model, payload["step"], path)
+    try:
+        save_checkpoint(path, payload)
+    except OSError as e:
+        raise UserError(
+            f"could not write checkpoint {path} ({e.strerror or e}): the previous one there is intact; "
+            f"free disk space, then continue with: {resume_cmd}"
+        ) from None
+
+
+def remove_stale_temp_files(run_dir: Path) -> None:
+    """Delete half-written temp files left in ``run_dir`` by a process killed mid-write.
+
+    Only called while holding the run's lock, so no live writer owns them.  They are never
+    read: every file is renamed into place only once complete.
+    """
+    stale = sorted(run_dir.glob(".*.tmp"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    if stale:
+        print(f"removed {len(stale)} half-written file(s) left by an interrupted write: "
+              f"{', '.join(p.name for p in stale)}", flush=True)
+
+
 def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
     """Train per ``cfg`` into ``run_dir`` (resuming from its ``ckpt_last.pt`` if ``resume``).
 
     Everything that bad input can break (config, data, checkpoint, prompt) is checked before
-    the run folder is created or touched.  Returns the summary also written to ``summary.json``.
-    Raises :class:`UserError` for bad data, a mismatched checkpoint or a non-finite loss.
+    the run folder is created or written.  The folder is locked (:class:`runs.RunLock`) while
+    the run writes to it.  Returns the summary also written to ``summary.json``.
+    Raises :class:`UserError` for bad data, a mismatched checkpoint, a folder in use, a failed
+    checkpoint write or a non-finite loss (beyond ``train.max_skipped_steps``), and
+    :class:`Interrupted` after SIGINT / SIGTERM (once ``ckpt_last.pt`` holds the last step).
     """
     tc, mc = cfg.train, cfg.model
     saved_vocab_size = mc.vocab_size
@@ -248,141 +348,175 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
         split: data.eval_offsets(split, tc.eval_iters, tc.batch_size, mc.block_size, seed=tc.seed + 1)
         for split in ("train", "val")
     }
-    step, best_val, last_val, elapsed_before = 0, float("inf"), None, 0.0
-    if resume:
-        path = run_dir / "ckpt_last.pt"
-        ckpt = load_checkpoint(path, map_location=device)
-        check_resumable(ckpt, cfg, s, saved_vocab_size, path)
-        load_model_state(model, ckpt, source=str(path))
-        try:
-            optimizer.load_state_dict(ckpt["optimizer"])
-            s.data_gen.set_state(ckpt["rng"]["data"].cpu())
-            torch.set_rng_state(ckpt["rng"]["torch"].cpu())
-            if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
-                torch.cuda.set_rng_state(ckpt["rng"]["cuda"].cpu(), device)
-        except (ValueError, KeyError, RuntimeError, TypeError) as e:
-            raise UserError(f"{path} has a broken optimizer or RNG state ({e}): resume from another checkpoint") from None
-        step, best_val, last_val, elapsed_before = ckpt["step"], ckpt["best_val_loss"], ckpt["val_loss"], ckpt["elapsed_s"]
+    last_path, resume_cmd = run_dir / "ckpt_last.pt", resume_command(run_dir)
+    step, best_val, last_val, elapsed_before, skipped = 0, float("inf"), None, 0.0, 0
+    window_loss, window_steps = 0.0, 0  # train losses since the last train row (resumed, so rows match)
+    cleanup = ExitStack()
+    with cleanup:
+        if resume:
+            cleanup.enter_context(runs.RunLock(run_dir))  # before reading: another process may be writing
+            ckpt = load_checkpoint(last_path, map_location=device)
+            check_resumable(ckpt, cfg, s, saved_vocab_size, last_path)
+            load_model_state(model, ckpt, source=str(last_path))
+            try:
+                optimizer.load_state_dict(ckpt["optimizer"])
+                s.data_gen.set_state(ckpt["rng"]["data"].cpu())
+                torch.set_rng_state(ckpt["rng"]["torch"].cpu())
+                if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
+                    torch.cuda.set_rng_state(ckpt["rng"]["cuda"].cpu(), device)
+            except (ValueError, KeyError, RuntimeError, TypeError) as e:
+                raise UserError(f"{last_path} has a broken optimizer or RNG state ({e}): resume from another checkpoint") from None
+            step, best_val, last_val, elapsed_before = ckpt["step"], ckpt["best_val_loss"], ckpt["val_loss"], ckpt["elapsed_s"]
+            skipped = ckpt.get("skipped_steps", 0)
+            window_loss, window_steps = ckpt.get("train_window", (0.0, 0))
+        else:
+            # Only now touch the run folder: a new run creates it (never over an existing one).
+            try:
+                run_dir.mkdir(parents=True)
+            except FileExistsError:
+                raise UserError(f"run folder {run_dir} already exists: pick another --run-name, or add --resume") from None
+            except OSError as e:
+                raise UserError(f"cannot create run folder {run_dir} ({e.strerror}): check --train.out_dir") from None
+            cleanup.enter_context(runs.RunLock(run_dir))
+        remove_stale_temp_files(run_dir)
+        save_tokenizer(s.tokenizer, run_dir)
+        runs.write_json(run_dir / "config.json", cfg.to_dict())
+        # The first segment's environment stays in env.json; each resume adds its own record.
+        runs.write_json(run_dir / (f"env-resume-step{step}.json" if resume else "env.json"), runs.environment(device))
+        print(f"run folder: {run_dir}{f' (resumed at step {step})' if resume else ''}\nconfig: {cfg.to_dict()}", flush=True)
 
-    # Only now touch the run folder: a new run creates it (never over an existing one).
-    try:
-        run_dir.mkdir(parents=True, exist_ok=resume)
-    except FileExistsError:
-        raise UserError(f"run folder {run_dir} already exists: pick another --run-name, or add --resume") from None
-    except OSError as e:
-        raise UserError(f"cannot create run folder {run_dir} ({e.strerror}): check --train.out_dir") from None
-    save_tokenizer(s.tokenizer, run_dir)
-    runs.write_json(run_dir / "config.json", cfg.to_dict())
-    # The first segment's environment stays in env.json; each resume adds its own record.
-    runs.write_json(run_dir / (f"env-resume-step{step}.json" if resume else "env.json"), runs.environment(device))
-    print(f"run folder: {run_dir}{f' (resumed at step {step})' if resume else ''}\nconfig: {cfg.to_dict()}", flush=True)
+        n_params = model.num_params()
+        unigram = data.unigram_val_loss()
+        print(f"unigram baseline val loss (train token frequencies, no context): {unigram:.4f}", flush=True)
+        print(
+            f"parameters: {n_params:,} ({model.num_params(non_embedding=True):,} non-embedding), "
+            f"tie_embeddings={mc.tie_embeddings}, device={device}, autocast={amp_dtype}", flush=True
+        )
+        metrics = cleanup.enter_context(runs.MetricsLog(run_dir / "metrics.jsonl", resume_step=step if resume else None))
+        logger = runs.make_logger(cfg, run_dir, run_dir.name, resume)
+        cleanup.callback(logger.finish)
+        tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
+        checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
+        t_start = time.perf_counter()
 
-    n_params = model.num_params()
-    unigram = data.unigram_val_loss()
-    print(f"unigram baseline val loss (train token frequencies, no context): {unigram:.4f}", flush=True)
-    print(
-        f"parameters: {n_params:,} ({model.num_params(non_embedding=True):,} non-embedding), "
-        f"tie_embeddings={mc.tie_embeddings}, device={device}, autocast={amp_dtype}", flush=True
-    )
-    metrics = runs.MetricsLog(run_dir / "metrics.jsonl", resume_step=step if resume else None)
-    logger = runs.make_logger(cfg, run_dir, run_dir.name, resume)
-    tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
-    checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
-    t_start = time.perf_counter()
+        def elapsed() -> float:
+            return elapsed_before + time.perf_counter() - t_start
 
-    def elapsed() -> float:
-        return elapsed_before + time.perf_counter() - t_start
+        def checkpoint_payload(with_optimizer: bool) -> dict:
+            payload = {
+                "model": model.state_dict(), "step": step, "tokens": step * tokens_per_step,
+                "config": cfg.to_dict(), "tie_embeddings": mc.tie_embeddings, "tokenizer": s.tokenizer.to_dict(),
+                "data_sha256": data.meta.get("source_sha256"),
+                "val_loss": last_val, "best_val_loss": best_val, "elapsed_s": elapsed(),
+                "skipped_steps": skipped, "train_window": [window_loss, window_steps],
+                "rng": {
+                    "torch": torch.get_rng_state(), "data": s.data_gen.get_state(),
+                    "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                },
+            }
+            if with_optimizer:
+                payload["optimizer"] = optimizer.state_dict()
+            return payload
 
-    def checkpoint_payload(with_optimizer: bool) -> dict:
-        payload = {
-            "model": model.state_dict(), "step": step, "tokens": step * tokens_per_step,
-            "config": cfg.to_dict(), "tie_embeddings": mc.tie_embeddings, "tokenizer": s.tokenizer.to_dict(),
-            "data_sha256": data.meta.get("source_sha256"),
-            "val_loss": last_val, "best_val_loss": best_val, "elapsed_s": elapsed(),
-            "rng": {
-                "torch": torch.get_rng_state(), "data": s.data_gen.get_state(),
-                "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-            },
-        }
-        if with_optimizer:
-            payload["optimizer"] = optimizer.state_dict()
-        return payload
+        saved_step = step if resume else -1  # the step ckpt_last.pt holds
 
-    def run_eval() -> None:
-        nonlocal best_val, last_val
-        losses = evaluate(s.step_model, data, eval_offsets, cfg, device, amp_dtype)
-        last_val = losses["val"]
-        row = {
-            "kind": "eval", "step": step, "tokens": step * tokens_per_step, "train_loss": losses["train"],
-            "val_loss": losses["val"], "val_ppl": math.exp(min(losses["val"], 50)), "lr": get_lr(step, tc),
-            "elapsed_s": elapsed(),
-        }
-        metrics.log(row)
-        logger.log({k: v for k, v in row.items() if k != "kind"}, step=step)
-        tqdm.write(f"step {step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, val ppl {row['val_ppl']:.1f}")
-        if losses["val"] < best_val:
-            best_val = losses["val"]
-            save_checkpoint(run_dir / "ckpt_best.pt", checkpoint_payload(with_optimizer=False))
+        def save_last() -> None:
+            nonlocal saved_step
+            write_checkpoint(last_path, checkpoint_payload(with_optimizer=True), model, resume_cmd)
+            saved_step = step
 
-    if step == 0:
-        run_eval()  # the loss at init (~ln vocab_size) anchors every curve
-        # A resumable checkpoint from the start: a run stopped before its first interval can still --resume.
-        save_checkpoint(run_dir / "ckpt_last.pt", checkpoint_payload(with_optimizer=True))
-    window_t, window_tokens, window_loss, window_steps = time.perf_counter(), 0, 0.0, 0
-    # Redirected to a file or CI log, redraw rarely so the log stays readable.
-    pbar = tqdm(total=tc.max_iters, initial=step, desc="train", unit="step", dynamic_ncols=True,
-                mininterval=0.1 if sys.stderr.isatty() else 30.0)
-    while step < tc.max_iters:
-        lr = get_lr(step, tc)
-        train_loss = train_step(s.step_model, optimizer, data, s.data_gen, cfg, device, amp_dtype, lr)
-        if not math.isfinite(train_loss):
-            pbar.close()
-            raise UserError(
-                f"non-finite training loss ({train_loss}) at step {step}: nothing was saved over "
-                f"the last good checkpoint {run_dir / 'ckpt_last.pt'}; try a lower --train.learning_rate"
-            )
-        step += 1
-        window_tokens += tokens_per_step
-        window_loss += train_loss
-        window_steps += 1
-        pbar.update(1)
-
-        if step % tc.log_interval == 0 or step == tc.max_iters:
-            tokens_per_s = window_tokens / (time.perf_counter() - window_t)
+        def run_eval() -> None:
+            nonlocal best_val, last_val
+            losses = evaluate(s.step_model, data, eval_offsets, cfg, device, amp_dtype)
+            last_val = losses["val"]
             row = {
-                "kind": "train", "step": step, "tokens": step * tokens_per_step,
-                "train_loss": window_loss / window_steps, "lr": lr, "tokens_per_s": tokens_per_s,
+                "kind": "eval", "step": step, "tokens": step * tokens_per_step, "train_loss": losses["train"],
+                "val_loss": losses["val"], "val_ppl": math.exp(min(losses["val"], 50)), "lr": get_lr(step, tc),
                 "elapsed_s": elapsed(),
             }
             metrics.log(row)
             logger.log({k: v for k, v in row.items() if k != "kind"}, step=step)
-            pbar.set_postfix(loss=f"{row['train_loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
-            window_tokens, window_loss, window_steps = 0, 0.0, 0
-        if step % tc.eval_interval == 0 or step == tc.max_iters:
-            run_eval()
-        if step % checkpoint_interval == 0 or step == tc.max_iters:
-            save_checkpoint(run_dir / "ckpt_last.pt", checkpoint_payload(with_optimizer=True))
-        if step % tc.log_interval == 0:
-            window_t = time.perf_counter()  # eval and checkpoint time stay out of tokens/s
-    pbar.close()
-    metrics.close()
+            tqdm.write(f"step {step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, val ppl {row['val_ppl']:.1f}")
+            if losses["val"] < best_val:
+                best_val = losses["val"]
+                write_checkpoint(run_dir / "ckpt_best.pt", checkpoint_payload(with_optimizer=False), model, resume_cmd)
 
-    train_rows = [r for r in runs.read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
-    summary = {
-        "step": step, "tokens": step * tokens_per_step, "val_loss": last_val, "best_val_loss": best_val,
-        "best_val_ppl": math.exp(min(best_val, 50)), "unigram_val_loss": unigram,
-        "tokens_per_s_median": statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None,
-        "elapsed_s": round(elapsed(), 1), "peak_memory_mib": runs.peak_memory_mib(device), "parameters": n_params,
-        "non_embedding_parameters": model.num_params(non_embedding=True), "tie_embeddings": mc.tie_embeddings,
-        "data_sha256": data.meta.get("source_sha256"),
-    }
-    runs.write_json(run_dir / "summary.json", summary)
+        if step == 0:
+            run_eval()  # the loss at init (~ln vocab_size) anchors every curve
+            save_last()  # resumable from the start: a run stopped before its first interval can still --resume
+        window_t, window_tokens = time.perf_counter(), 0
+        # Redirected to a file or CI log, redraw rarely so the log stays readable.
+        pbar = cleanup.enter_context(tqdm(total=tc.max_iters, initial=step, desc="train", unit="step",
+                                          dynamic_ncols=True, mininterval=0.1 if sys.stderr.isatty() else 30.0))
+        # From here a SIGINT / SIGTERM only raises a flag, checked between steps.
+        stop = cleanup.enter_context(runs.StopSignals())
+        while step < tc.max_iters:
+            if stop.received:
+                if saved_step != step:
+                    save_last()
+                name = signal.Signals(stop.received).name
+                metrics.log({"kind": "stop", "step": step, "signal": name, "elapsed_s": elapsed()})
+                raise Interrupted(stop.received, f"stopped by {name} at step {step}: {last_path} holds step {step}; "
+                                                 f"continue with: {resume_cmd}")
+            lr = get_lr(step, tc)
+            result = train_step(s.step_model, optimizer, data, s.data_gen, cfg, device, amp_dtype, lr)
+            if not result.applied:
+                what = (f"non-finite training loss ({result.loss})" if not math.isfinite(result.loss)
+                        else f"non-finite gradient norm ({result.grad_norm})")
+                if skipped >= tc.max_skipped_steps:
+                    raise UserError(
+                        f"{what} at step {step}: the run stopped without saving; the last good checkpoint is "
+                        f"{last_path} (step {saved_step}); continue with {resume_cmd} "
+                        f"--train.max_skipped_steps={skipped + 1} to skip such steps, or start a new run with a "
+                        f"lower --train.learning_rate"
+                    )
+                skipped += 1
+                metrics.log({"kind": "skip", "step": step + 1, "train_loss": result.loss,
+                             "grad_norm": result.grad_norm, "skipped_steps": skipped, "elapsed_s": elapsed()})
+                tqdm.write(f"step {step}: {what}, update skipped ({skipped} of at most {tc.max_skipped_steps})")
+            step += 1
+            window_tokens += tokens_per_step
+            if result.applied:  # a skipped step's NaN would poison the window's mean
+                window_loss += result.loss
+                window_steps += 1
+            pbar.update(1)
+
+            if (step % tc.log_interval == 0 or step == tc.max_iters) and window_steps:
+                tokens_per_s = window_tokens / (time.perf_counter() - window_t)
+                row = {
+                    "kind": "train", "step": step, "tokens": step * tokens_per_step,
+                    "train_loss": window_loss / window_steps, "grad_norm": result.grad_norm, "lr": lr,
+                    "tokens_per_s": tokens_per_s, "elapsed_s": elapsed(),
+                }
+                metrics.log(row)
+                logger.log({k: v for k, v in row.items() if k != "kind"}, step=step)
+                pbar.set_postfix(loss=f"{row['train_loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
+                window_loss, window_steps = 0.0, 0
+            if step % tc.eval_interval == 0 or step == tc.max_iters:
+                run_eval()
+            if step % checkpoint_interval == 0 or step == tc.max_iters:
+                save_last()
+            if step % tc.log_interval == 0:
+                window_t, window_tokens = time.perf_counter(), 0  # eval and checkpoint time stay out of tokens/s
+        pbar.close()
+        metrics.close()
+
+        train_rows = [r for r in runs.read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
+        summary = {
+            "step": step, "tokens": step * tokens_per_step, "val_loss": last_val, "best_val_loss": best_val,
+            "best_val_ppl": math.exp(min(best_val, 50)), "unigram_val_loss": unigram,
+            "tokens_per_s_median": statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None,
+            "elapsed_s": round(elapsed(), 1), "peak_memory_mib": runs.peak_memory_mib(device), "parameters": n_params,
+            "non_embedding_parameters": model.num_params(non_embedding=True), "tie_embeddings": mc.tie_embeddings,
+            "data_sha256": data.meta.get("source_sha256"), "skipped_steps": skipped,
+        }
+        runs.write_json(run_dir / "summary.json", summary)
+    # The lock is released: the run folder is complete.
     print(
         f"done: {step} steps, {summary['tokens']:,} tokens in {summary['elapsed_s']:.0f} s; "
         f"val loss {last_val:.4f} (best {best_val:.4f}, perplexity {summary['best_val_ppl']:.1f}; "
-        f"unigram baseline {unigram:.4f})", flush=True
+        f"unigram baseline {unigram:.4f})" + (f"; {skipped} non-finite step(s) skipped" if skipped else ""), flush=True
     )
-    logger.finish()
     if tc.sample_tokens:
         print(f"--- sample (top-k 50, temperature 0.8, prompt {tc.sample_prompt!r}) ---")
         gen = torch.Generator().manual_seed(tc.seed)
@@ -402,6 +536,16 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_status
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before training started
+        print("error: interrupted; ckpt_last.pt holds the last completed checkpoint", file=sys.stderr)
+        return 130
+    except OSError as e:  # e.g. the disk filled while writing metrics.jsonl
+        print(f"error: {e.strerror or e} ({e.filename or 'a run file'}): free space or fix the path, "
+              "then continue with --resume", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -24,6 +24,14 @@ from errors import UserError
 SPLITS = ("train", "val")
 
 
+def max_token_id(tokens: np.ndarray, chunk: int = 1 << 24) -> int:
+    """Largest id in a (memory-mapped) token array, read in chunks of ``chunk`` tokens.
+
+    Chunked so a corpus larger than RAM is scanned with flat memory, at disk speed.
+    """
+    return max(int(tokens[i:i + chunk].max()) for i in range(0, len(tokens), chunk))
+
+
 class TokenData:
     """A prepared-data folder, memory-mapped.
 
@@ -37,8 +45,10 @@ class TokenData:
     def __init__(self, folder: Path):
         """Open ``folder``.
 
-        Raises UserError if meta.json is missing/corrupt or a .bin file is
-        missing or its size (bytes) != 2 * the token count in meta.json.
+        Raises UserError if meta.json is missing/corrupt, a .bin file is missing
+        or its size (bytes) != 2 * the token count in meta.json, or a token file
+        holds an id >= meta.json's vocab_size (it was made with another tokenizer
+        or damaged): the model's embedding lookup would fail or read garbage.
         """
         self.folder = Path(folder)
         meta_path = self.folder / "meta.json"
@@ -64,7 +74,14 @@ class TokenData:
                          else f"has {size} bytes, expected {2 * counts[split]}")
                 raise UserError(f"token file '{path}' {found}: {rerun}")
             # '<u2' = little-endian uint16, the byte order prepare writes.
-            setattr(self, split, np.memmap(path, dtype="<u2", mode="r"))
+            tokens = np.memmap(path, dtype="<u2", mode="r")
+            top = max_token_id(tokens)
+            if top >= self.vocab_size:
+                raise UserError(
+                    f"token file '{path}' holds token id {top} but meta.json says vocab_size {self.vocab_size}: "
+                    f"the file does not belong to this tokenizer; {rerun}"
+                )
+            setattr(self, split, tokens)
 
     def _split(self, split: str) -> np.memmap:
         """The memmap of ``split``; ValueError for anything but "train"/"val" (a caller bug)."""

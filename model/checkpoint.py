@@ -4,6 +4,8 @@ A checkpoint is a ``torch.save`` of tensors and plain data only (dicts, lists, n
 strings), so it loads with ``torch.load(weights_only=True)`` and a file carrying a pickled
 object is refused rather than executed.  Files are written atomically (temp file, fsync,
 rename), so a crash mid-write never replaces a good checkpoint with a half-written one.
+Each file carries a sha256 digest of its contents, checked on load: ``torch.load`` alone
+happily returns tensors whose bytes were flipped on disk.
 
 Used by ``train.py`` (save, resume), ``sample.py`` and ``bench.py`` (load)::
 
@@ -12,6 +14,7 @@ Used by ``train.py`` (save, resume), ``sample.py`` and ``bench.py`` (load)::
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -21,17 +24,56 @@ import torch
 from errors import UserError
 from model.gpt import GPT
 
-FORMAT = "tinygpt-checkpoint-1"
+FORMAT = "tinygpt-checkpoint-2"  # 2 adds the "sha256" content digest
+READABLE_FORMATS = ("tinygpt-checkpoint-1", FORMAT)  # format 1 files (no digest) still load
+TEMP_GLOB = ".*.pt.*.tmp"  # what an interrupted save_checkpoint leaves behind
+
+
+def payload_digest(payload: dict) -> str:
+    """sha256 (hex) over every key, tensor (dtype, shape, bytes) and value of ``payload``.
+
+    The walk is in the dicts' insertion order, which ``torch.save`` / ``torch.load`` keep;
+    the ``"sha256"`` key itself is skipped.  Tensors are hashed on the CPU.
+    """
+    h = hashlib.sha256()
+
+    def walk(obj) -> None:
+        if isinstance(obj, torch.Tensor):
+            t = obj.detach().cpu().contiguous().reshape(-1)
+            h.update(f"T{t.dtype}{tuple(obj.shape)}".encode())
+            h.update(memoryview(t.view(torch.uint8).numpy()))  # raw bytes, whatever the dtype (bf16 too)
+        elif isinstance(obj, dict):
+            h.update(b"{")
+            for key, value in obj.items():
+                if key == "sha256" and obj is payload:
+                    continue
+                h.update(repr(key).encode() + b":")
+                walk(value)
+            h.update(b"}")
+        elif isinstance(obj, (list, tuple)):
+            h.update(b"[")
+            for value in obj:
+                walk(value)
+            h.update(b"]")
+        else:  # str, int, float (repr round-trips exactly), bool, None
+            h.update(f"{type(obj).__name__}:{obj!r};".encode())
+
+    walk(payload)
+    return h.hexdigest()
 
 
 def save_checkpoint(path: Path, payload: dict) -> None:
     """Write ``payload`` (tensors and plain data) to ``path`` atomically.
 
     The bytes go to a temp file in the same folder, are fsync'ed, then ``os.replace``'d over
-    ``path`` (atomic on POSIX), so readers see either the old file or the complete new one.
+    ``path`` (atomic on POSIX), so readers see either the old file or the complete new one;
+    the folder is fsync'ed too so the rename itself survives a power cut.  On any failure
+    (a full disk: ``OSError`` ENOSPC) the temp file is removed, ``path`` is untouched and
+    the error propagates.
     """
     path = Path(path)
     payload = {"format": FORMAT, **payload}
+    payload["sha256"] = payload_digest(payload)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -39,6 +81,11 @@ def save_checkpoint(path: Path, payload: dict) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -48,7 +95,8 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     """Load a checkpoint dict with ``torch.load(weights_only=True)``.
 
     Raises :class:`UserError` when the file is missing, truncated or corrupt, carries
-    pickled objects (refused, never executed), or is not a tinygpt checkpoint.
+    pickled objects (refused, never executed), is not a tinygpt checkpoint, or its contents
+    do not match the sha256 digest written with them (bytes changed on disk).
     """
     path = Path(path)
     if not path.is_file():
@@ -61,8 +109,13 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
             f"checkpoint {path} could not be loaded safely ({first_line[:160]}): "
             "it is corrupt or not a tinygpt checkpoint; use another checkpoint (ckpt_best.pt / ckpt_last.pt)"
         ) from e
-    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise UserError(f"{path} is not a tinygpt checkpoint (format {FORMAT!r} expected)")
+    if not isinstance(ckpt, dict) or ckpt.get("format") not in READABLE_FORMATS:
+        raise UserError(f"{path} is not a tinygpt checkpoint (format {FORMAT!r} expected): use a file written by train.py")
+    if ckpt["format"] != READABLE_FORMATS[0] and ckpt.get("sha256") != payload_digest(ckpt):
+        raise UserError(
+            f"checkpoint {path} fails its sha256 check (its bytes changed after it was written): "
+            "it is corrupt or was tampered with; use another checkpoint (ckpt_best.pt / ckpt_last.pt)"
+        )
     return ckpt
 
 
