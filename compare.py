@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ import report
 from config import ArgumentParser, overrides_to_argv, parse_cli, parse_config
 from data.loader import TokenData
 from data.prepare import prepare_data
-from errors import UserError
+from errors import Interrupted, UserError
 from model.gpt import GPT, GPTConfig
 from runs import read_json, write_json
 from train import RESUME_OVERRIDABLE
@@ -73,6 +74,23 @@ def equal_params_config(cfg: GPTConfig, how: str = "width") -> tuple[GPTConfig, 
     return best, best_count, target
 
 
+def run_forwarding_signals(cmd: list[str]) -> int:
+    """Run ``cmd`` to completion, passing each SIGINT / SIGTERM we receive on to it; its exit status.
+
+    The child runs in its own session, so a terminal's Ctrl-C (sent to the whole process
+    group) reaches it once, through us, and ``train.py`` gets to stop at a step boundary with
+    a checkpoint.  (``subprocess.run`` would SIGKILL the child on our KeyboardInterrupt.)
+    """
+    with subprocess.Popen(cmd, start_new_session=True) as proc:
+        previous = {sig: signal.signal(sig, lambda signum, frame: proc.send_signal(signum))
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return proc.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
 def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str]) -> Path:
     """Train (or resume, or reuse) one run ``out_dir/name`` through ``train.py``; returns its folder.
 
@@ -93,9 +111,12 @@ def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], re
     else:
         cmd = [sys.executable, train_py, *base_argv, *extra, "--run-name", name, f"--train.out_dir={out_dir}"]
         print(f"[compare] {run_dir}: training", flush=True)
-    proc = subprocess.run(cmd)
-    if proc.returncode != 0:
-        raise UserError(f"training {run_dir} failed (exit {proc.returncode}; see its output above): "
+    returncode = run_forwarding_signals(cmd)
+    if returncode in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+        raise Interrupted(returncode - 128, f"stopped while training {run_dir} (its checkpoint is saved): "
+                                            "run the same compare.py command again to continue")
+    if returncode != 0:
+        raise UserError(f"training {run_dir} failed (exit {returncode}; see its output above): "
                         "fix the cause and run the same compare.py command again to continue")
     return run_dir
 
@@ -199,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_status
     print(path.read_text())
     print(f"[compare] report: {path}")
     return 0

@@ -234,6 +234,9 @@ class WandbLogger:
     def __init__(self, cfg: RunConfig, run_dir: Path, run_name: str, resume: bool) -> None:
         import wandb  # imported lazily: wandb is slow to import and unused when disabled
 
+        # wandb's service writes its debug logs under $WANDB_CACHE_DIR (default ~/.cache): keep
+        # them with the run, so a run writes only into its folder (a user's own setting wins).
+        os.environ.setdefault("WANDB_CACHE_DIR", str(run_dir / "wandb"))
         tag = "tied" if cfg.model.tie_embeddings else "untied"
         self._run = wandb.init(
             project=cfg.wandb.project,

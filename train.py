@@ -137,18 +137,19 @@ def check_paths(cfg: RunConfig, run_dir: Path) -> None:
     """Refuse paths that would make a run write outside its run folder and the data cache.
 
     Both folders are resolved (symlinks, ``..``) before comparing: the run folder must be a
-    real folder directly under ``train.out_dir``, and ``train.out_dir`` and ``data.cache_dir``
-    must not contain one another (a data rebuild swaps whole cache folders).
+    real folder directly under ``train.out_dir``, and ``train.out_dir`` must not lie in (or be)
+    ``data.cache_dir``: a data rebuild swaps whole folders there, run folders included.
     """
     out_dir, cache_dir = Path(cfg.train.out_dir).resolve(), Path(cfg.data.cache_dir).resolve()
     if run_dir.is_symlink() or run_dir.resolve().parent != out_dir:
-        raise UserError(f"run folder {run_dir} is a link to {run_dir.resolve()}, outside train.out_dir "
-                        f"{out_dir}: runs write only into real folders there; pick another --run-name")
+        raise UserError(f"run folder {run_dir} is a link to {run_dir.resolve()}: runs write only into real "
+                        f"folders directly under train.out_dir {out_dir}; pick another --run-name")
     for path, key in ((out_dir, "train.out_dir"), (cache_dir, "data.cache_dir")):
         if path.exists() and not path.is_dir():
             raise UserError(f"{key} {path} exists and is not a folder: point --{key} at a folder")
-    if out_dir == cache_dir or out_dir.is_relative_to(cache_dir) or cache_dir.is_relative_to(out_dir):
-        raise UserError(f"train.out_dir {out_dir} and data.cache_dir {cache_dir} overlap: give them separate folders")
+    if out_dir.is_relative_to(cache_dir):
+        raise UserError(f"train.out_dir {out_dir} is inside data.cache_dir {cache_dir}: a data rebuild could "
+                        "replace a run folder there; give them separate folders")
 
 
 def setup_run(args: argparse.Namespace, overrides: dict) -> tuple[RunConfig, Path]:
@@ -465,7 +466,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
                         else f"non-finite gradient norm ({result.grad_norm})")
                 if skipped >= tc.max_skipped_steps:
                     raise UserError(
-                        f"{what} at step {step}: the run stopped without saving; the last good checkpoint is "
+                        f"{what} at step {step + 1}: the run stopped without saving; the last good checkpoint is "
                         f"{last_path} (step {saved_step}); continue with {resume_cmd} "
                         f"--train.max_skipped_steps={skipped + 1} to skip such steps, or start a new run with a "
                         f"lower --train.learning_rate"
@@ -473,7 +474,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
                 skipped += 1
                 metrics.log({"kind": "skip", "step": step + 1, "train_loss": result.loss,
                              "grad_norm": result.grad_norm, "skipped_steps": skipped, "elapsed_s": elapsed()})
-                tqdm.write(f"step {step}: {what}, update skipped ({skipped} of at most {tc.max_skipped_steps})")
+                tqdm.write(f"step {step + 1}: {what}, update skipped ({skipped} of at most {tc.max_skipped_steps})")
             step += 1
             window_tokens += tokens_per_step
             if result.applied:  # a skipped step's NaN would poison the window's mean

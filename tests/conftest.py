@@ -7,3 +7,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# Property tests: the same examples on every machine (CI never flakes on a new random draw),
+# no .hypothesis/ example database written into the repository, no per-example time limit
+# (shared CI machines are noisy).
+settings.register_profile(
+    "tinygpt", derandomize=True, database=None, deadline=None, max_examples=150,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.load_profile("tinygpt")

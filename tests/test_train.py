@@ -15,41 +15,13 @@ import train
 from config import RunConfig, TrainConfig, parse_config
 from errors import UserError
 from model.checkpoint import load_checkpoint
+from helpers import VERSE, error_line, tiny_args, train_rows, write_corpus
 from runs import read_metrics
-
-VERSE = (
-    "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n\n"
-    "JULIET:\nO Romeo, Romeo, wherefore art thou Romeo?\nDeny thy father and refuse thy name.\n\n"
-)
-
 
 @pytest.fixture
 def corpus(tmp_path):
     """A small local text corpus (~30 KB) that the char tokenizer trains on in seconds."""
-    path = tmp_path / "verse.txt"
-    path.write_text(VERSE * 150)
-    return path
-
-
-def tiny_args(tmp_path, corpus, *extra):
-    """CLI arguments for a tiny, fast run writing under tmp_path."""
-    return [
-        f"--data.source={corpus}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}",
-        f"--train.out_dir={tmp_path / 'runs'}", "--model.n_layer=2", "--model.n_head=2", "--model.n_embd=32",
-        "--model.block_size=32", "--train.batch_size=4", "--train.eval_iters=2", "--train.eval_interval=4",
-        "--train.log_interval=1", "--train.warmup_iters=2", "--train.sample_tokens=0", *extra,
-    ]
-
-
-def error_line(capsys) -> str:
-    """The one 'error: ...' line on stderr (progress bars may precede it), checked to be alone."""
-    lines = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if "error" in line]
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
-
-
-def train_rows(run_dir):
-    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
+    return write_corpus(tmp_path)
 
 
 # ---------------------------------------------------------------- schedule

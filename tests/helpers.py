@@ -1,0 +1,57 @@
+"""Helpers shared by the test modules: a small corpus, tiny-run arguments, stderr parsing.
+
+Not a test module (pytest collects ``test_*.py`` only); imported as ``from helpers import ...``
+because pytest puts the ``tests/`` folder on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runs import read_metrics
+
+VERSE = (
+    "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n\n"
+    "JULIET:\nO Romeo, Romeo, wherefore art thou Romeo?\nDeny thy father and refuse thy name.\n\n"
+)
+
+
+def write_corpus(folder: Path) -> Path:
+    """A small local text corpus (~30 KB) that the char tokenizer trains on in seconds."""
+    path = Path(folder) / "verse.txt"
+    path.write_text(VERSE * 150)
+    return path
+
+
+def tiny_args(tmp_path: Path, corpus: Path, *extra: str) -> list[str]:
+    """CLI arguments for a tiny, fast run (char tokenizer, 2 layers, 32 wide) writing under tmp_path."""
+    return [
+        f"--data.source={corpus}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path / 'runs'}", "--model.n_layer=2", "--model.n_head=2", "--model.n_embd=32",
+        "--model.block_size=32", "--train.batch_size=4", "--train.eval_iters=2", "--train.eval_interval=4",
+        "--train.log_interval=1", "--train.warmup_iters=2", "--train.sample_tokens=0", *extra,
+    ]
+
+
+def error_lines(stderr: str) -> list[str]:
+    """Lines of ``stderr`` that mention an error (progress-bar redraws split into lines)."""
+    return [line for line in stderr.replace("\r", "\n").splitlines() if "error" in line]
+
+
+def error_line(capsys) -> str:
+    """The one 'error: ...' line on captured stderr (progress bars may precede it), checked to be alone."""
+    lines = error_lines(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def train_rows(run_dir: Path) -> list[dict]:
+    """The ``kind == "train"`` rows of a run's metrics.jsonl."""
+    return [r for r in read_metrics(Path(run_dir) / "metrics.jsonl") if r["kind"] == "train"]
+
+
+def loss_curve(run_dir: Path) -> list[tuple]:
+    """(kind, step, losses) of every train and eval row: the run's maths, without timings."""
+    keys = ("train_loss", "val_loss")
+    return [(r["kind"], r["step"], tuple(r.get(k) for k in keys))
+            for r in read_metrics(Path(run_dir) / "metrics.jsonl") if r["kind"] in ("train", "eval")]
