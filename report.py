@@ -240,6 +240,8 @@ def arm_table(exp: Experiment) -> list[dict]:
             "tokens_per_s": mean_std([r.summary["tokens_per_s_median"] for r in members]),
             "peak_memory_mib": mean_std([r.summary.get("peak_memory_mib", float("nan")) for r in members]),
             "checkpoint_mib": ckpt.stat().st_size / 2**20 if ckpt.is_file() else float("nan"),
+            # Skipped (non-finite) steps are updates an arm did not get: a fairness caveat when non-zero.
+            "skipped_steps": sum(r.summary.get("skipped_steps", 0) for r in members),
             "seeds": len(members),
         })
     return rows
@@ -369,6 +371,7 @@ def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, tit
         ("tokens/s (median per run)", [_pm(r["tokens_per_s"], 0) for r in rows]),
         ("peak memory (MiB)", [_pm(r["peak_memory_mib"], 0) for r in rows]),
         ("ckpt_best.pt size (MiB)", [f"{r['checkpoint_mib']:.1f}" for r in rows]),
+        ("non-finite steps skipped (all seeds)", [f"{r['skipped_steps']}" for r in rows]),
     ]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += [f"| {name} | " + " | ".join(values) + " |" for name, values in table]

@@ -548,3 +548,67 @@ def test_training_writes_only_into_its_run_folder_and_the_data_cache(tmp_path):
     assert outside == []
     repo_after = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=REPO, capture_output=True, text=True).stdout
     assert repo_after == repo_before
+
+
+# ----------------------------------------------------------------------------- compare.py's children
+
+CHILD = """
+import os, signal, sys, time
+from pathlib import Path
+signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+Path(sys.argv[1]).write_text(str(os.getsid(0)))
+time.sleep(60)
+"""
+
+
+def test_compare_passes_a_signal_to_its_training_child_once(tmp_path):
+    """compare.py's child train.py runs in its own session (a terminal's Ctrl-C reaches it once,
+    through compare.py) and a SIGTERM sent to compare.py is passed on: the child stops cleanly."""
+    import threading
+
+    import compare
+
+    ready = tmp_path / "ready"
+
+    def terminate_when_ready():
+        deadline = time.monotonic() + 60
+        while not ready.exists() or not ready.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate_when_ready, daemon=True).start()
+    started = time.monotonic()
+    status = compare.run_forwarding_signals([sys.executable, "-c", CHILD, str(ready)])
+    assert status == 128 + signal.SIGTERM and time.monotonic() - started < 30
+    assert int(ready.read_text()) != os.getsid(0)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_config_values_are_data_never_code(tmp_path, corpus, capsys):
+    """Python in a TOML value or a CLI value is a string (or a type error), never run."""
+    marker = tmp_path / "pwned"
+    code = f"__import__('pathlib').Path('{marker}').touch()"
+    toml = tmp_path / "c.toml"
+    toml.write_text(f'[train]\nlearning_rate = "{code}"\n')
+    assert train.main(["--config", str(toml), "--run-name", "r"]) == 2
+    assert "train.learning_rate" in error_line(capsys)
+    assert train.main(tiny_args(tmp_path, corpus, f"--model.n_layer={code}", "--run-name", "r")) == 2
+    assert "model.n_layer" in error_line(capsys)
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=1", f"--wandb.name={code}", "--run-name", "r")) == 0
+    assert not marker.exists()
+
+
+def test_a_non_finite_model_is_never_written_over_a_checkpoint(tmp_path):
+    """write_checkpoint refuses weights holding a NaN (naming the step) and leaves the old file as it was."""
+    from model.gpt import GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=1, n_embd=8))
+    path = tmp_path / "ckpt_last.pt"
+    save_checkpoint(path, {"model": model.state_dict(), "step": 1})
+    before = path.read_bytes()
+    with torch.no_grad():
+        model.blocks[0].mlp.up_proj.weight[0, 0] = float("nan")
+    with pytest.raises(UserError, match=r"blocks\.0\.mlp\.up_proj\.weight .*not finite at step 2"):
+        train.write_checkpoint(path, {"model": model.state_dict(), "step": 2}, model, "python train.py --resume")
+    assert path.read_bytes() == before
