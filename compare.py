@@ -29,7 +29,7 @@ import torch
 import report
 from config import ArgumentParser, overrides_to_argv, parse_cli, parse_config
 from data.loader import TokenData
-from data.prepare import prepare_data
+from data.prepare import prepare_from_config
 from errors import Interrupted, UserError
 from model.gpt import GPT, GPTConfig
 from runs import read_json, write_json
@@ -125,7 +125,7 @@ def run_experiment(args: argparse.Namespace, overrides: dict) -> tuple[list[Path
     """Train both arms for every seed; returns (run folders, experiment folder)."""
     cfg = parse_config(args.config, overrides)
     # The vocabulary comes from the data: prepare it once so sizing and every run agree on it.
-    data = TokenData(prepare_data(cfg.data.source, cfg.data.tokenizer, Path(cfg.data.cache_dir), cfg.data.val_fraction))
+    data = TokenData(prepare_from_config(cfg.data))
     data.check_block_size(cfg.model.block_size)
     cfg.model.vocab_size = data.vocab_size
     stem = Path(args.config).stem if args.config else "default"

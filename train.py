@@ -35,7 +35,7 @@ from tqdm import tqdm
 import runs
 from config import ArgumentParser, RunConfig, TrainConfig, parse_cli, parse_config
 from data.loader import TokenData
-from data.prepare import prepare_data
+from data.prepare import prepare_from_config
 from data.tokenizers import load_tokenizer, save_tokenizer
 from errors import Interrupted, UserError
 from model.checkpoint import load_checkpoint, load_model_state, save_checkpoint
@@ -238,7 +238,7 @@ def build(cfg: RunConfig) -> Setup:
     amp_dtype = runs.autocast_dtype(device, tc.dtype)
     if device.type == "cpu":
         runs.keep_freed_memory_on_cpu()
-    data_dir = prepare_data(cfg.data.source, cfg.data.tokenizer, Path(cfg.data.cache_dir), cfg.data.val_fraction)
+    data_dir = prepare_from_config(cfg.data)
     data = TokenData(data_dir)
     data.check_block_size(mc.block_size)
     tokenizer = load_tokenizer(data_dir)

@@ -194,6 +194,11 @@ def prepare_data(source: str, tokenizer: str, cache_dir: Path, val_fraction: flo
     return _prepare(source, tokenizer, cache_dir, val_fraction, force)[0]
 
 
+def prepare_from_config(data_cfg) -> Path:
+    """:func:`prepare_data` for a :class:`config.DataConfig` (``train.py`` and ``compare.py`` call this)."""
+    return prepare_data(data_cfg.source, data_cfg.tokenizer, Path(data_cfg.cache_dir), data_cfg.val_fraction)
+
+
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit status (2 on a UserError)."""
     ap = ArgumentParser(prog="python -m data.prepare", description=__doc__.split("\n\n")[0])
