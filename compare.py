@@ -32,6 +32,7 @@ from data.loader import TokenData
 from data.prepare import prepare_from_config
 from errors import Interrupted, UserError
 from model.gpt import GPT, GPTConfig
+import runs
 from runs import read_json, write_json
 from train import RESUME_OVERRIDABLE
 
@@ -74,21 +75,38 @@ def equal_params_config(cfg: GPTConfig, how: str = "width") -> tuple[GPTConfig, 
     return best, best_count, target
 
 
-def run_forwarding_signals(cmd: list[str]) -> int:
-    """Run ``cmd`` to completion, passing each SIGINT / SIGTERM we receive on to it; its exit status.
+def run_forwarding_signals(cmd: list[str]) -> tuple[int, int | None]:
+    """Run ``cmd`` to completion, passing each SIGINT / SIGTERM / SIGHUP we receive on to it.
 
-    The child runs in its own session, so a terminal's Ctrl-C (sent to the whole process
-    group) reaches it once, through us, and ``train.py`` gets to stop at a step boundary with
-    a checkpoint.  (``subprocess.run`` would SIGKILL the child on our KeyboardInterrupt.)
+    Returns ``(exit status, the last signal passed on or None)``.  The child runs in its own
+    session, so a terminal's Ctrl-C (sent to the whole process group) reaches it once,
+    through us, and ``train.py`` gets to stop at a step boundary with a checkpoint
+    (``subprocess.run`` would SIGKILL the child on our KeyboardInterrupt).  The handlers are
+    in place before the child starts; a signal the parent ignores stays ignored.
     """
-    with subprocess.Popen(cmd, start_new_session=True) as proc:
-        previous = {sig: signal.signal(sig, lambda signum, frame: proc.send_signal(signum))
-                    for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            return proc.wait()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+    state: dict = {"proc": None, "signum": None}
+
+    def forward(signum, frame) -> None:
+        state["signum"] = signum
+        if state["proc"] is not None:
+            state["proc"].send_signal(signum)
+
+    previous = {}
+    for sig in runs.StopSignals.SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, forward)
+    try:
+        if state["signum"] is not None:
+            return 128 + state["signum"], state["signum"]
+        with subprocess.Popen(cmd, start_new_session=True) as proc:
+            state["proc"] = proc
+            if state["signum"] is not None:  # it came while the child was starting
+                proc.send_signal(state["signum"])
+            status = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+    return status, state["signum"]
 
 
 def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str]) -> Path:
@@ -111,10 +129,10 @@ def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], re
     else:
         cmd = [sys.executable, train_py, *base_argv, *extra, "--run-name", name, f"--train.out_dir={out_dir}"]
         print(f"[compare] {run_dir}: training", flush=True)
-    returncode = run_forwarding_signals(cmd)
-    if returncode in (128 + signal.SIGINT, 128 + signal.SIGTERM):
-        raise Interrupted(returncode - 128, f"stopped while training {run_dir} (its checkpoint is saved): "
-                                            "run the same compare.py command again to continue")
+    returncode, signum = run_forwarding_signals(cmd)
+    if signum is not None:  # the user asked to stop: never go on to the next arm, however the child ended
+        raise Interrupted(signum, f"stopped while training {run_dir} (exit {returncode}; its checkpoint is "
+                                  "saved): run the same compare.py command again to continue")
     if returncode != 0:
         raise UserError(f"training {run_dir} failed (exit {returncode}; see its output above): "
                         "fix the cause and run the same compare.py command again to continue")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import math
 import os
 import platform
 import signal
@@ -150,11 +151,29 @@ def environment(device: torch.device) -> dict:
     return env
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` atomically (temp file + rename), so a crash never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def write_json(path: Path, obj) -> None:
     """Write JSON atomically (temp file + rename), so a crash never leaves half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
+
+
+@contextlib.contextmanager
+def _env_default(name: str, value: str):
+    """Set environment variable ``name`` to ``value`` inside the block unless already set."""
+    if name in os.environ:
+        yield
+        return
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
 
 
 def read_json(path: Path, what: str) -> dict:
@@ -183,15 +202,22 @@ class MetricsLog:
     def __init__(self, path: Path, resume_step: int | None = None) -> None:
         self.path = path
         if resume_step is not None and path.exists():
-            kept = [line for line in path.read_text().splitlines() if _row_step(line) <= resume_step]
+            # "stop" rows mark where a segment ended: the resumed file reads as one uninterrupted run.
+            kept = [line for line in path.read_text().splitlines()
+                    if _row_step(line) <= resume_step and '"kind": "stop"' not in line]
             tmp = path.with_name(f".{path.name}.tmp")
             tmp.write_text("".join(line + "\n" for line in kept))
             os.replace(tmp, path)
         self._f = open(path, "a")
 
     def log(self, row: dict) -> None:
-        """Append one row (a JSON object) and flush it to disk at once."""
-        self._f.write(json.dumps(row) + "\n")
+        """Append one row (a JSON object) and flush it to disk at once.
+
+        NaN and infinities become null: JSON has no such numbers (``json.dumps`` would write
+        a bare ``NaN`` that jq and JavaScript reject).
+        """
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+        self._f.write(json.dumps(clean, allow_nan=False) + "\n")
         self._f.flush()
 
     def close(self) -> None:
@@ -219,13 +245,16 @@ def read_metrics(path: Path) -> list[dict]:
 
 
 class NullLogger:
-    """Stands in for wandb when it is disabled: every call does nothing."""
+    """Stands in for wandb when it is disabled, and for every log on ranks > 0: each call does nothing."""
 
-    def log(self, row: dict, step: int) -> None:
-        """Do nothing (wandb is off)."""
+    def log(self, row: dict, step: int | None = None) -> None:
+        """Do nothing."""
 
     def finish(self) -> None:
-        """Do nothing (wandb is off)."""
+        """Do nothing."""
+
+    def close(self) -> None:
+        """Do nothing."""
 
 
 class WandbLogger:
@@ -234,26 +263,27 @@ class WandbLogger:
     def __init__(self, cfg: RunConfig, run_dir: Path, run_name: str, resume: bool) -> None:
         import wandb  # imported lazily: wandb is slow to import and unused when disabled
 
-        # wandb's service writes its debug logs under $WANDB_CACHE_DIR (default ~/.cache): keep
-        # them with the run, so a run writes only into its folder (a user's own setting wins).
-        os.environ.setdefault("WANDB_CACHE_DIR", str(run_dir / "wandb"))
         tag = "tied" if cfg.model.tie_embeddings else "untied"
-        self._run = wandb.init(
-            project=cfg.wandb.project,
-            group=cfg.wandb.group or None,
-            name=cfg.wandb.name or run_name,
-            tags=sorted(set(cfg.wandb.tags) | {tag}),
-            config=cfg.to_dict(),
-            dir=str(run_dir),
-            mode=cfg.wandb.mode,
-            id=(run_dir / ".wandb_id").read_text().strip() if resume and (run_dir / ".wandb_id").exists() else None,
-            resume="allow" if resume else None,
-        )
-        (run_dir / ".wandb_id").write_text(self._run.id)
+        # wandb's service writes its debug logs under $WANDB_CACHE_DIR (default ~/.cache) when it
+        # starts: point it at the run folder for that moment only (a user's own setting wins).
+        with _env_default("WANDB_CACHE_DIR", str(run_dir / "wandb")):
+            self._run = wandb.init(
+                project=cfg.wandb.project,
+                group=cfg.wandb.group or None,
+                name=cfg.wandb.name or run_name,
+                tags=sorted(set(cfg.wandb.tags) | {tag}),
+                config=cfg.to_dict(),
+                dir=str(run_dir),
+                mode=cfg.wandb.mode,
+                id=(run_dir / ".wandb_id").read_text().strip() if resume and (run_dir / ".wandb_id").exists() else None,
+                resume="allow" if resume else None,
+            )
+        write_text_atomic(run_dir / ".wandb_id", self._run.id)
 
     def log(self, row: dict, step: int) -> None:
-        """Send one row of metrics to wandb at optimizer step ``step``."""
-        self._run.log(row, step=step)
+        """Send one row of metrics to wandb at optimizer step ``step`` (missing and non-finite values left out)."""
+        self._run.log({k: v for k, v in row.items() if v is not None and not (isinstance(v, float) and not math.isfinite(v))},
+                      step=step)
 
     def finish(self) -> None:
         """Flush and close the wandb run."""
@@ -296,7 +326,10 @@ class RunLock:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
         self.owner_path = self.run_dir / "lock.json"
-        self._lock = filelock.FileLock(self.run_dir / ".lock", timeout=0)
+        try:  # filelock >= 4 would fall back to a plain lock file where flock is missing: no stale detection
+            self._lock = filelock.FileLock(self.run_dir / ".lock", timeout=0, fallback_to_soft=False)
+        except TypeError:  # filelock 3.x has no fallback
+            self._lock = filelock.FileLock(self.run_dir / ".lock", timeout=0)
         self.stale_owner: dict | None = None  # the dead owner taken over, if any
 
     def _read_owner(self) -> dict | None:
@@ -309,6 +342,9 @@ class RunLock:
     def __enter__(self) -> "RunLock":
         try:
             self._lock.acquire()
+        except (NotImplementedError, PermissionError) as e:
+            raise UserError(f"cannot lock run folder {self.run_dir} ({e}): its filesystem has no working file "
+                            "locks (flock); put train.out_dir on a local disk") from None
         except filelock.Timeout:
             owner = self._read_owner() or {}
             who = f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')} (since {owner.get('started', '?')})"
@@ -322,10 +358,14 @@ class RunLock:
                 f"note: stale lock {self.owner_path} of pid {self.stale_owner.get('pid')} on host "
                 f"{self.stale_owner.get('host')} taken over: that process is gone", file=sys.stderr, flush=True,
             )
-        write_json(self.owner_path, {
-            "pid": os.getpid(), "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": sys.argv,
-        })
+        try:
+            write_json(self.owner_path, {
+                "pid": os.getpid(), "host": socket.gethostname(),
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": sys.argv,
+            })
+        except BaseException:  # e.g. a full disk: do not keep a lock nobody will release
+            self._lock.release()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -343,7 +383,8 @@ class StopSignals:
     thread; elsewhere this does nothing (signals then keep their default behaviour).
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    # SIGHUP too: a closed terminal or ssh session is a stop request, not a reason to lose the step.
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self) -> None:
         self.received: int | None = None
@@ -353,17 +394,21 @@ class StopSignals:
         if self.received is not None:
             raise KeyboardInterrupt
         self.received = signum
-        # os.write, not print: a handler may run in the middle of another write to stderr.
-        os.write(2, f"\n{signal.Signals(signum).name} received: stopping after this step and saving a "
-                    f"checkpoint (send it again to abort at once)\n".encode())
+        try:  # os.write, not print: a handler may run in the middle of another write to stderr
+            os.write(2, f"\n{signal.Signals(signum).name} received: stopping after this step and saving a "
+                        f"checkpoint (send it again to abort at once)\n".encode())
+        except OSError:  # stderr gone (a hung-up terminal): stopping matters more than saying so
+            pass
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
+                # A signal the parent chose to ignore (nohup, `cmd &` in a script) stays ignored.
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
         self._previous.clear()

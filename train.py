@@ -19,19 +19,24 @@ stops the run (or is skipped, up to ``train.max_skipped_steps``); one process pe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
+import shlex
+import shutil
 import signal
 import statistics
 import sys
 import time
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+import ddp
 import runs
 from config import ArgumentParser, RunConfig, TrainConfig, parse_cli, parse_config
 from data.loader import TokenData
@@ -76,7 +81,7 @@ class StepResult(NamedTuple):
 
 
 def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg: RunConfig,
-               device: torch.device, amp_dtype, lr: float) -> StepResult:
+               device: torch.device, amp_dtype, lr: float, dist: ddp.Dist = ddp.SINGLE) -> StepResult:
     """One optimizer step over ``grad_accum_steps`` micro-batches.
 
     Sets the learning rate, accumulates gradients (each micro-batch's loss scaled by
@@ -85,20 +90,29 @@ def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg
     gradients are dropped, the weights and AdamW moments stay as they were, and the result
     says ``applied=False`` (the caller stops or counts the skip).  The data position moves
     on either way.  Shared with ``bench.py`` so the benchmark times exactly this.
+
+    Under DDP (``model`` wrapped, ``dist.enabled``) each rank reads its slice of the global
+    batch, gradients are all-reduced once per step (``no_sync`` on all but the last
+    micro-batch), and the returned loss is the mean over ranks, so every rank takes the same
+    skip decision.
     """
     tc = cfg.train
     for group in optimizer.param_groups:
         group["lr"] = lr
     loss_sum = 0.0
-    for _ in range(tc.grad_accum_steps):
-        x, y = data.get_batch("train", tc.batch_size, cfg.model.block_size, data_gen, device)  # (B, T) each
-        with runs.autocast(device, amp_dtype):
-            _, loss = model(x, y)
-        (loss / tc.grad_accum_steps).backward()
+    slice_args = {"rank": dist.rank, "world_size": dist.world_size} if dist.enabled else {}
+    for micro in range(tc.grad_accum_steps):
+        x, y = data.get_batch("train", tc.batch_size, cfg.model.block_size, data_gen, device, **slice_args)  # (B, T)
+        # All-reducing every micro-batch's gradients would be wasted bandwidth: only the sum counts.
+        last = micro == tc.grad_accum_steps - 1
+        with (model.no_sync() if dist.enabled and not last else contextlib.nullcontext()):
+            with runs.autocast(device, amp_dtype):
+                _, loss = model(x, y)
+            (loss / tc.grad_accum_steps).backward()
         loss_sum += loss.item()
     # With clipping off, an infinite max_norm still returns the norm (and scales by exactly 1).
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip or math.inf).item()
-    loss = loss_sum / tc.grad_accum_steps
+    loss = ddp.mean(loss_sum / tc.grad_accum_steps, dist, device)
     applied = math.isfinite(loss) and math.isfinite(grad_norm)
     if applied:
         optimizer.step()
@@ -107,18 +121,24 @@ def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg
 
 
 @torch.no_grad()
-def evaluate(model, data: TokenData, offsets: dict, cfg: RunConfig, device, amp_dtype) -> dict:
-    """Mean loss per split over the fixed evaluation batches ``offsets[split]`` ``(eval_iters, B)``."""
+def evaluate(model, data: TokenData, offsets: dict, cfg: RunConfig, device, amp_dtype,
+             dist: ddp.Dist = ddp.SINGLE) -> dict:
+    """Mean loss per split over the fixed evaluation batches ``offsets[split]`` ``(eval_iters, world_size * B)``.
+
+    Each rank evaluates its ``B`` columns of every batch; the per-rank means are averaged
+    over ranks (equal sizes, so this is the mean over the whole batch).
+    """
     model.eval()
     out = {}
+    B = cfg.train.batch_size
     for split, split_offsets in offsets.items():
         losses = []
-        for batch_offsets in split_offsets:
+        for batch_offsets in split_offsets[:, dist.rank * B:(dist.rank + 1) * B]:
             x, y = data.batch_at(split, batch_offsets, cfg.model.block_size, device)
             with runs.autocast(device, amp_dtype):
                 _, loss = model(x, y)
             losses.append(loss.item())
-        out[split] = sum(losses) / len(losses)
+        out[split] = ddp.mean(sum(losses) / len(losses), dist, device)
     model.train()
     return out
 
@@ -147,8 +167,9 @@ def check_paths(cfg: RunConfig, run_dir: Path) -> None:
     """
     out_dir, cache_dir = Path(cfg.train.out_dir).resolve(), Path(cfg.data.cache_dir).resolve()
     if run_dir.is_symlink() or run_dir.resolve().parent != out_dir:
-        raise UserError(f"run folder {run_dir} is a link to {run_dir.resolve()}: runs write only into real "
-                        f"folders directly under train.out_dir {out_dir}; pick another --run-name")
+        what = f"is a link to {run_dir.resolve()}" if run_dir.is_symlink() else f"resolves to {run_dir.resolve()}"
+        raise UserError(f"run folder {run_dir} {what}: runs write only into real folders directly under "
+                        f"train.out_dir {out_dir}; use a plain run folder there")
     for path, key in ((out_dir, "train.out_dir"), (cache_dir, "data.cache_dir")):
         if path.exists() and not path.is_dir():
             raise UserError(f"{key} {path} exists and is not a folder: point --{key} at a folder")
@@ -157,11 +178,13 @@ def check_paths(cfg: RunConfig, run_dir: Path) -> None:
                         "replace a run folder there; give them separate folders")
 
 
-def setup_run(args: argparse.Namespace, overrides: dict) -> tuple[RunConfig, Path]:
+def setup_run(args: argparse.Namespace, overrides: dict, check_new_folder: bool = True) -> tuple[RunConfig, Path]:
     """Resolve the config and the run folder; refuse to overwrite or to silently change a run.
 
     Nothing is written here.  For a new run, settings that default to "derive it" (lr decay
     horizon, checkpoint interval, autocast dtype) are resolved so ``config.json`` records what ran.
+    ``check_new_folder=False`` (ranks > 0 under torchrun) skips the "folder exists" check, which
+    rank 0 makes for all.
     """
     if args.resume:
         if not args.run_name:
@@ -199,13 +222,16 @@ def setup_run(args: argparse.Namespace, overrides: dict) -> tuple[RunConfig, Pat
     name = args.run_name
     if name is not None:
         check_run_name(name)
+    elif int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a time-stamped name could differ between ranks
+        raise UserError("under torchrun give --run-name: every rank must name the same run folder")
     if not name:
         stem = Path(args.config).stem + "-" if args.config else ""
         arm = "tied" if cfg.model.tie_embeddings else "untied"
         name = f"{stem}{arm}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(tc.out_dir) / name
     check_paths(cfg, run_dir)
-    if run_dir.exists():
+    # Under torchrun only rank 0 checks: it may already have created the folder when a peer looks.
+    if check_new_folder and run_dir.exists():
         raise UserError(
             f"run folder {run_dir} already exists: pick another --run-name, or add --resume to continue it"
         )
@@ -221,23 +247,28 @@ class Setup:
     data: TokenData
     tokenizer: object
     model: GPT  # the plain module: its state_dict is what checkpoints hold
-    step_model: torch.nn.Module  # `model`, or its torch.compile wrapper
+    eval_model: torch.nn.Module  # `model`, or its torch.compile wrapper
+    step_model: torch.nn.Module  # `eval_model`, wrapped in DistributedDataParallel under torchrun
     optimizer: torch.optim.Optimizer
-    data_gen: torch.Generator  # the data order; its state is the data position
+    data_gen: torch.Generator  # the data order (the same on every rank); its state is the data position
+    dist: ddp.Dist
 
 
-def build(cfg: RunConfig) -> Setup:
+def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     """Prepare the data and build model, optimizer and data order for ``cfg`` (seeded).
 
-    Sets ``cfg.model.vocab_size`` from the tokenizer.  Writes nothing but the data cache.
-    Shared by ``train.py`` and ``bench.py`` so the benchmark times the training set-up exactly.
+    Sets ``cfg.model.vocab_size`` from the tokenizer.  Writes nothing but the data cache
+    (prepared by rank 0 alone under torchrun).  Shared by ``train.py`` and ``bench.py`` so the
+    benchmark times the training set-up exactly.  Under torchrun the model is wrapped in
+    ``DistributedDataParallel``; the tied head stays one Parameter inside it.
     Raises :class:`UserError` for a bad device, corpus or ``block_size``.
     """
     tc, mc = cfg.train, cfg.model
-    device = runs.pick_device(tc.device)
+    device = ddp.init(dist, tc.device) or runs.pick_device(tc.device)
     amp_dtype = runs.autocast_dtype(device, tc.dtype)
     if device.type == "cpu":
         runs.keep_freed_memory_on_cpu()
+    ddp.on_main(lambda: prepare_from_config(cfg.data), dist)  # one writer for the cache; the others find it ready
     data_dir = prepare_from_config(cfg.data)
     data = TokenData(data_dir)
     data.check_block_size(mc.block_size)
@@ -245,7 +276,7 @@ def build(cfg: RunConfig) -> Setup:
     if tokenizer.vocab_size != data.vocab_size:
         raise UserError(
             f"{data_dir / 'meta.json'} says vocab_size {data.vocab_size} but its tokenizer.json has "
-            f"{tokenizer.vocab_size} tokens: re-run python -m data.prepare --source {cfg.data.source} "
+            f"{tokenizer.vocab_size} tokens: re-run python -m data.prepare --source {shlex.quote(cfg.data.source)} "
             f"--tokenizer {cfg.data.tokenizer} --force"
         )
     mc.vocab_size = data.vocab_size
@@ -256,9 +287,14 @@ def build(cfg: RunConfig) -> Setup:
         fused=device.type == "cuda",
     )
     # torch.compile wraps the module; checkpoints always save the uncompiled `model`'s state dict.
-    step_model = torch.compile(model) if tc.compile else model
-    return Setup(device, amp_dtype, data, tokenizer, model, step_model, optimizer,
-                 torch.Generator().manual_seed(tc.seed))
+    eval_model = torch.compile(model) if tc.compile else model
+    step_model = eval_model
+    if dist.enabled:
+        step_model = DistributedDataParallel(eval_model, device_ids=[device.index] if device.type == "cuda" else None)
+        if dist.rank:  # dropout noise differs per rank; rank 0 keeps a single process's stream
+            torch.manual_seed(tc.seed + dist.rank)
+    return Setup(device, amp_dtype, data, tokenizer, model, eval_model, step_model, optimizer,
+                 torch.Generator().manual_seed(tc.seed), dist)
 
 
 def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int, path: Path) -> None:
@@ -334,196 +370,266 @@ def remove_stale_temp_files(run_dir: Path) -> None:
               f"{', '.join(p.name for p in stale)}", flush=True)
 
 
-def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
+@dataclass
+class Progress:
+    """The loop's counters: saved in ``ckpt_last.pt`` so a resume continues them exactly."""
+
+    step: int = 0  # optimizer steps done
+    best_val: float = float("inf")
+    last_val: float | None = None
+    elapsed_before: float = 0.0  # seconds of training before this process started
+    skipped: int = 0  # non-finite steps skipped so far
+    window_loss: float = 0.0  # sum of train losses since the last train row
+    window_steps: int = 0  # ... and how many, so a resumed run logs the same means
+
+
+def claim_run_folder(run_dir: Path, resume: bool, cleanup: contextlib.ExitStack) -> None:
+    """Create (new run) and lock the run folder; the lock is released when ``cleanup`` closes.
+
+    A new run that fails before its first ``ckpt_last.pt`` removes the folder it created: it
+    holds nothing of value, and left behind it could be neither resumed nor reused.
+    """
+    if not resume:
+        try:
+            run_dir.mkdir(parents=True)
+        except FileExistsError:
+            raise UserError(f"run folder {run_dir} already exists: pick another --run-name, or add --resume") from None
+        except OSError as e:
+            raise UserError(f"cannot create run folder {run_dir} ({e.strerror}): check --train.out_dir") from None
+
+        def remove_if_unstarted(exc_type, exc, tb) -> bool:
+            if exc_type is not None and not (run_dir / "ckpt_last.pt").exists():
+                shutil.rmtree(run_dir, ignore_errors=True)
+            return False  # the error goes on
+
+        cleanup.push(remove_if_unstarted)  # runs after the lock below is released
+    cleanup.enter_context(runs.RunLock(run_dir))
+    remove_stale_temp_files(run_dir)
+
+
+def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Progress:
+    """Load model, optimizer, RNG states and data position from ``path``; returns the counters.
+
+    Each rank takes back its own dropout RNG state when the checkpoint has one per rank and
+    the world size is unchanged; otherwise rank 0 takes the saved one and the others reseed.
+    """
+    ckpt = load_checkpoint(path, map_location=s.device)
+    check_resumable(ckpt, cfg, s, saved_vocab_size, path)
+    load_model_state(s.model, ckpt, source=str(path))
+    rng, rank = ckpt["rng"], s.dist.rank
+    try:
+        s.optimizer.load_state_dict(ckpt["optimizer"])
+        s.data_gen.set_state(rng["data"].cpu())
+        per_rank = rng.get("torch_ranks") or [rng["torch"]]
+        if rank < len(per_rank) and len(per_rank) in (1, s.dist.world_size):
+            torch.set_rng_state(per_rank[rank].cpu())
+        else:
+            torch.manual_seed(cfg.train.seed + rank + ckpt["step"])
+        cuda_states = rng.get("cuda_ranks") or [rng.get("cuda")]
+        if s.device.type == "cuda" and rank < len(cuda_states) and cuda_states[rank] is not None:
+            torch.cuda.set_rng_state(cuda_states[rank].cpu(), s.device)
+    except (ValueError, KeyError, RuntimeError, TypeError, AttributeError) as e:
+        raise UserError(f"{path} has a broken optimizer or RNG state ({e}): resume from another checkpoint") from None
+    window_loss, window_steps = ckpt.get("train_window", (0.0, 0))
+    return Progress(ckpt["step"], ckpt["best_val_loss"], ckpt["val_loss"], ckpt["elapsed_s"],
+                    ckpt.get("skipped_steps", 0), window_loss, window_steps)
+
+
+def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SINGLE) -> dict:
     """Train per ``cfg`` into ``run_dir`` (resuming from its ``ckpt_last.pt`` if ``resume``).
 
     Everything that bad input can break (config, data, checkpoint, prompt) is checked before
     the run folder is created or written.  The folder is locked (:class:`runs.RunLock`) while
-    the run writes to it.  Returns the summary also written to ``summary.json``.
+    the run writes to it.  Under torchrun (``dist``), rank 0 alone writes and prints; all
+    ranks take the same steps, stop and skip decisions.  Returns the summary also written
+    to ``summary.json``.
     Raises :class:`UserError` for bad data, a mismatched checkpoint, a folder in use, a failed
     checkpoint write or a non-finite loss (beyond ``train.max_skipped_steps``), and
     :class:`Interrupted` after SIGINT / SIGTERM (once ``ckpt_last.pt`` holds the last step).
     """
     tc, mc = cfg.train, cfg.model
     saved_vocab_size = mc.vocab_size
-    s = build(cfg)
+    s = build(cfg, dist)
     model, optimizer, data, device, amp_dtype = s.model, s.optimizer, s.data, s.device, s.amp_dtype
+    main = dist.is_main
+    say = print if main else (lambda *args, **kwargs: None)  # rank-0 printing
     if tc.sample_tokens:
         s.tokenizer.encode(tc.sample_prompt)  # a prompt the tokenizer cannot encode fails now, not after training
+    # Fixed eval windows of the global batch (world_size * batch_size wide): each rank takes its columns.
     eval_offsets = {
-        split: data.eval_offsets(split, tc.eval_iters, tc.batch_size, mc.block_size, seed=tc.seed + 1)
+        split: data.eval_offsets(split, tc.eval_iters, tc.batch_size * dist.world_size, mc.block_size, seed=tc.seed + 1)
         for split in ("train", "val")
     }
     last_path, resume_cmd = run_dir / "ckpt_last.pt", resume_command(run_dir)
-    step, best_val, last_val, elapsed_before, skipped = 0, float("inf"), None, 0.0, 0
-    window_loss, window_steps = 0.0, 0  # train losses since the last train row (resumed, so rows match)
-    cleanup = ExitStack()
-    with cleanup:
-        if resume:
-            cleanup.enter_context(runs.RunLock(run_dir))  # before reading: another process may be writing
-            ckpt = load_checkpoint(last_path, map_location=device)
-            check_resumable(ckpt, cfg, s, saved_vocab_size, last_path)
-            load_model_state(model, ckpt, source=str(last_path))
-            try:
-                optimizer.load_state_dict(ckpt["optimizer"])
-                s.data_gen.set_state(ckpt["rng"]["data"].cpu())
-                torch.set_rng_state(ckpt["rng"]["torch"].cpu())
-                if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
-                    torch.cuda.set_rng_state(ckpt["rng"]["cuda"].cpu(), device)
-            except (ValueError, KeyError, RuntimeError, TypeError) as e:
-                raise UserError(f"{last_path} has a broken optimizer or RNG state ({e}): resume from another checkpoint") from None
-            step, best_val, last_val, elapsed_before = ckpt["step"], ckpt["best_val_loss"], ckpt["val_loss"], ckpt["elapsed_s"]
-            skipped = ckpt.get("skipped_steps", 0)
-            window_loss, window_steps = ckpt.get("train_window", (0.0, 0))
-        else:
-            # Only now touch the run folder: a new run creates it (never over an existing one).
-            try:
-                run_dir.mkdir(parents=True)
-            except FileExistsError:
-                raise UserError(f"run folder {run_dir} already exists: pick another --run-name, or add --resume") from None
-            except OSError as e:
-                raise UserError(f"cannot create run folder {run_dir} ({e.strerror}): check --train.out_dir") from None
-            cleanup.enter_context(runs.RunLock(run_dir))
-        remove_stale_temp_files(run_dir)
-        save_tokenizer(s.tokenizer, run_dir)
-        runs.write_json(run_dir / "config.json", cfg.to_dict())
-        # The first segment's environment stays in env.json; each resume adds its own record.
-        runs.write_json(run_dir / (f"env-resume-step{step}.json" if resume else "env.json"), runs.environment(device))
-        print(f"run folder: {run_dir}{f' (resumed at step {step})' if resume else ''}\nconfig: {cfg.to_dict()}", flush=True)
+    cleanup = contextlib.ExitStack()
+    stop, saved_step = None, -1  # saved_step: the step ckpt_last.pt holds (-1: none yet)
+    try:
+        with cleanup:
+            # Lock before reading ckpt_last.pt: another process may be writing it.
+            ddp.on_main(lambda: claim_run_folder(run_dir, resume, cleanup), dist)
+            p = restore(s, cfg, last_path, saved_vocab_size) if resume else Progress()
+            if main:
+                save_tokenizer(s.tokenizer, run_dir)
+                runs.write_json(run_dir / "config.json", cfg.to_dict())
+                # The first segment's environment stays in env.json; each resume adds its own record.
+                runs.write_json(run_dir / (f"env-resume-step{p.step}.json" if resume else "env.json"),
+                                {**runs.environment(device), "world_size": dist.world_size})
+            say(f"run folder: {run_dir}{f' (resumed at step {p.step})' if resume else ''}\nconfig: {cfg.to_dict()}", flush=True)
+            # From here a SIGINT / SIGTERM / SIGHUP only raises a flag, checked between steps (on all ranks at once).
+            stop = cleanup.enter_context(runs.StopSignals())
 
-        n_params = model.num_params()
-        unigram = data.unigram_val_loss()
-        print(f"unigram baseline val loss (train token frequencies, no context): {unigram:.4f}", flush=True)
-        print(
-            f"parameters: {n_params:,} ({model.num_params(non_embedding=True):,} non-embedding), "
-            f"tie_embeddings={mc.tie_embeddings}, device={device}, autocast={amp_dtype}", flush=True
-        )
-        metrics = cleanup.enter_context(runs.MetricsLog(run_dir / "metrics.jsonl", resume_step=step if resume else None))
-        logger = runs.make_logger(cfg, run_dir, run_dir.name, resume)
-        cleanup.callback(logger.finish)
-        tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
-        checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
-        t_start = time.perf_counter()
+            n_params = model.num_params()
+            unigram = data.unigram_val_loss() if main else float("nan")
+            say(f"unigram baseline val loss (train token frequencies, no context): {unigram:.4f}", flush=True)
+            say(f"parameters: {n_params:,} ({model.num_params(non_embedding=True):,} non-embedding), "
+                f"tie_embeddings={mc.tie_embeddings}, device={device}, autocast={amp_dtype}, ranks={dist.world_size}",
+                flush=True)
+            if main:
+                metrics = cleanup.enter_context(runs.MetricsLog(run_dir / "metrics.jsonl", resume_step=p.step if resume else None))
+                logger = runs.make_logger(cfg, run_dir, run_dir.name, resume)
+            else:
+                metrics = logger = runs.NullLogger()
+            cleanup.callback(logger.finish)
+            tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size * dist.world_size
+            checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
+            t_start = time.perf_counter()
 
-        def elapsed() -> float:
-            return elapsed_before + time.perf_counter() - t_start
+            def elapsed() -> float:
+                return p.elapsed_before + time.perf_counter() - t_start
 
-        def checkpoint_payload(with_optimizer: bool) -> dict:
-            payload = {
-                "model": model.state_dict(), "step": step, "tokens": step * tokens_per_step,
-                "config": cfg.to_dict(), "tie_embeddings": mc.tie_embeddings, "tokenizer": s.tokenizer.to_dict(),
-                "data_sha256": data.meta.get("source_sha256"),
-                "val_loss": last_val, "best_val_loss": best_val, "elapsed_s": elapsed(),
-                "skipped_steps": skipped, "train_window": [window_loss, window_steps],
-                "rng": {
-                    "torch": torch.get_rng_state(), "data": s.data_gen.get_state(),
-                    "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                },
-            }
-            if with_optimizer:
-                payload["optimizer"] = optimizer.state_dict()
-            return payload
+            def save(path: Path, with_optimizer: bool) -> None:
+                # Every rank's RNG state goes in (a collective: all ranks call this); rank 0 writes.
+                torch_ranks = ddp.gather(torch.get_rng_state(), dist)
+                cuda_ranks = ddp.gather(torch.cuda.get_rng_state(device) if device.type == "cuda" else None, dist)
+                if not main:
+                    return
+                payload = {
+                    "model": model.state_dict(), "step": p.step, "tokens": p.step * tokens_per_step,
+                    "config": cfg.to_dict(), "tie_embeddings": mc.tie_embeddings, "tokenizer": s.tokenizer.to_dict(),
+                    "data_sha256": data.meta.get("source_sha256"),
+                    "val_loss": p.last_val, "best_val_loss": p.best_val, "elapsed_s": elapsed(),
+                    "skipped_steps": p.skipped, "train_window": [p.window_loss, p.window_steps],
+                    "rng": {"torch": torch_ranks[0], "data": s.data_gen.get_state(), "cuda": cuda_ranks[0],
+                            "torch_ranks": torch_ranks, "cuda_ranks": cuda_ranks},
+                }
+                if with_optimizer:
+                    payload["optimizer"] = optimizer.state_dict()
+                write_checkpoint(path, payload, model, resume_cmd)
 
-        saved_step = step if resume else -1  # the step ckpt_last.pt holds
+            saved_step = p.step if resume else -1
 
-        def save_last() -> None:
-            nonlocal saved_step
-            write_checkpoint(last_path, checkpoint_payload(with_optimizer=True), model, resume_cmd)
-            saved_step = step
+            def save_last() -> None:
+                nonlocal saved_step
+                save(last_path, with_optimizer=True)
+                saved_step = p.step
 
-        def run_eval() -> None:
-            nonlocal best_val, last_val
-            losses = evaluate(s.step_model, data, eval_offsets, cfg, device, amp_dtype)
-            last_val = losses["val"]
-            row = {
-                "kind": "eval", "step": step, "tokens": step * tokens_per_step, "train_loss": losses["train"],
-                "val_loss": losses["val"], "val_ppl": math.exp(min(losses["val"], 50)), "lr": get_lr(step, tc),
-                "elapsed_s": elapsed(),
-            }
-            metrics.log(row)
-            logger.log({k: v for k, v in row.items() if k != "kind"}, step=step)
-            tqdm.write(f"step {step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, val ppl {row['val_ppl']:.1f}")
-            if losses["val"] < best_val:
-                best_val = losses["val"]
-                write_checkpoint(run_dir / "ckpt_best.pt", checkpoint_payload(with_optimizer=False), model, resume_cmd)
-
-        if step == 0:
-            run_eval()  # the loss at init (~ln vocab_size) anchors every curve
-            save_last()  # resumable from the start: a run stopped before its first interval can still --resume
-        window_t, window_tokens = time.perf_counter(), 0
-        # Redirected to a file or CI log, redraw rarely so the log stays readable.
-        pbar = cleanup.enter_context(tqdm(total=tc.max_iters, initial=step, desc="train", unit="step",
-                                          dynamic_ncols=True, mininterval=0.1 if sys.stderr.isatty() else 30.0))
-        # From here a SIGINT / SIGTERM only raises a flag, checked between steps.
-        stop = cleanup.enter_context(runs.StopSignals())
-        while step < tc.max_iters:
-            if stop.received:
-                if saved_step != step:
-                    save_last()
-                name = signal.Signals(stop.received).name
-                metrics.log({"kind": "stop", "step": step, "signal": name, "elapsed_s": elapsed()})
-                raise Interrupted(stop.received, f"stopped by {name} at step {step}: {last_path} holds step {step}; "
-                                                 f"continue with: {resume_cmd}")
-            lr = get_lr(step, tc)
-            result = train_step(s.step_model, optimizer, data, s.data_gen, cfg, device, amp_dtype, lr)
-            if not result.applied:
-                what = (f"non-finite training loss ({result.loss})" if not math.isfinite(result.loss)
-                        else f"non-finite gradient norm ({result.grad_norm})")
-                if skipped >= tc.max_skipped_steps:
-                    raise UserError(
-                        f"{what} at step {step + 1}: the run stopped without saving; the last good checkpoint is "
-                        f"{last_path} (step {saved_step}); continue with {resume_cmd} "
-                        f"--train.max_skipped_steps={skipped + 1} to skip such steps, or start a new run with a "
-                        f"lower --train.learning_rate"
-                    )
-                skipped += 1
-                metrics.log({"kind": "skip", "step": step + 1, "train_loss": result.loss,
-                             "grad_norm": result.grad_norm, "skipped_steps": skipped, "elapsed_s": elapsed()})
-                tqdm.write(f"step {step + 1}: {what}, update skipped ({skipped} of at most {tc.max_skipped_steps})")
-            step += 1
-            window_tokens += tokens_per_step
-            if result.applied:  # a skipped step's NaN would poison the window's mean
-                window_loss += result.loss
-                window_steps += 1
-            pbar.update(1)
-
-            if (step % tc.log_interval == 0 or step == tc.max_iters) and window_steps:
-                tokens_per_s = window_tokens / (time.perf_counter() - window_t)
+            def run_eval() -> None:
+                losses = evaluate(s.eval_model, data, eval_offsets, cfg, device, amp_dtype, dist)
+                p.last_val = losses["val"]
                 row = {
-                    "kind": "train", "step": step, "tokens": step * tokens_per_step,
-                    "train_loss": window_loss / window_steps, "grad_norm": result.grad_norm, "lr": lr,
-                    "tokens_per_s": tokens_per_s, "elapsed_s": elapsed(),
+                    "kind": "eval", "step": p.step, "tokens": p.step * tokens_per_step, "train_loss": losses["train"],
+                    "val_loss": losses["val"], "val_ppl": math.exp(min(losses["val"], 50)), "lr": get_lr(p.step, tc),
+                    "elapsed_s": elapsed(),
                 }
                 metrics.log(row)
-                logger.log({k: v for k, v in row.items() if k != "kind"}, step=step)
-                pbar.set_postfix(loss=f"{row['train_loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
-                window_loss, window_steps = 0.0, 0
-            if step % tc.eval_interval == 0 or step == tc.max_iters:
-                run_eval()
-            if step % checkpoint_interval == 0 or step == tc.max_iters:
-                save_last()
-            if step % tc.log_interval == 0:
-                window_t, window_tokens = time.perf_counter(), 0  # eval and checkpoint time stay out of tokens/s
-        pbar.close()
-        metrics.close()
+                logger.log({k: v for k, v in row.items() if k != "kind"}, step=p.step)
+                if main:
+                    tqdm.write(f"step {p.step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
+                               f"val ppl {row['val_ppl']:.1f}")
+                if losses["val"] < p.best_val:  # the same on every rank: the losses are all-reduced
+                    p.best_val = losses["val"]
+                    save(run_dir / "ckpt_best.pt", with_optimizer=False)
 
-        train_rows = [r for r in runs.read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
-        summary = {
-            "step": step, "tokens": step * tokens_per_step, "val_loss": last_val, "best_val_loss": best_val,
-            "best_val_ppl": math.exp(min(best_val, 50)), "unigram_val_loss": unigram,
-            "tokens_per_s_median": statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None,
-            "elapsed_s": round(elapsed(), 1), "peak_memory_mib": runs.peak_memory_mib(device), "parameters": n_params,
-            "non_embedding_parameters": model.num_params(non_embedding=True), "tie_embeddings": mc.tie_embeddings,
-            "data_sha256": data.meta.get("source_sha256"), "skipped_steps": skipped,
-        }
-        runs.write_json(run_dir / "summary.json", summary)
+            if not resume:
+                run_eval()  # the loss at init (~ln vocab_size) anchors every curve
+                save_last()  # resumable from the start: a run stopped before its first interval can still --resume
+            window_t, window_tokens = time.perf_counter(), 0
+            # Redirected to a file or CI log, redraw rarely so the log stays readable.
+            pbar = cleanup.enter_context(tqdm(total=tc.max_iters, initial=p.step, desc="train", unit="step", disable=not main,
+                                              dynamic_ncols=True, mininterval=0.1 if sys.stderr.isatty() else 30.0))
+            while p.step < tc.max_iters:
+                if ddp.any_rank(stop.received is not None, dist, device):
+                    if saved_step != p.step:
+                        save_last()
+                    signum = stop.received or signal.SIGTERM  # a rank that got no signal itself stops with its peers
+                    name = signal.Signals(signum).name
+                    metrics.log({"kind": "stop", "step": p.step, "signal": name, "elapsed_s": elapsed()})
+                    raise Interrupted(signum, f"stopped by {name} at step {p.step}: {last_path} holds step {p.step}; "
+                                              f"continue with: {resume_cmd}")
+                lr = get_lr(p.step, tc)
+                result = train_step(s.step_model, optimizer, data, s.data_gen, cfg, device, amp_dtype, lr, dist)
+                if not result.applied:
+                    what = (f"non-finite training loss ({result.loss})" if not math.isfinite(result.loss)
+                            else f"non-finite gradient norm ({result.grad_norm})")
+                    if p.skipped >= tc.max_skipped_steps:
+                        raise UserError(
+                            f"{what} at step {p.step + 1}: the run stopped without saving; the last good checkpoint is "
+                            f"{last_path} (step {saved_step}); continue with {resume_cmd} "
+                            f"--train.max_skipped_steps={p.skipped + 1} to skip such steps, or start a new run with a "
+                            f"lower --train.learning_rate"
+                        )
+                    p.skipped += 1
+                    metrics.log({"kind": "skip", "step": p.step + 1, "reason": what, "train_loss": result.loss,
+                                 "grad_norm": result.grad_norm, "skipped_steps": p.skipped, "elapsed_s": elapsed()})
+                    if main:
+                        tqdm.write(f"step {p.step + 1}: {what}, update skipped ({p.skipped} of at most {tc.max_skipped_steps})")
+                p.step += 1
+                window_tokens += tokens_per_step
+                if result.applied:  # a skipped step's NaN would poison the window's mean
+                    p.window_loss += result.loss
+                    p.window_steps += 1
+                pbar.update(1)
+
+                if (p.step % tc.log_interval == 0 or p.step == tc.max_iters) and p.window_steps:
+                    tokens_per_s = window_tokens / (time.perf_counter() - window_t)
+                    row = {
+                        "kind": "train", "step": p.step, "tokens": p.step * tokens_per_step,
+                        "train_loss": p.window_loss / p.window_steps, "grad_norm": result.grad_norm, "lr": lr,
+                        "tokens_per_s": tokens_per_s, "elapsed_s": elapsed(),
+                    }
+                    metrics.log(row)
+                    logger.log({k: v for k, v in row.items() if k != "kind"}, step=p.step)
+                    pbar.set_postfix(loss=f"{row['train_loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
+                    p.window_loss, p.window_steps = 0.0, 0
+                if p.step % tc.eval_interval == 0 or p.step == tc.max_iters:
+                    run_eval()
+                if p.step % checkpoint_interval == 0 or p.step == tc.max_iters:
+                    save_last()
+                if p.step % tc.log_interval == 0:
+                    window_t, window_tokens = time.perf_counter(), 0  # eval and checkpoint time stay out of tokens/s
+            pbar.close()
+            metrics.close()
+
+            summary = {
+                "step": p.step, "tokens": p.step * tokens_per_step, "val_loss": p.last_val, "best_val_loss": p.best_val,
+                "best_val_ppl": math.exp(min(p.best_val, 50)), "unigram_val_loss": unigram,
+                "elapsed_s": round(elapsed(), 1), "peak_memory_mib": runs.peak_memory_mib(device), "parameters": n_params,
+                "non_embedding_parameters": model.num_params(non_embedding=True), "tie_embeddings": mc.tie_embeddings,
+                "data_sha256": data.meta.get("source_sha256"), "skipped_steps": p.skipped, "world_size": dist.world_size,
+            }
+            if main:
+                train_rows = [r for r in runs.read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
+                summary["tokens_per_s_median"] = statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None
+                runs.write_json(run_dir / "summary.json", summary)
+            if ddp.any_rank(stop.received is not None, dist, device):  # it came during the last step
+                signum = stop.received or signal.SIGTERM
+                raise Interrupted(signum, f"stopped by {signal.Signals(signum).name} after the last step: "
+                                          f"the run is complete ({run_dir / 'summary.json'}); no sample printed")
+    except KeyboardInterrupt:  # a second signal: stop now, mid-step (every write is atomic)
+        signum = (stop.received if stop is not None else None) or signal.SIGINT
+        where = (f"{last_path} holds step {saved_step}; continue with: {resume_cmd}" if saved_step >= 0
+                 else "no checkpoint was written, so the new run folder was removed; start again")
+        raise Interrupted(signum, f"aborted by a second {signal.Signals(signum).name}: {where}") from None
+    except OSError as e:  # e.g. the disk filled while writing metrics.jsonl
+        raise UserError(f"{e.strerror or e} ({e.filename or run_dir}): the last checkpoint is intact; "
+                        f"free space or fix the path, then continue with: {resume_cmd}") from None
     # The lock is released: the run folder is complete.
-    print(
-        f"done: {step} steps, {summary['tokens']:,} tokens in {summary['elapsed_s']:.0f} s; "
-        f"val loss {last_val:.4f} (best {best_val:.4f}, perplexity {summary['best_val_ppl']:.1f}; "
-        f"unigram baseline {unigram:.4f})" + (f"; {skipped} non-finite step(s) skipped" if skipped else ""), flush=True
+    say(
+        f"done: {p.step} steps, {summary['tokens']:,} tokens in {summary['elapsed_s']:.0f} s; "
+        f"val loss {p.last_val:.4f} (best {p.best_val:.4f}, perplexity {summary['best_val_ppl']:.1f}; "
+        f"unigram baseline {unigram:.4f})" + (f"; {p.skipped} non-finite step(s) skipped" if p.skipped else ""), flush=True
     )
-    if tc.sample_tokens:
+    if tc.sample_tokens and main:
         print(f"--- sample (top-k 50, temperature 0.8, prompt {tc.sample_prompt!r}) ---")
         gen = torch.Generator().manual_seed(tc.seed)
         for piece in generate_text(model, s.tokenizer, tc.sample_prompt, tc.sample_tokens, device,
@@ -534,25 +640,34 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the process exit status (2 on bad input)."""
+    """Command-line entry point; returns the process exit status (2 on bad input).
+
+    Under torchrun only rank 0 prints errors: the ranks fail together (see ``ddp.on_main``)
+    and the other ranks exit with the same status, silently.
+    """
+    dist = ddp.SINGLE
+    error = None
     try:
+        dist = ddp.from_env()
         args, overrides = parse_args(argv)
-        cfg, run_dir = setup_run(args, overrides)
-        train(cfg, run_dir, resume=args.resume)
+        cfg, run_dir = setup_run(args, overrides, check_new_folder=dist.is_main)
+        train(cfg, run_dir, resume=args.resume, dist=dist)
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        error, status = str(e), 2
     except Interrupted as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_status
+        error, status = str(e), e.exit_status
     except KeyboardInterrupt:  # a second Ctrl-C, or one before training started
-        print("error: interrupted; ckpt_last.pt holds the last completed checkpoint", file=sys.stderr)
-        return 130
+        error, status = "interrupted; ckpt_last.pt holds the last completed checkpoint", 130
     except OSError as e:  # e.g. the disk filled while writing metrics.jsonl
-        print(f"error: {e.strerror or e} ({e.filename or 'a run file'}): free space or fix the path, "
-              "then continue with --resume", file=sys.stderr)
-        return 1
-    return 0
+        error, status = (f"{e.strerror or e} ({e.filename or 'a run file'}): free space or fix the path, "
+                         "then continue with --resume"), 1
+    finally:
+        ddp.shutdown()
+    if error is None:
+        return 0
+    if dist.is_main:
+        print(f"error: {error}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -111,7 +111,9 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         ) from e
     if not isinstance(ckpt, dict) or ckpt.get("format") not in READABLE_FORMATS:
         raise UserError(f"{path} is not a tinygpt checkpoint (format {FORMAT!r} expected): use a file written by train.py")
-    if ckpt["format"] != READABLE_FORMATS[0] and ckpt.get("sha256") != payload_digest(ckpt):
+    # Checked whenever a digest is present (so relabelling a file as format 1 does not skip it);
+    # only format 1 files, written before digests existed, may lack one.
+    if ("sha256" in ckpt or ckpt["format"] != READABLE_FORMATS[0]) and ckpt.get("sha256") != payload_digest(ckpt):
         raise UserError(
             f"checkpoint {path} fails its sha256 check (its bytes changed after it was written): "
             "it is corrupt or was tampered with; use another checkpoint (ckpt_best.pt / ckpt_last.pt)"

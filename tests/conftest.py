@@ -8,7 +8,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import tempfile  # noqa: E402
+
 from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
+
+# Hypothesis also caches Unicode tables in its home folder (./.hypothesis by default): keep the
+# repository clean by pointing it at the system temp folder.
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "tinygpt-hypothesis")
 
 # Property tests: the same examples on every machine (CI never flakes on a new random draw),
 # no .hypothesis/ example database written into the repository, no per-example time limit

@@ -29,7 +29,8 @@ def tiny_args(tmp_path: Path, corpus: Path, *extra: str) -> list[str]:
         f"--data.source={corpus}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}",
         f"--train.out_dir={tmp_path / 'runs'}", "--model.n_layer=2", "--model.n_head=2", "--model.n_embd=32",
         "--model.block_size=32", "--train.batch_size=4", "--train.eval_iters=2", "--train.eval_interval=4",
-        "--train.log_interval=1", "--train.warmup_iters=2", "--train.sample_tokens=0", *extra,
+        "--train.log_interval=1", "--train.warmup_iters=2", "--train.sample_tokens=0",
+        "--train.device=cpu", *extra,  # CPU: the bit-exact resume checks need deterministic kernels
     ]
 
 

@@ -225,6 +225,7 @@ def test_ctrl_c_checkpoints_and_resume_is_bit_exact(tmp_path, corpus, monkeypatc
     monkeypatch.undo()
     assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--run-name", "cut", "--resume"]) == 0
     assert loss_curve(tmp_path / "runs" / "cut") == loss_curve(tmp_path / "runs" / "ref")
+    assert "stop" not in {r["kind"] for r in runs.read_metrics(tmp_path / "runs" / "cut" / "metrics.jsonl")}
     assert same_weights(tmp_path / "runs" / "cut", tmp_path / "runs" / "ref")
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
@@ -234,9 +235,65 @@ def test_second_ctrl_c_aborts_at_once_keeping_the_last_checkpoint(tmp_path, corp
     signal_at_call(monkeypatch, call=6, times=2)
     args = tiny_args(tmp_path, corpus, "--train.max_iters=16", "--train.checkpoint_interval=4", "--run-name", "r")
     assert train.main(args) == 130
-    assert "interrupted" in error_line(capsys)
-    assert load_checkpoint(tmp_path / "runs" / "r" / "ckpt_last.pt")["step"] == 4
-    assert not (tmp_path / "runs" / "r" / "lock.json").exists()
+    line = error_line(capsys)
+    run_dir = tmp_path / "runs" / "r"
+    assert f"aborted by a second SIGINT: {run_dir / 'ckpt_last.pt'} holds step 4" in line and "--resume" in line
+    assert load_checkpoint(run_dir / "ckpt_last.pt")["step"] == 4
+    assert not (run_dir / "lock.json").exists() and not list(run_dir.glob(".*.tmp"))
+
+
+def test_signal_during_the_first_eval_stops_at_step_0_and_resumes_exactly(tmp_path, corpus, monkeypatch, capsys):
+    """Ctrl-C while the step-0 eval runs: ckpt_last.pt at step 0, exit 130; the resume logs the step-0
+    eval once and ends exactly where an uninterrupted run ends."""
+    args = tiny_args(tmp_path, corpus, "--train.max_iters=8")
+    assert train.main([*args, "--run-name", "ref"]) == 0
+    real_evaluate = train.evaluate
+
+    def evaluate_then_signal(*a, **k):
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_evaluate(*a, **k)
+
+    monkeypatch.setattr(train, "evaluate", evaluate_then_signal)
+    assert train.main([*args, "--run-name", "cut"]) == 130
+    assert "stopped by SIGINT at step 0" in error_line(capsys)
+    monkeypatch.undo()
+    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--run-name", "cut", "--resume"]) == 0
+    assert loss_curve(tmp_path / "runs" / "cut") == loss_curve(tmp_path / "runs" / "ref")
+
+
+def test_signal_in_the_last_step_completes_the_run_and_still_exits_130(tmp_path, corpus, monkeypatch, capsys):
+    """A Ctrl-C during the final step is not lost: the run is finished (summary.json) but exits 130, so a
+    caller such as compare.py stops instead of starting the next run."""
+    signal_at_call(monkeypatch, call=6)
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=6", "--run-name", "r")) == 130
+    assert "after the last step: the run is complete" in error_line(capsys)
+    assert json.loads((tmp_path / "runs" / "r" / "summary.json").read_text())["step"] == 6
+
+
+def test_ignored_sigint_stays_ignored(tmp_path, corpus, monkeypatch):
+    """A run started with SIGINT ignored (nohup, `cmd &` in a script) is not stopped by one."""
+    signal_at_call(monkeypatch, call=3)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=6", "--run-name", "r")) == 0
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_start_that_fails_before_its_first_checkpoint_leaves_no_folder(tmp_path, corpus, monkeypatch, capsys):
+    """A new run that fails after creating its folder but before ckpt_last.pt removes the folder, so
+    the same command works again (neither 'already exists' nor 'nothing to resume')."""
+    def broken_logger(*args, **kwargs):
+        raise UserError("wandb is unreachable: use --wandb.mode=offline")
+
+    monkeypatch.setattr(runs, "make_logger", broken_logger)
+    args = tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")
+    assert train.main(args) == 2
+    assert "wandb is unreachable" in error_line(capsys)
+    assert not (tmp_path / "runs" / "r").exists()
+    monkeypatch.undo()
+    assert train.main(args) == 0
 
 
 # ----------------------------------------------------------------------------- crashes while writing
@@ -348,8 +405,11 @@ def test_skipped_non_finite_steps_are_not_applied_and_are_counted(tmp_path, corp
     adam_steps = {float(state["step"]) for state in ckpt["optimizer"]["state"].values()}
     assert adam_steps == {10.0} and ckpt["skipped_steps"] == 2
     assert all(torch.isfinite(t).all() for t in ckpt["model"].values())
-    skips = [r for r in runs.read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "skip"]
-    assert [r["step"] for r in skips] == [3, 9]
+    strict = [json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))  # no bare NaN
+              for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    skips = [r for r in strict if r["kind"] == "skip"]
+    assert [r["step"] for r in skips] == [3, 9] and skips[0]["train_loss"] is None
+    assert skips[0]["reason"].startswith("non-finite training loss")
     assert json.loads((run_dir / "summary.json").read_text())["skipped_steps"] == 2
 
 
@@ -387,6 +447,10 @@ def test_tampered_checkpoint_fails_its_digest_and_is_not_overwritten(finished, t
     assert train.main(argv) == 2
     assert f"checkpoint {path} fails its sha256 check" in error_line(capsys)
     assert path.read_bytes() == bytes(data)
+    # Relabelled as a format-1 file (written before digests existed), it is still checked.
+    path.write_bytes(bytes(data).replace(b"tinygpt-checkpoint-2", b"tinygpt-checkpoint-1"))
+    with pytest.raises(UserError, match="fails its sha256 check"):
+        load_checkpoint(path)
 
 
 def test_truncated_checkpoint_is_refused_by_sample_and_resume(finished, tmp_path, capsys):
@@ -419,7 +483,11 @@ def test_checkpoint_digest_round_trips_every_payload_type(tmp_path):
                "best_val_loss": float("inf"), "nested": [1, {"x": 2.5}], "train_window": [0.5, 2]}
     save_checkpoint(tmp_path / "c.pt", payload)
     loaded = load_checkpoint(tmp_path / "c.pt")
-    assert torch.equal(loaded["model"]["a"], payload["model"]["a"]) and loaded["nested"] == [1, {"x": 2.5}]
+    assert loaded.pop("format") == "tinygpt-checkpoint-2" and len(loaded.pop("sha256")) == 64
+    assert loaded.keys() == payload.keys() and torch.equal(loaded["model"]["a"], payload["model"]["a"])
+    assert loaded["model"]["a"].dtype == torch.bfloat16 and loaded["model"]["b"].item() == 7
+    assert (loaded["step"], loaded["val_loss"], loaded["best_val_loss"]) == (3, None, float("inf"))
+    assert loaded["nested"] == [1, {"x": 2.5}] and loaded["train_window"] == [0.5, 2]
 
 
 def prepared(tmp_path, corpus) -> Path:
@@ -476,6 +544,7 @@ def test_live_lock_refuses_a_resume(finished, tmp_path, capsys):
         argv = [f"--train.out_dir={tmp_path / 'runs'}", "--run-name", "r", "--resume", "--train.max_iters=8"]
         assert train.main(argv) == 2
         assert f"in use by pid {os.getpid()} on host {socket.gethostname()}" in error_line(capsys)
+        assert json.loads((finished / "lock.json").read_text())["pid"] == os.getpid()  # the owner's record stays
     assert not (finished / "lock.json").exists()
 
 
@@ -579,8 +648,8 @@ def test_compare_passes_a_signal_to_its_training_child_once(tmp_path):
 
     threading.Thread(target=terminate_when_ready, daemon=True).start()
     started = time.monotonic()
-    status = compare.run_forwarding_signals([sys.executable, "-c", CHILD, str(ready)])
-    assert status == 128 + signal.SIGTERM and time.monotonic() - started < 30
+    status, forwarded = compare.run_forwarding_signals([sys.executable, "-c", CHILD, str(ready)])
+    assert (status, forwarded) == (128 + signal.SIGTERM, signal.SIGTERM) and time.monotonic() - started < 30
     assert int(ready.read_text()) != os.getsid(0)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 

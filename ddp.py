@@ -1,0 +1,170 @@
+"""Multi-process training plumbing for ``train.py``, on PyTorch's own stack (torchrun + DDP).
+
+``torchrun`` starts one process per GPU (or CPU worker) and sets ``RANK``, ``LOCAL_RANK`` and
+``WORLD_SIZE``; :func:`from_env` reads them and :func:`init` joins the process group (NCCL on
+CUDA, gloo on CPU).  Run without torchrun, everything here is a no-op for a single process::
+
+    torchrun --standalone --nproc_per_node=8 train.py --config configs/fineweb_edu_gpt2.toml
+    torchrun --standalone --nproc_per_node=2 train.py --train.device=cpu ...   # gloo, for tests
+
+Division of labour (nanoGPT / nanochat conventions):
+
+- every rank builds the same model from the same seed (DDP also broadcasts rank 0's weights);
+- the data order is one global stream: each micro-step draws ``world_size * batch_size`` window
+  starts and rank r reads rows ``[r*B, (r+1)*B)`` (``TokenData.get_batch(rank=, world_size=)``),
+  so N ranks x batch B see exactly the sequences of 1 process x batch N*B, and the data
+  position (one generator state) is the same on every rank; dropout noise is seeded per rank;
+- rank 0 alone prepares the data cache, owns the run folder (lock, metrics, checkpoints, wandb)
+  and prints; the others follow its decisions through :func:`agree`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from errors import UserError
+
+
+class FollowerError(UserError):
+    """The error rank 0 reported, re-raised on the other ranks so that all stop together.
+
+    Only rank 0 prints it: the other ranks exit with the same status, silently.
+    """
+
+
+@dataclass(frozen=True)
+class Dist:
+    """This process's place in the job: ``rank`` of ``world_size``, ``local_rank`` on its node."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @property
+    def enabled(self) -> bool:
+        """True when more than one process trains (torchrun with nproc > 1)."""
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """True on rank 0, the only rank that writes files and prints."""
+        return self.rank == 0
+
+
+SINGLE = Dist()
+
+
+def from_env() -> Dist:
+    """The :class:`Dist` that torchrun's ``RANK`` / ``LOCAL_RANK`` / ``WORLD_SIZE`` describe.
+
+    Raises :class:`UserError` when they are malformed (a hand-set environment).
+    """
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        rank = int(os.environ.get("RANK", "0"))
+        local = int(os.environ.get("LOCAL_RANK", str(rank)))
+    except ValueError:
+        raise UserError("RANK, LOCAL_RANK and WORLD_SIZE must be integers: launch with torchrun") from None
+    if not (world >= 1 and 0 <= rank < world and local >= 0):
+        raise UserError(f"RANK={rank} is not in [0, WORLD_SIZE={world}): launch with torchrun")
+    return Dist(rank, local, world)
+
+
+def init(d: Dist, device_name: str) -> torch.device | None:
+    """Join the process group when ``d.enabled``; returns this rank's device (None if not distributed).
+
+    CUDA (``train.device`` auto/cuda with GPUs present): device ``cuda:LOCAL_RANK``, NCCL.
+    Otherwise the CPU with gloo.  Raises :class:`UserError` for a device torchrun cannot split
+    (``cuda:N``, ``mps``) or more local ranks than GPUs.
+    """
+    if not d.enabled:
+        return None
+    if device_name.startswith("cuda:") or device_name == "mps":
+        raise UserError(f"train.device={device_name} cannot be shared by {d.world_size} ranks: "
+                        "use auto, cuda (each rank takes cuda:LOCAL_RANK) or cpu")
+    use_cuda = device_name in ("auto", "cuda") and torch.cuda.is_available()
+    if device_name == "cuda" and not use_cuda:
+        raise UserError("train.device=cuda but no CUDA GPU is visible: use --train.device=cpu")
+    if use_cuda:
+        if d.local_rank >= torch.cuda.device_count():
+            raise UserError(f"LOCAL_RANK {d.local_rank} has no GPU ({torch.cuda.device_count()} visible): "
+                            "lower --nproc_per_node")
+        device = torch.device("cuda", d.local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if use_cuda else "gloo", timeout=datetime.timedelta(minutes=30))
+    return device
+
+
+def shutdown() -> None:
+    """Leave the process group (if joined); safe to call more than once."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def mean(value: float, d: Dist, device: torch.device) -> float:
+    """The mean of ``value`` over all ranks (``value`` itself on one process)."""
+    if not d.enabled:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t)  # SUM: gloo has no AVG
+    return t.item() / d.world_size
+
+
+def any_rank(flag: bool, d: Dist, device: torch.device) -> bool:
+    """True if ``flag`` is true on any rank: a stop request seen by one rank stops them all at once."""
+    if not d.enabled:
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def gather(obj, d: Dist) -> list:
+    """``[obj of rank 0, obj of rank 1, ...]`` on every rank (``[obj]`` on one process)."""
+    if not d.enabled:
+        return [obj]
+    out = [None] * d.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def agree(error: str | None, d: Dist) -> None:
+    """Make every rank follow rank 0's verdict on a step only rank 0 performed.
+
+    Rank 0 passes its error message (or None); if it is not None every other rank raises
+    :class:`FollowerError` with it, so no rank is left waiting in a collective for a peer that quit.
+    """
+    if not d.enabled:
+        return
+    box = [error]
+    dist.broadcast_object_list(box, src=0)
+    if box[0] is not None and not d.is_main:
+        raise FollowerError(box[0])
+
+
+def on_main(fn, d: Dist):
+    """Run ``fn()`` on rank 0 only, and make every rank raise if it raised a :class:`UserError`.
+
+    Returns ``fn()``'s result on rank 0 and None elsewhere.  For steps with one writer: the data
+    cache, the run folder and its lock.
+    """
+    error, result = None, None
+    if d.is_main:
+        try:
+            result = fn()
+        except UserError as e:
+            if not d.enabled:
+                raise
+            error = str(e)
+    agree(error, d)
+    if error is not None:
+        raise UserError(error)
+    return result
