@@ -235,13 +235,14 @@ class GPT(nn.Module):
     def flops_per_token(self, seq_len: int | None = None) -> float:
         """Training FLOPs per token: ``6 N + 12 L H Q T`` (PaLM appendix B, as in nanoGPT).
 
-        ``N`` counts matmul weights only: the embedding lookups are not matmuls, and the head is
-        counted once (as the head) whether tied or not; L, H, Q, T are n_layer, n_head,
+        ``N`` counts matmul weights only, i.e. the weights of the ``nn.Linear`` layers (q/k/v/out
+        projections, the MLP, the head): embedding lookups, LayerNorms and biases are not
+        matmuls, and a tied head is counted once, as the head.  L, H, Q, T are n_layer, n_head,
         head size and the sequence length (``block_size`` by default).
         """
         c = self.config
         T = seq_len or c.block_size
-        n_matmul = self.num_params(non_embedding=True) + self.lm_head.weight.numel()
+        n_matmul = sum(m.weight.numel() for m in self.modules() if isinstance(m, nn.Linear))
         return 6 * n_matmul + 12 * c.n_layer * c.n_head * (c.n_embd // c.n_head) * T
 
     @torch.no_grad()

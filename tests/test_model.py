@@ -79,6 +79,18 @@ def test_untied_head_is_separate():
     assert model.lm_head.weight.shape == model.wte.weight.shape == (97, 32)
 
 
+@pytest.mark.parametrize("tie", [True, False])
+def test_flops_per_token_counts_matmul_weights_once_plus_attention(tie):
+    """6N + 12LHQT with N = Linear weights only (per layer 12 d^2: q,k,v,out 4d^2 + MLP 8d^2; the head
+    V*d once, tied or not), hand-computed for GPT-2 124M's shape: N = 84,934,656 + 38,597,376."""
+    cfg = GPTConfig(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768, tie_embeddings=tie)
+    with torch.device("meta"):
+        model = GPT(cfg)
+    n_matmul = 12 * 12 * 768**2 + 50257 * 768
+    assert model.flops_per_token() == 6 * n_matmul + 12 * 12 * 12 * 64 * 1024
+    assert model.flops_per_token(256) == 6 * n_matmul + 12 * 12 * 12 * 64 * 256
+
+
 def test_parameter_count_differs_by_vocab_times_embd():
     """untied - tied == vocab_size * n_embd exactly; the non-embedding count is the same."""
     tied, untied = tiny(True), tiny(False)
