@@ -4,6 +4,7 @@
     python train.py --config configs/shakespeare.toml --model.tie_embeddings=false --run-name untied
     python train.py --run-name untied --resume --train.max_iters=600   # continue (and extend) a run
     python train.py --help                                     # every --section.key option with its help
+    torchrun --standalone --nproc_per_node=8 train.py --config configs/fineweb_edu_gpt2.toml --run-name gpt2  # DDP
 
 The corpus is prepared (tokenized and cached under ``data/cache``) on first use.  Each run
 writes ``runs/<run-name>/`` with ``config.json``, ``env.json``, ``metrics.jsonl``,
