@@ -1,15 +1,20 @@
-"""Benchmark training speed: tokens/s, ms/iter, peak memory and MFU for a config on a device.
+"""Benchmark training speed (tokens/s, ms/iter, peak memory, MFU) or generation speed, for a config on a device.
 
     python bench.py                                   # the default config on the best device
     python bench.py --config configs/shakespeare.toml --model.tie_embeddings=false --iters 20
     python bench.py --train.device=cuda --train.compile=true --model.n_layer=12 --model.n_head=12 \\
         --model.n_embd=768 --model.block_size=1024 --train.batch_size=16
+    python bench.py --generate                        # generation with vs without the KV cache, 512 new tokens
 
 It times exactly what ``train.py`` runs per step (``train.train_step``: forward, backward,
 clipping and the AdamW update, on batches of the prepared corpus) after ``--warmup``
 untimed steps, and prints the same lines every time so runs can be compared.  Quote the
 median: these machines are shared and noisy.  Nothing is written to disk except the data
 cache.
+
+``--generate`` times ``GPT.generate_stream`` instead (greedy, batch 1, a 1-token prompt, the
+seeded untrained model: speed does not depend on the weights), with and without the KV cache,
+``--repeats`` times each, and checks that both produce the same tokens.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import torch
 import runs
 from config import ArgumentParser, parse_cli, parse_config
 from errors import UserError
+from model.gpt import GPT
 from train import build, get_lr, train_step
 
 # Dense bf16 peak FLOP/s by device name substring (vendor datasheets, no sparsity).
@@ -50,16 +56,66 @@ def peak_flops(device: torch.device) -> float | None:
     return None
 
 
+def time_generation(model: GPT, prompt: torch.Tensor, new_tokens: int, use_cache: bool) -> tuple[list[float], torch.Tensor]:
+    """Greedy-generate ``new_tokens`` after ``prompt`` ``(1, T)``: (seconds per step, tokens ``(new_tokens,)``)."""
+    times, tokens = [], []
+    t0 = time.perf_counter()
+    for next_id in model.generate_stream(prompt, new_tokens, greedy=True, use_cache=use_cache):
+        tokens.append(next_id.cpu())  # the copy to the CPU waits for the GPU: each step is timed in full
+        t1 = time.perf_counter()
+        times.append(t1 - t0)
+        t0 = t1
+    return times, torch.cat(tokens)
+
+
+def bench_generation(model: GPT, device: torch.device, new_tokens: int, repeats: int) -> None:
+    """Print generation tokens/s with and without the KV cache (median of ``repeats`` runs each) and the ratio.
+
+    Also the median ms per step within the context window (past the prompt's prefill) and
+    past it, where the window slides and the cached path re-prefills it (see
+    ``GPT.generate_stream``), and whether both paths produced the same tokens.
+    """
+    model.eval()
+    block_size = model.config.block_size
+    prompt = torch.zeros((1, 1), dtype=torch.long, device=device)  # (1, 1): token 0; the content does not matter
+    print(f"generation:      {new_tokens} new tokens after a 1-token prompt, batch 1, greedy; "
+          f"block_size {block_size}, so {max(0, new_tokens - block_size)} steps slide the window")
+    medians, outputs = {}, {}
+    for use_cache in (True, False):
+        time_generation(model, prompt, min(new_tokens, 8), use_cache)  # warm-up: allocations, kernels
+        per_run, steps = [], []
+        for _ in range(repeats):
+            times, outputs[use_cache] = time_generation(model, prompt, new_tokens, use_cache)
+            per_run.append(new_tokens / sum(times))
+            steps.append(times)
+        medians[use_cache] = statistics.median(per_run)
+        # Step i sees 1 + i tokens: steps 1 .. block_size-1 fit the window, steps >= block_size slide it.
+        inside = [t for times in steps for t in times[1:block_size]]
+        past = [t for times in steps for t in times[block_size:]]
+        detail = ", ".join(f"{label} {statistics.median(ts) * 1000:.1f} ms" for label, ts in
+                           (("within the window", inside), ("sliding", past)) if ts)
+        label = "with cache:     " if use_cache else "without cache:  "
+        print(f"{label} {medians[use_cache]:,.1f} tokens/s, median of {repeats} runs "
+              f"({', '.join(f'{x:,.1f}' for x in per_run)}); median step: {detail}")
+    print(f"speed-up:        {medians[True] / medians[False]:.1f}x with the cache")
+    same = torch.equal(outputs[True], outputs[False])
+    differ = "" if same else f" (first difference at token {int((outputs[True] != outputs[False]).nonzero()[0])})"
+    print(f"same tokens:     {'yes' if same else 'no'}{differ}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; prints the figures and returns 0 (2 on bad input)."""
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="TOML file of config overrides.")
     parser.add_argument("--iters", type=int, default=10, help="Timed training steps.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed steps first (allocation, compilation).")
+    parser.add_argument("--generate", action="store_true", help="Time generation with and without the KV cache instead of training.")
+    parser.add_argument("--new-tokens", type=int, default=512, help="--generate: tokens generated per run.")
+    parser.add_argument("--repeats", type=int, default=3, help="--generate: timed runs per mode (the median is reported).")
     try:
         args, overrides = parse_cli(parser, argv)
-        if args.iters < 1 or args.warmup < 0:
-            raise UserError("--iters must be >= 1 and --warmup >= 0")
+        if args.iters < 1 or args.warmup < 0 or args.new_tokens < 1 or args.repeats < 1:
+            raise UserError("--iters, --new-tokens and --repeats must be >= 1 and --warmup >= 0")
         cfg = parse_config(args.config, overrides)
         s = build(cfg)  # exactly train.py's set-up: data, seeded model, AdamW, optional compile
     except UserError as e:
@@ -67,6 +123,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tc, mc, device, model = cfg.train, cfg.model, s.device, s.model
     tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
+    if args.generate:
+        print(f"device:          {device} ({name})")
+        print(f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
+              f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}")
+        bench_generation(model, device, args.new_tokens, args.repeats)
+        return 0
 
     def sync() -> None:
         if device.type == "cuda":
@@ -90,7 +153,6 @@ def main(argv: list[str] | None = None) -> int:
     flops = model.flops_per_token(mc.block_size)
     peak = peak_flops(device)
     mfu = f"{100 * flops * tokens_per_s / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s bf16 peak" if peak else "n/a (no peak figure for this device)"
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
     print(f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}")
     print(f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
           f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}")

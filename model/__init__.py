@@ -3,6 +3,6 @@
     from model import GPT, GPTConfig
 """
 
-from model.gpt import GPT, MLP, Block, CausalSelfAttention, GPTConfig
+from model.gpt import GPT, MLP, Block, CausalSelfAttention, GPTConfig, KVCache
 
-__all__ = ["GPT", "GPTConfig", "CausalSelfAttention", "MLP", "Block"]
+__all__ = ["GPT", "GPTConfig", "CausalSelfAttention", "KVCache", "MLP", "Block"]

@@ -1,16 +1,17 @@
 """The GPT model: a GPT-2-style decoder-only transformer with an optional tied embedding.
 
 One concept per class, as in nanoGPT: :class:`GPTConfig`, :class:`CausalSelfAttention`,
-:class:`MLP`, :class:`Block`, :class:`GPT`.  Every projection is an ``nn.Linear``
-(``y = x @ W.T + b``, weight shape ``(out_features, in_features)``).  The model returns
-logits; there is no softmax module anywhere -- the loss is ``nn.CrossEntropyLoss`` on the
-logits and sampling draws straight from them (see :meth:`GPT.generate`).
+:class:`KVCache`, :class:`MLP`, :class:`Block`, :class:`GPT`.  Every projection is an
+``nn.Linear`` (``y = x @ W.T + b``, weight shape ``(out_features, in_features)``).  The model
+returns logits; there is no softmax module anywhere -- the loss is ``nn.CrossEntropyLoss`` on
+the logits and sampling draws straight from them (``model/sampling.py``).
 
 Use it from Python::
 
     from model import GPT, GPTConfig
     model = GPT(GPTConfig(vocab_size=65, block_size=64, n_layer=2, n_head=2, n_embd=64))
     logits, loss = model(idx, targets)        # idx, targets: (B, T) int64
+    out = model.eval().generate(idx, 100, top_k=50)   # (B, T + 100), with a KV cache
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from errors import UserError
+from model.sampling import check_sampling, sample_next
 
 
 def doc_field(default, help: str):
@@ -68,33 +70,76 @@ class CausalSelfAttention(nn.Module):
 
     Separate ``q_proj``/``k_proj``/``v_proj`` Linears (rather than nanoGPT's fused
     ``c_attn``) so every projection is a plain ``nn.Linear`` a reader can find by name.
-    The attention itself is ``F.scaled_dot_product_attention(is_causal=True)``, which
-    picks a flash / memory-efficient kernel where one exists.
+    ``F.scaled_dot_product_attention`` picks a flash / memory-efficient kernel where one
+    exists.  ``layer_idx`` is this block's slot in a :class:`KVCache`.
     """
 
-    def __init__(self, config: GPTConfig) -> None:
+    def __init__(self, config: GPTConfig, layer_idx: int = 0) -> None:
         super().__init__()
         self.n_head = config.n_head
         self.head_size = config.n_embd // config.n_head
         self.dropout = config.dropout
+        self.layer_idx = layer_idx
         self.q_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.k_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.v_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.out_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``(B, T, n_embd) -> (B, T, n_embd)``; position t attends to positions <= t only."""
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """``(B, T, n_embd) -> (B, T, n_embd)``; position t attends to positions <= t only.
+
+        Without ``cache`` the T positions are the whole sequence (training); with it they are
+        positions ``cache.length ..``, their keys and values appended to the cache.
+        """
         B, T, C = x.shape
         # (B, T, C) -> (B, T, n_head, head_size) -> (B, n_head, T, head_size)
         q = self.q_proj(x).view(B, T, self.n_head, self.head_size).transpose(1, 2)
         k = self.k_proj(x).view(B, T, self.n_head, self.head_size).transpose(1, 2)
         v = self.v_proj(x).view(B, T, self.n_head, self.head_size).transpose(1, 2)
-        y = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
-        )  # (B, n_head, T, head_size)
+        if cache is None:
+            y = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
+            )  # (B, n_head, T, head_size)
+        else:
+            start = cache.length
+            k, v = cache.update(self.layer_idx, k, v)  # (B, n_head, start + T, head_size) each
+            # Query i sits at position start + i and sees keys 0 .. start + i.  is_causal aligns its
+            # mask top-left (query i sees keys 0 .. i), right only when nothing was cached before.
+            causal = start == 0 and T > 1
+            mask = None if T == 1 or causal else torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)  # (B, n_head, T, head_size)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side again
         return self.resid_dropout(self.out_proj(y))
+
+
+class KVCache:
+    """The keys and values of the positions seen so far, so generation runs one new position a step.
+
+    Per layer, ``keys[l]`` and ``values[l]`` are ``(B, n_head, block_size, head_size)`` (allocated
+    on the first :meth:`update`, like the keys given); the first ``length`` positions are filled.
+    """
+
+    def __init__(self, config: GPTConfig) -> None:
+        self.block_size = config.block_size
+        self.keys: list[torch.Tensor | None] = [None] * config.n_layer
+        self.values: list[torch.Tensor | None] = [None] * config.n_layer
+        self.length = 0  # positions filled, the same in every layer
+
+    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store ``k``, ``v`` ``(B, n_head, T, head_size)`` at positions ``length ..``; return all so far.
+
+        The result is ``(B, n_head, length + T, head_size)`` each (views); :meth:`GPT.decode`
+        moves ``length`` on after the last layer.
+        """
+        if self.keys[layer] is None:
+            B, n_head, _, head_size = k.shape
+            self.keys[layer] = k.new_zeros(B, n_head, self.block_size, head_size)  # (B, n_head, block_size, head_size)
+            self.values[layer] = v.new_zeros(B, n_head, self.block_size, head_size)
+        end = self.length + k.size(2)
+        self.keys[layer][:, :, self.length:end] = k
+        self.values[layer][:, :, self.length:end] = v
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
 
 
 class MLP(nn.Module):
@@ -117,16 +162,16 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """One pre-LayerNorm transformer block: ``x + attn(ln(x))`` then ``x + mlp(ln(x))``."""
 
-    def __init__(self, config: GPTConfig) -> None:
+    def __init__(self, config: GPTConfig, layer_idx: int = 0) -> None:
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config)
+        self.attn = CausalSelfAttention(config, layer_idx)
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``(B, T, n_embd) -> (B, T, n_embd)``."""
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """``(B, T, n_embd) -> (B, T, n_embd)``; ``cache`` as in :meth:`CausalSelfAttention.forward`."""
+        x = x + self.attn(self.ln_1(x), cache)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -152,7 +197,7 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.blocks = nn.ModuleList([Block(config, i) for i in range(config.n_layer)])
         self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_embeddings:
@@ -197,21 +242,42 @@ class GPT(nn.Module):
         Raises :class:`UserError` if ``T > block_size``.
         """
         B, T = idx.shape
-        if T > self.config.block_size:
-            raise UserError(
-                f"sequence of {T} tokens is longer than block_size={self.config.block_size}: "
-                "crop the input to the last block_size tokens"
-            )
-        pos = torch.arange(T, device=idx.device)  # (T,)
-        x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, n_embd)
-        for block in self.blocks:
-            x = block(x)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
+        logits = self.lm_head(self.ln_f(self.hidden(idx)))  # (B, T, vocab_size)
         loss = None
         if targets is not None:
             # (B*T, vocab_size) against (B*T,); float32 so bf16 rounding never reaches the loss.
             loss = self.loss_fn(logits.float().view(B * T, -1), targets.reshape(B * T))
         return logits, loss
+
+    def hidden(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """``idx`` ``(B, T)`` -> the residual stream ``(B, T, n_embd)`` before ``ln_f`` and the head.
+
+        The tokens sit at positions ``0 .. T-1``, or after the ``cache.length`` cached ones.
+        Raises :class:`UserError` if the positions would pass ``block_size``.
+        """
+        T = idx.size(1)
+        start = cache.length if cache is not None else 0
+        if start + T > self.config.block_size:
+            raise UserError(
+                f"sequence of {start + T} tokens is longer than block_size={self.config.block_size}: "
+                "crop the input to the last block_size tokens"
+            )
+        pos = torch.arange(start, start + T, device=idx.device)  # (T,)
+        x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, n_embd)
+        for block in self.blocks:
+            x = block(x, cache)
+        return x
+
+    @torch.no_grad()
+    def decode(self, idx: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """``idx`` ``(B, T)`` after the cached positions -> next-token logits ``(B, vocab_size)``; fills ``cache``.
+
+        Only the last position goes through the head (nanoGPT's inference shortcut): with a
+        50257-token vocabulary the head is most of a small model's work.
+        """
+        x = self.hidden(idx, cache)  # (B, T, n_embd)
+        cache.length += idx.size(1)
+        return self.lm_head(self.ln_f(x[:, -1]))  # (B, vocab_size)
 
     def param_groups(self, weight_decay: float, embedding_weight_decay: bool = True) -> list[dict]:
         """AdamW parameter groups: decay weights with ``dim >= 2``; never biases or LayerNorm gains.
@@ -247,54 +313,50 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate_stream(
-        self,
-        idx: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        greedy: bool = False,
-        generator: torch.Generator | None = None,
+        self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+        top_p: float | None = None, greedy: bool = False, generator: torch.Generator | None = None,
+        stop_token: int | None = None, use_cache: bool = True,
     ) -> Iterator[torch.Tensor]:
-        """Yield ``max_new_tokens`` next-token tensors of shape ``(B,)``, one per step.
+        """Yield up to ``max_new_tokens`` next-token tensors ``(B,)`` for the prompts ``idx`` ``(B, T)``.
 
-        ``idx`` ``(B, T)`` is the prompt; once it grows past ``block_size`` only the last
-        ``block_size`` tokens are fed (the context is cropped, never overflowed).
-        Greedy decoding is the argmax of the logits.  Otherwise the next token is drawn from
-        ``logits / temperature`` restricted to the ``top_k`` largest (all if ``None``) by the
-        Gumbel-max trick: ``argmax(logits + Gumbel noise)`` is an exact sample of the
-        categorical distribution those logits define (Gumbel 1954; Maddison et al. 2014), so
-        no softmax is computed and the draw is reproducible through ``generator``.
-        Raises :class:`UserError` for ``temperature <= 0`` or ``top_k < 1``.
+        The model sees the last ``block_size`` tokens at positions ``0 ..``, cached or not.  With
+        ``use_cache`` the prompt is prefilled in one :meth:`decode`, then each step runs one
+        position.  Once the window is full it slides a token per step, which moves every token
+        to another (absolute, learned) position and so changes every cached key and value: the
+        cache is then re-prefilled with the cropped window each step, giving the same tokens
+        as without the cache.  :func:`sample_next` picks the tokens.  A row that produced
+        ``stop_token`` repeats it until every row has; then the stream ends.
+        Raises :class:`UserError` for bad sampling arguments.
         """
-        if not greedy and not temperature > 0:
-            raise UserError(f"temperature must be > 0, got {temperature}: use --greedy for argmax decoding")
-        if top_k is not None and top_k < 1:
-            raise UserError(f"top_k must be >= 1, got {top_k}: omit it to sample from the full vocabulary")
+        check_sampling(temperature, top_k, top_p, greedy)
+        block_size = self.config.block_size
+        finished = torch.zeros(idx.size(0), dtype=torch.bool, device=idx.device)  # (B,)
+        cache = None
         for _ in range(max_new_tokens):
-            idx_cond = idx[:, -self.config.block_size :]  # (B, <= block_size)
-            logits, _ = self(idx_cond)
-            logits = logits[:, -1, :].float()  # (B, vocab_size): only the last position predicts
-            if greedy:
-                next_id = logits.argmax(dim=-1)  # (B,)
+            if not use_cache:
+                logits = self(idx[:, -block_size:])[0][:, -1]  # (B, vocab_size): the whole window each step
+            elif cache is None or cache.length == block_size:  # first step, or the window slid
+                cache = KVCache(self.config)
+                logits = self.decode(idx[:, -block_size:], cache)
             else:
-                logits = logits / temperature
-                k = min(top_k or logits.size(-1), logits.size(-1))
-                top_logits, top_ids = torch.topk(logits, k, dim=-1)  # (B, k) each
-                uniform = torch.rand(top_logits.shape, generator=generator, device=generator.device if generator else None)
-                # -log(-log(U)) ~ Gumbel(0, 1); clamp keeps log away from 0 and 1.
-                gumbel = -torch.log(-torch.log(uniform.clamp(1e-10, 1.0 - 1e-7)))
-                choice = (top_logits + gumbel.to(top_logits.device)).argmax(dim=-1, keepdim=True)  # (B, 1)
-                next_id = top_ids.gather(-1, choice).squeeze(-1)  # (B,)
+                logits = self.decode(idx[:, -1:], cache)  # one new position
+            next_id = sample_next(logits.float(), temperature, top_k, top_p, greedy, generator)  # (B,)
+            if stop_token is not None:
+                next_id = next_id.masked_fill(finished, stop_token)
+                finished |= next_id == stop_token
             idx = torch.cat([idx, next_id[:, None]], dim=1)  # (B, T + 1)
             yield next_id
+            if stop_token is not None and bool(finished.all()):
+                return
 
     @torch.no_grad()
     def generate(self, idx: torch.Tensor, max_new_tokens: int, **kwargs) -> torch.Tensor:
-        """``(B, T)`` -> ``(B, T + max_new_tokens)``: the prompt plus the generated tokens.
+        """``(B, T)`` -> ``(B, T + n)``: the prompt plus the ``n <= max_new_tokens`` generated tokens.
 
-        Takes the same keyword arguments as :meth:`generate_stream`.
+        Takes the same keyword arguments as :meth:`generate_stream` (``n`` is less only with ``stop_token``).
         """
         new = list(self.generate_stream(idx, max_new_tokens, **kwargs))
         if not new:
             return idx
         return torch.cat([idx, torch.stack(new, dim=1)], dim=1)
+

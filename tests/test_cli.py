@@ -80,6 +80,10 @@ def test_sample_top_k_same_seed_same_text(trained):
         (["--temperature", "-1"], "--temperature must be > 0"),
         (["--greedy", "--top-k", "5"], "--greedy"),
         (["--prompt-file", "/no/such/file"], "does not exist"),
+        (["--top-p", "0"], "--top-p must be in (0, 1]"),
+        (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
+        (["--greedy", "--top-p", "0.9"], "--greedy"),
+        (["--stop", ""], "--stop ''"),
     ],
 )
 def test_bad_sampling_flags_exit_2(trained, capsys, argv, match):
@@ -87,6 +91,28 @@ def test_bad_sampling_flags_exit_2(trained, capsys, argv, match):
     assert sample.main(["--run", str(trained / "tied"), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and match in err
+
+
+def test_sample_batch_with_top_p_and_a_stop_string(trained, capsys):
+    """--num-samples 3 as one batch, nucleus sampling, each sample cut before its first newline."""
+    argv = ["--run", str(trained / "untied"), "--prompt", "ROMEO:", "--num-samples", "3", "--top-p", "0.9",
+            "--temperature", "0.8", "--stop", "\n", "--max-new-tokens", "40", "--seed", "3"]
+    assert sample.main(argv) == 0
+    out = capsys.readouterr().out
+    bodies = out.split("--- sample ")[1:]
+    assert [b.split(" ---\n")[0] for b in bodies] == ["1", "2", "3"]
+    texts = [b.split(" ---\n", 1)[1] for b in bodies]
+    assert all(t.startswith("ROMEO:") and t.count("\n") == 1 and t.endswith("\n") for t in texts), texts
+    assert sample.main(argv) == 0 and capsys.readouterr().out == out  # same seed, same samples
+
+
+def test_sample_without_the_cache_gives_the_same_text(trained, capsys):
+    """--no-cache: the same greedy text past block_size (32 in configs/debug.toml), token for token."""
+    argv = ["--run", str(trained / "tied"), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "80", "--ignore-eot"]
+    assert sample.main(argv) == 0
+    cached = capsys.readouterr().out
+    assert sample.main([*argv, "--no-cache"]) == 0
+    assert capsys.readouterr().out == cached and len(cached) > 80
 
 
 def test_missing_run_and_corrupt_checkpoint_exit_2(trained, tmp_path, capsys):

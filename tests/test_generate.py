@@ -1,0 +1,176 @@
+"""Generation: the KV cache gives the same tokens and logits as the full model; top-p, stops, batches.
+
+Run: ``python -m pytest -q tests/test_generate.py``  (CPU, a few seconds).
+"""
+
+import math
+
+import pytest
+import torch
+
+from data.tokenizers import CharTokenizer
+from errors import UserError
+from model.gpt import GPT, GPTConfig, KVCache
+from model.sampling import sample_next
+from sample import generate_text, stream_samples
+
+TINY = dict(vocab_size=97, block_size=16, n_layer=2, n_head=2, n_embd=32)
+
+
+def tiny(tie: bool = True, **kw) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(**{**TINY, "tie_embeddings": tie, **kw})).eval()
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_greedy_with_the_cache_equals_without_it_past_block_size(tie):
+    """Token for token, over 40 new tokens (the 16-token window slides 29 times), for a batch of 3."""
+    model = tiny(tie)
+    idx = torch.randint(0, 97, (3, 5), generator=torch.Generator().manual_seed(1))
+    cached = model.generate(idx, 40, greedy=True)
+    assert cached.shape == (3, 45)
+    assert torch.equal(cached, model.generate(idx, 40, greedy=True, use_cache=False))
+    long_prompt = torch.randint(0, 97, (2, 25), generator=torch.Generator().manual_seed(2))  # longer than the window
+    assert torch.equal(model.generate(long_prompt, 10, greedy=True),
+                       model.generate(long_prompt, 10, greedy=True, use_cache=False))
+
+
+def test_seeded_sampling_with_the_cache_equals_without_it():
+    """Temperature + top-k + top-p with the same seed: the same tokens with and without the cache."""
+    model = tiny()
+    idx = torch.randint(0, 97, (2, 3), generator=torch.Generator().manual_seed(3))
+    kw = dict(temperature=0.9, top_k=20, top_p=0.9)
+    a = model.generate(idx, 40, generator=torch.Generator().manual_seed(7), **kw)
+    b = model.generate(idx, 40, generator=torch.Generator().manual_seed(7), use_cache=False, **kw)
+    assert torch.equal(a, b)
+    c = model.generate(idx, 40, generator=torch.Generator().manual_seed(8), **kw)
+    assert not torch.equal(a, c)  # the seed matters: the check above is not between constant outputs
+
+
+def test_cached_logits_match_the_full_forward():
+    """Prefill, one token at a time, and a chunk after cached positions: each equals the uncached logits."""
+    model = tiny()
+    idx = torch.randint(0, 97, (2, 16), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        full = [model(idx[:, :t + 1])[0][:, -1] for t in range(16)]  # (2, 97) each: the last position of every prefix
+        cache = KVCache(model.config)
+        got = {5: model.decode(idx[:, :6], cache)}  # prefill 6 tokens
+        for t in range(6, 16):
+            got[t] = model.decode(idx[:, t:t + 1], cache)  # one position, attending to the cache
+        assert cache.length == 16
+        chunked = KVCache(model.config)
+        model.decode(idx[:, :4], chunked)
+        got_chunk = model.decode(idx[:, 4:11], chunked)  # 7 positions after 4 cached ones: the masked path
+    for t, logits in got.items():
+        torch.testing.assert_close(logits, full[t], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got_chunk, full[10], atol=1e-5, rtol=1e-5)
+
+
+def test_a_full_cache_refuses_another_position():
+    """The cache never silently runs past block_size (positions are learned, 0 .. block_size-1)."""
+    model = tiny()
+    cache = KVCache(model.config)
+    model.decode(torch.zeros(1, 16, dtype=torch.long), cache)
+    with pytest.raises(UserError, match="block_size"):
+        model.decode(torch.zeros(1, 1, dtype=torch.long), cache)
+
+
+def _draws(logits: torch.Tensor, n: int, seed: int = 0, **kw) -> torch.Tensor:
+    """``n`` seeded draws from one row of logits, as one batch."""
+    return sample_next(logits.expand(n, -1), generator=torch.Generator().manual_seed(seed), **kw)
+
+
+def test_top_p_keeps_the_fewest_tokens_whose_mass_reaches_p():
+    """Probabilities 0.5, 0.3, 0.15, 0.05: p=0.7 keeps two tokens, p=0.85 three, p=1 all, tiny p the top one."""
+    logits = torch.tensor([0.5, 0.3, 0.15, 0.05]).log()[[2, 0, 3, 1]]  # shuffled: ids 1, 3, 0, 2 by rank
+    assert set(_draws(logits, 4000, top_p=0.7).tolist()) == {1, 3}
+    assert set(_draws(logits, 4000, top_p=0.85).tolist()) == {1, 3, 0}
+    assert set(_draws(logits, 4000, top_p=1.0).tolist()) == {1, 3, 0, 2}
+    assert set(_draws(logits, 200, top_p=0.01).tolist()) == {1}
+
+
+def test_top_p_sampling_follows_the_renormalised_nucleus():
+    """The draws follow p_v / (mass of the nucleus) inside the nucleus, zero outside (checked empirically)."""
+    logits = torch.tensor([2.0, 1.5, 1.0, 0.2, -0.5, -1.0])
+    probs = torch.exp(logits - torch.logsumexp(logits, 0))  # 0.440, 0.267, 0.162, 0.073, 0.036, 0.022
+    keep = torch.cumsum(probs, 0) - probs < 0.8  # mass before each token < p (tokens already sorted)
+    want = torch.where(keep, probs, 0.0) / probs[keep].sum()
+    n = 20000
+    freq = torch.bincount(_draws(logits, n, top_p=0.8), minlength=6).float() / n
+    torch.testing.assert_close(freq, want, atol=0.015, rtol=0)
+    assert keep.sum() == 3 and freq[~keep].sum() == 0  # mass before the 4th token: 0.869 >= 0.8
+
+
+def test_top_p_of_one_draws_exactly_as_no_top_p():
+    """top_p=1 keeps the whole distribution and consumes the same noise: identical draws."""
+    logits = torch.randn(97, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(_draws(logits, 500, top_p=1.0, top_k=30), _draws(logits, 500, top_k=30))
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5, math.nan])
+def test_top_p_outside_zero_one_is_an_error(bad):
+    """top_p must be in (0, 1]."""
+    with pytest.raises(UserError, match="top_p"):
+        tiny().generate(torch.zeros(1, 2, dtype=torch.long), 1, top_p=bad)
+
+
+def test_stop_token_finishes_rows_and_ends_the_stream():
+    """A row that produced stop_token repeats it; the stream ends once every row has."""
+    model = tiny()
+    idx = torch.randint(0, 97, (2, 4), generator=torch.Generator().manual_seed(6))
+    free = model.generate(idx, 12, greedy=True)[:, 4:]  # (2, 12) without a stop
+    stop = int(free[0, 0])  # row 0 stops at once
+    hits = (free[1] == stop).nonzero()
+    steps = int(hits[0]) + 1 if len(hits) else 12  # row 1 runs until it produces the stop token too
+    out = model.generate(idx, 12, greedy=True, stop_token=stop)[:, 4:]
+    assert out.shape == (2, steps)
+    assert (out[0] == stop).all()
+    assert torch.equal(out[1], free[1, :steps])
+
+
+CHARS = list("abcdefghijklmnopqrstuvwxyz .,\n")
+
+
+def char_model() -> tuple[GPT, CharTokenizer]:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(**{**TINY, "vocab_size": len(CHARS)})).eval(), CharTokenizer(CHARS)
+
+
+def test_a_sample_ends_just_before_a_stop_string_and_streams_no_part_of_it():
+    """The streamed pieces join to the greedy text cut before the first stop string (never past it)."""
+    model, tok = char_model()
+    ids = tok.encode("the ")
+    full = "".join(p[0] for p in stream_samples(model, tok, ids, 60, torch.device("cpu"), greedy=True))
+    assert len(full) == 60
+    stop = full[20:22]
+    pieces = [p[0] for p in stream_samples(model, tok, ids, 60, torch.device("cpu"), greedy=True, stop=[stop])]
+    assert "".join(pieces) == full[:full.find(stop)]
+    assert all(stop not in piece for piece in pieces)
+    text = "".join(generate_text(model, tok, "the ", 60, torch.device("cpu"), greedy=True, stop=["never there"]))
+    assert text == "the " + full  # a stop string that never occurs changes nothing
+
+
+def test_a_sample_ends_at_the_stop_token_which_is_not_shown():
+    """stop_token ends the sample before that token's text."""
+    model, tok = char_model()
+    ids = tok.encode("the ")
+    full = "".join(p[0] for p in stream_samples(model, tok, ids, 40, torch.device("cpu"), greedy=True))
+    token = tok.encode(full[10])[0]
+    text = "".join(p[0] for p in stream_samples(model, tok, ids, 40, torch.device("cpu"), greedy=True, stop_token=token))
+    assert text == full[:full.find(full[10])]
+
+
+def test_num_samples_run_as_one_batch():
+    """N greedy samples in one batch are N copies of the single sample; seeded samples differ per row."""
+    model, tok = char_model()
+    ids = tok.encode("the ")
+    one = "".join(p[0] for p in stream_samples(model, tok, ids, 30, torch.device("cpu"), greedy=True))
+    rows = ["", "", ""]
+    for pieces in stream_samples(model, tok, ids, 30, torch.device("cpu"), num_samples=3, greedy=True):
+        rows = [r + p for r, p in zip(rows, pieces)]
+    assert rows == [one] * 3
+    rows = ["", "", ""]
+    for pieces in stream_samples(model, tok, ids, 30, torch.device("cpu"), num_samples=3,
+                                 generator=torch.Generator().manual_seed(0)):
+        rows = [r + p for r, p in zip(rows, pieces)]
+    assert len(set(rows)) == 3
