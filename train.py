@@ -5,6 +5,7 @@
     python train.py --run-name untied --resume --train.max_iters=600   # continue (and extend) a run
     python train.py --help                                     # every --section.key option with its help
     torchrun --standalone --nproc_per_node=8 train.py --config configs/fineweb_edu_gpt2.toml --run-name gpt2  # DDP
+    python train.py --init-from hf/gpt2 --data.tokenizer=gpt2 --run-name ft   # fine-tune GPT-2 weights (model/hf.py)
 
 The corpus is prepared (tokenized and cached under ``data/cache``) on first use.  Each run
 writes ``runs/<run-name>/`` with ``config.json``, ``env.json``, ``metrics.jsonl``,
@@ -44,6 +45,7 @@ from data.loader import TokenData
 from data.prepare import prepare_from_config
 from data.tokenizers import load_tokenizer, save_tokenizer
 from errors import Interrupted, UserError
+from model import hf
 from model.checkpoint import load_checkpoint, load_model_state, save_checkpoint
 from model.gpt import GPT
 from sample import generate_text
@@ -150,6 +152,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     parser.add_argument("--config", help="TOML file of config overrides, e.g. configs/shakespeare.toml.")
     parser.add_argument("--run-name", help="Run folder name under train.out_dir (default: <config>-<tied|untied>-<time>).")
     parser.add_argument("--resume", action="store_true", help="Continue the run --run-name from its ckpt_last.pt.")
+    parser.add_argument("--init-from", metavar="FOLDER", help="Start from GPT-2 weights: a Hugging Face folder "
+                        "(save_pretrained) or hub id; the model shape comes from its config (needs transformers).")
     return parse_cli(parser, argv)
 
 
@@ -190,8 +194,8 @@ def setup_run(args: argparse.Namespace, overrides: dict, check_new_folder: bool 
     if args.resume:
         if not args.run_name:
             raise UserError("--resume needs --run-name: name the run folder to continue")
-        if args.config:
-            raise UserError("--resume takes the config saved in the run folder: drop --config")
+        if args.config or args.init_from:
+            raise UserError("--resume takes the config and weights saved in the run folder: drop --config / --init-from")
         out_dir = Path(overrides.get("train", {}).get("out_dir", TrainConfig.out_dir))
         run_dir = out_dir / args.run_name
         check_run_name(args.run_name)
@@ -214,6 +218,8 @@ def setup_run(args: argparse.Namespace, overrides: dict, check_new_folder: bool 
         check_paths(cfg, run_dir)
         return cfg, run_dir
 
+    if args.init_from:  # the model's shape comes from the GPT-2 config; conflicting settings are refused
+        overrides = hf.init_from_overrides(args.init_from, args.config, overrides)
     cfg = parse_config(args.config, overrides)
     tc = cfg.train
     tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters
@@ -436,8 +442,11 @@ def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Prog
                     ckpt.get("skipped_steps", 0), window_loss, window_steps)
 
 
-def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SINGLE) -> dict:
+def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SINGLE, init_from: str | None = None) -> dict:
     """Train per ``cfg`` into ``run_dir`` (resuming from its ``ckpt_last.pt`` if ``resume``).
+
+    A new run with ``init_from`` (a GPT-2 folder or hub id; ``cfg.model`` made to fit it by
+    ``hf.init_from_overrides``) starts from those weights and records them in ``init_from.json``.
 
     Everything that bad input can break (config, data, checkpoint, prompt) is checked before
     the run folder is created or written.  The folder is locked (:class:`runs.RunLock`) while
@@ -451,6 +460,8 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
     tc, mc = cfg.train, cfg.model
     saved_vocab_size = mc.vocab_size
     s = build(cfg, dist)
+    # Every rank copies the same weights in place, after DDP's broadcast; the optimizer's references stay valid.
+    init_record = hf.load_into(s.model, init_from) if init_from and not resume else None
     model, optimizer, data, device, amp_dtype = s.model, s.optimizer, s.data, s.device, s.amp_dtype
     main = dist.is_main
     say = print if main else (lambda *args, **kwargs: None)  # rank-0 printing
@@ -472,10 +483,14 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
             if main:
                 save_tokenizer(s.tokenizer, run_dir)
                 runs.write_json(run_dir / "config.json", cfg.to_dict())
+                if init_record:
+                    runs.write_json(run_dir / "init_from.json", init_record)
                 # The first segment's environment stays in env.json; each resume adds its own record.
                 runs.write_json(run_dir / (f"env-resume-step{p.step}.json" if resume else "env.json"),
                                 {**runs.environment(device), "world_size": dist.world_size})
             say(f"run folder: {run_dir}{f' (resumed at step {p.step})' if resume else ''}\nconfig: {cfg.to_dict()}", flush=True)
+            if init_record:
+                say(f"weights from GPT-2: {init_record['source']} (recorded in init_from.json)", flush=True)
             # From here a SIGINT / SIGTERM / SIGHUP only raises a flag, checked between steps (on all ranks at once).
             stop = cleanup.enter_context(runs.StopSignals())
 
@@ -652,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
         dist = ddp.from_env()
         args, overrides = parse_args(argv)
         cfg, run_dir = setup_run(args, overrides, check_new_folder=dist.is_main)
-        train(cfg, run_dir, resume=args.resume, dist=dist)
+        train(cfg, run_dir, resume=args.resume, dist=dist, init_from=args.init_from)
     except UserError as e:
         error, status = str(e), 2
     except Interrupted as e:

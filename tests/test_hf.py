@@ -1,0 +1,264 @@
+"""GPT-2 import/export (model/hf.py) and ``train.py --init-from``, on small random GPT-2s: no download.
+
+Run: ``python -m pytest -q tests/test_hf.py``  (CPU, offline; about half a minute, most of it
+the two short fine-tuning runs; the tokenizer test needs the cached GPT-2 BPE file).
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+import sample
+import train
+from data.tokenizers import CharTokenizer, build_tokenizer
+from errors import UserError
+from helpers import VERSE, error_line, tiny_args, train_rows, write_corpus
+from model import hf
+from model.checkpoint import load_checkpoint
+from model.gpt import GPT, GPTConfig
+
+SMALL = dict(n_positions=32, n_embd=32, n_layer=2, n_head=2)
+
+
+def small_gpt2(tie: bool = True, vocab_size: int = 97, **kw) -> GPT2LMHeadModel:
+    """A randomly initialised GPT-2 in eval mode, no dropout (nothing downloaded).
+
+    Every parameter gets noise on top of GPT-2's init, which leaves biases at 0 and LayerNorm
+    gains at 1: a bias or gain copied to the wrong place would go unseen otherwise.
+    """
+    torch.manual_seed(0)
+    eot = vocab_size - 1 if vocab_size == hf.GPT2_VOCAB_SIZE else None
+    config = GPT2Config(**{**SMALL, **kw}, vocab_size=vocab_size, tie_word_embeddings=tie, resid_pdrop=0.0,
+                        embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=eot, eos_token_id=eot)
+    model = GPT2LMHeadModel(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return model
+
+
+def ids(vocab_size: int = 97, shape=(3, 32), seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, vocab_size, shape, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_imported_gpt2_gives_the_same_logits(tie):
+    """GPT2LMHeadModel -> ours: logits within 1e-5 on every position; the tie comes across."""
+    theirs = small_gpt2(tie)
+    ours = hf.from_hf(theirs)
+    x = ids()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x)[0], theirs(x).logits, atol=1e-5, rtol=0)
+    assert (ours.lm_head.weight is ours.wte.weight) == tie
+    assert ours.config.block_size == 32 and ours.config.n_layer == 2
+
+
+def test_imported_gpt2_continues_greedily_exactly_as_transformers():
+    """Our greedy generation (cached and not) = transformers' generate(do_sample=False), token for token."""
+    theirs = small_gpt2()
+    ours = hf.from_hf(theirs)
+    prompt = ids(shape=(2, 5), seed=1)
+    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=20, do_sample=False,
+                           pad_token_id=0)
+    assert torch.equal(ours.generate(prompt, 20, greedy=True), want)
+    assert torch.equal(ours.generate(prompt, 20, greedy=True, use_cache=False), want)
+
+
+def test_tied_gpt2_into_an_untied_model_copies_the_matrix_into_both():
+    """Untied import of a tied checkpoint: two separate Parameters with equal values, same logits."""
+    theirs = small_gpt2(tie=True)
+    ours = hf.from_hf(theirs, tie_embeddings=False)
+    assert ours.lm_head.weight is not ours.wte.weight
+    assert ours.lm_head.weight.data_ptr() != ours.wte.weight.data_ptr()
+    assert torch.equal(ours.lm_head.weight, ours.wte.weight)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids())[0], theirs(ids()).logits, atol=1e-5, rtol=0)
+    with pytest.raises(UserError, match="untied"):
+        hf.from_hf(small_gpt2(tie=False), tie_embeddings=True)  # would lose the separate head
+
+
+@pytest.mark.parametrize("field, value", [("activation_function", "relu"), ("layer_norm_epsilon", 1e-6),
+                                          ("n_inner", 64), ("scale_attn_by_inverse_layer_idx", True)])
+def test_gpt2_configs_tinygpt_cannot_represent_are_one_line_errors(field, value):
+    """Another activation, LayerNorm epsilon, MLP width or attention variant: a UserError naming the field."""
+    theirs = small_gpt2()
+    setattr(theirs.config, field, value)
+    with pytest.raises(UserError, match=field) as e:
+        hf.from_hf(theirs)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_export_round_trip_gives_identical_logits(tmp_path, tie):
+    """Ours -> folder -> GPT2LMHeadModel.from_pretrained -> ours: identical logits; a tied matrix saved once, reloaded tied."""
+    torch.manual_seed(1)
+    ours = GPT(GPTConfig(vocab_size=97, block_size=32, n_layer=2, n_head=2, n_embd=32, tie_embeddings=tie)).eval()
+    folder = hf.export(ours, tmp_path / "hf")
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+    with safe_open(folder / "model.safetensors", "pt") as f:
+        assert ("lm_head.weight" in f.keys()) == (not tie)
+    assert json.loads((folder / "config.json").read_text())["tie_word_embeddings"] == tie
+    theirs = GPT2LMHeadModel.from_pretrained(folder).eval()
+    assert (theirs.lm_head.weight is theirs.transformer.wte.weight) == tie
+    back = hf.from_hf(folder)
+    x = ids()
+    with torch.no_grad():
+        assert torch.equal(back(x)[0], ours(x)[0])
+        torch.testing.assert_close(theirs(x).logits, ours(x)[0], atol=1e-5, rtol=0)
+    assert (back.lm_head.weight is back.wte.weight) == tie
+
+
+def test_export_refuses_bias_free_models_and_non_empty_folders(tmp_path):
+    """GPT-2 has biases everywhere; an export never writes into a folder that holds files."""
+    with pytest.raises(UserError, match="bias"):
+        hf.export(GPT(GPTConfig(vocab_size=97, block_size=8, n_layer=1, n_head=1, n_embd=8, bias=False)), tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "keep.txt").write_text("mine")
+    with pytest.raises(UserError, match="not empty"):
+        hf.export(GPT(GPTConfig(vocab_size=97, block_size=8, n_layer=1, n_head=1, n_embd=8)), tmp_path / "b")
+    assert (tmp_path / "b" / "keep.txt").read_text() == "mine"
+    assert not (tmp_path / "a").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["b"]  # no temp folder left
+
+
+def test_incomplete_or_missing_checkpoints_are_refused(tmp_path):
+    """A checkpoint missing a weight (from_pretrained would fill it with random values) or a missing folder."""
+    from safetensors.torch import load_file, save_file
+
+    small_gpt2().save_pretrained(tmp_path / "gpt2")
+    weights = load_file(tmp_path / "gpt2" / "model.safetensors")
+    del weights["transformer.h.1.mlp.c_fc.weight"]
+    save_file(weights, tmp_path / "gpt2" / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(UserError, match="h.1.mlp.c_fc.weight"):
+        hf.from_hf(tmp_path / "gpt2")
+    with pytest.raises(UserError, match="does not exist"):
+        hf.from_hf(tmp_path / "nope")
+
+
+def test_missing_transformers_or_safetensors_is_a_one_line_install_hint(monkeypatch):
+    """The extras are optional: without them, one line saying what to install."""
+    monkeypatch.setitem(sys.modules, "safetensors.torch", None)
+    with pytest.raises(UserError, match="pip install transformers safetensors"):
+        hf.export(GPT(GPTConfig(vocab_size=97, block_size=8, n_layer=1, n_head=1, n_embd=8)), Path("never"))
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(UserError, match="pip install transformers safetensors"):
+        hf.from_hf("some/folder")
+
+
+def test_gpt2_tokenizer_files_load_in_transformers_and_encode_as_tiktoken(tmp_path):
+    """vocab.json / merges.txt rebuilt from gpt2.tiktoken: 50,000 merges, and AutoTokenizer gives tiktoken's ids."""
+    ours = build_tokenizer("gpt2")
+    hf.write_tokenizer_files(ours, tmp_path, max_length=1024)
+    assert len((tmp_path / "merges.txt").read_text(encoding="utf-8").splitlines()) == 1 + 50000
+    theirs = AutoTokenizer.from_pretrained(str(tmp_path))
+    assert len(theirs) == 50257 and theirs.eos_token_id == 50256 and theirs.model_max_length == 1024
+    texts = [VERSE * 20, "héllo wörld, 日本語 🎉🎉  \n\n\t  x 's 'll  123456789 ...!?", " leading space", "ÿ\x00\x7f"]
+    for text in texts:
+        assert theirs(text)["input_ids"] == ours.encode(text), text[:40]
+        assert theirs.decode(ours.encode(text)) == text
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "gpt2.tiktoken", "tinygpt_tokenizer.json"):
+        assert (tmp_path / name).is_file(), name
+
+
+def test_cli_import_sample_export(tmp_path, capsys):
+    """python -m model.hf import -> sample.py -> python -m model.hf export -> from_pretrained: the same weights."""
+    theirs = small_gpt2(vocab_size=hf.GPT2_VOCAB_SIZE)
+    theirs.save_pretrained(tmp_path / "gpt2")
+    assert hf.main(["import", "--hf", str(tmp_path / "gpt2"), "--out", str(tmp_path / "run")]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'run'}")
+    assert sample.main(["--run", str(tmp_path / "run"), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "40"]) == 0
+    assert capsys.readouterr().out.startswith("ROMEO:")
+    assert hf.main(["export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 0
+    back = GPT2LMHeadModel.from_pretrained(tmp_path / "hf").eval()
+    x = ids(hf.GPT2_VOCAB_SIZE, (2, 32))
+    with torch.no_grad():
+        assert torch.equal(back(x).logits, theirs(x).logits)  # pure copies both ways: bit-identical
+    text = "ROMEO: But soft, what light"
+    assert AutoTokenizer.from_pretrained(str(tmp_path / "hf"))(text)["input_ids"] == build_tokenizer("gpt2").encode(text)
+    assert hf.main(["export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 2  # exists: refused
+    assert "not empty" in error_line(capsys)
+
+
+def test_a_char_model_exports_with_its_own_tokenizer_file_and_imports_back(tmp_path, capsys):
+    """The char tokenizer has no Hugging Face form: tinygpt_tokenizer.json carries it, and import reads it back."""
+    chars = sorted(set(VERSE))
+    torch.manual_seed(2)
+    ours = GPT(GPTConfig(vocab_size=len(chars), block_size=32, n_layer=2, n_head=2, n_embd=32)).eval()
+    hf.export(ours, tmp_path / "hf", CharTokenizer(chars))
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["config.json", "model.safetensors", "tinygpt_tokenizer.json"]
+    assert hf.main(["import", "--hf", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
+    capsys.readouterr()
+    assert sample.main(["--run", str(tmp_path / "run"), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "20"]) == 0
+    tok = CharTokenizer(chars)
+    want = tok.decode(ours.generate(torch.tensor([tok.encode("ROMEO:")]), 20, greedy=True)[0].tolist())
+    assert capsys.readouterr().out == want + "\n"  # the imported model continues exactly as the exported one
+
+
+# --------------------------------------------------------------------------- train.py --init-from
+
+
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory) -> Path:
+    """A small random GPT-2 with the real 50257-token vocabulary, saved like a downloaded checkpoint."""
+    folder = tmp_path_factory.mktemp("gpt2") / "gpt2-small-random"
+    small_gpt2(vocab_size=hf.GPT2_VOCAB_SIZE, n_positions=64).save_pretrained(folder)
+    return folder
+
+
+def init_args(tmp_path: Path, folder: Path, *extra: str) -> list[str]:
+    """tiny_args with the gpt2 tokenizer and --init-from, minus the model shape (it comes from the checkpoint)."""
+    base = [a for a in tiny_args(tmp_path, write_corpus(tmp_path), "--data.tokenizer=gpt2")
+            if not a.startswith(("--model.n_layer", "--model.n_head", "--model.n_embd", "--data.tokenizer=char"))]
+    return [*base, "--init-from", str(folder), *extra]
+
+
+def test_init_from_fine_tunes_the_imported_weights(tmp_path, gpt2_folder):
+    """The run takes the GPT-2 shape (block_size cropped to 32 of 64), records its source, and its loss goes down."""
+    assert train.main(init_args(tmp_path, gpt2_folder, "--train.max_iters=8", "--run-name", "ft")) == 0
+    run = tmp_path / "runs" / "ft"
+    model_cfg = json.loads((run / "config.json").read_text())["model"]
+    assert (model_cfg["n_layer"], model_cfg["n_head"], model_cfg["n_embd"], model_cfg["block_size"]) == (2, 2, 32, 32)
+    record = json.loads((run / "init_from.json").read_text())
+    assert record["source"] == str(gpt2_folder.resolve()) and record["hf_config"]["n_positions"] == 64
+    assert len(record["sha256"]["model.safetensors"]) == 64
+    rows = train_rows(run)
+    assert rows[-1]["train_loss"] < rows[0]["train_loss"] - 0.2
+
+
+def test_init_from_starts_from_exactly_the_checkpoint_weights(tmp_path, gpt2_folder):
+    """With a learning rate too small to move a float32 weight, the saved model is the checkpoint, bit for bit."""
+    argv = init_args(tmp_path, gpt2_folder, "--train.max_iters=1", "--train.learning_rate=1e-30", "--train.min_lr=0",
+                     "--model.tie_embeddings=false", "--run-name", "still")
+    assert train.main(argv) == 0
+    ckpt = load_checkpoint(tmp_path / "runs" / "still" / "ckpt_last.pt")
+    ours = GPT(GPTConfig(vocab_size=50257, block_size=32, n_layer=2, n_head=2, n_embd=32, tie_embeddings=False))
+    ours.load_state_dict(ckpt["model"])
+    theirs = GPT2LMHeadModel.from_pretrained(gpt2_folder)
+    want = {k: v[:32] if k == "transformer.wpe.weight" else v for k, v in theirs.state_dict().items()}
+    got = hf.state_to_hf(ours)
+    assert set(got) == set(want)  # untied: lm_head.weight is there, a copy of the tied matrix
+    assert all(torch.equal(got[k], want[k]) for k in got)
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--model.n_layer=3"], "model.n_layer=3 (from the command line) conflicts"),
+    (["--model.block_size=128"], "block_size=128"),
+    (["--data.tokenizer=char"], "needs the gpt2 tokenizer"),
+])
+def test_init_from_refuses_conflicting_settings(tmp_path, gpt2_folder, capsys, extra, match):
+    """A shape the weights do not have, or another tokenizer: one line, exit 2, no run folder."""
+    assert train.main(init_args(tmp_path, gpt2_folder, *extra, "--run-name", "bad")) == 2
+    assert match in error_line(capsys)
+    assert not (tmp_path / "runs" / "bad").exists()
+
+
+def test_init_from_with_resume_or_a_missing_folder_is_refused(tmp_path, capsys):
+    """--resume keeps the run's own weights; a missing --init-from folder is named."""
+    assert train.main(["--resume", "--run-name", "x", "--init-from", str(tmp_path)]) == 2
+    assert "drop --config / --init-from" in error_line(capsys)
+    assert train.main(["--init-from", str(tmp_path / "nope"), "--run-name", "x", f"--train.out_dir={tmp_path}"]) == 2
+    assert "does not exist" in error_line(capsys)
