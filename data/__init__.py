@@ -23,6 +23,9 @@ _EXPORTS = {
     "load_documents": "data.corpus",
     "split_documents": "data.corpus",
     "prepare_data": "data.prepare",
+    "prepare_from_config": "data.prepare",
+    "resolve_source": "data.sources",
+    "token_dtype": "data.shards",
     "TokenData": "data.loader",
 }
 

