@@ -1,0 +1,126 @@
+"""Multi-process training through torchrun + DistributedDataParallel, on CPU with gloo.
+
+Run: ``python -m pytest -q tests/test_ddp.py``  (CPU, offline, ~20 s; starts real torchrun jobs).
+
+The equivalence test is the contract: 2 ranks x batch b give the loss curve of 1 process x
+batch 2b (the same global batch), within float tolerance, with gradient accumulation on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+import ddp
+from helpers import error_lines, loss_curve, tiny_args, write_corpus
+from model.checkpoint import load_checkpoint, load_model_state
+from model.gpt import GPT, GPTConfig
+from runs import read_metrics
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def torchrun(nproc: int, *args: str) -> subprocess.CompletedProcess:
+    """``torchrun --standalone --nproc_per_node=nproc train.py ARGS`` (one CPU thread per rank)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           str(REPO / "train.py"), *args]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory) -> Path:
+    """The same run twice: 2 gloo ranks x batch 2, and 1 process x batch 4 (grad accumulation 2 in both)."""
+    root = tmp_path_factory.mktemp("ddp")
+    corpus = write_corpus(root)
+    common = tiny_args(root, corpus, "--train.max_iters=12", "--train.grad_accum_steps=2", "--train.eval_interval=4",
+                       "--train.log_interval=2", "--train.checkpoint_interval=6")
+    two = torchrun(2, *common, "--train.batch_size=2", "--run-name", "two-ranks")
+    assert two.returncode == 0, two.stderr[-3000:]
+    one = subprocess.run([sys.executable, str(REPO / "train.py"), *common, "--train.batch_size=4", "--run-name", "one"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert one.returncode == 0, one.stderr[-3000:]
+    return root / "runs"
+
+
+def test_two_ranks_match_one_process_with_the_same_global_batch(pair):
+    """Every train and eval loss of 2 ranks x batch 2 equals 1 process x batch 4 within float tolerance."""
+    two, one = loss_curve(pair / "two-ranks"), loss_curve(pair / "one")
+    assert [(kind, step) for kind, step, _ in two] == [(kind, step) for kind, step, _ in one]
+    for (_, _, a), (_, _, b) in zip(two, one):
+        assert a == pytest.approx(b, rel=1e-4, abs=1e-6)
+    w2, w1 = (load_checkpoint(pair / r / "ckpt_last.pt")["model"] for r in ("two-ranks", "one"))
+    for key in w1:
+        torch.testing.assert_close(w2[key], w1[key], rtol=1e-3, atol=1e-5)
+
+
+def test_only_rank_0_writes_and_counts_global_tokens(pair):
+    """One metrics row per step (rank 0 alone logs); tokens count the global batch; summary says 2 ranks."""
+    rows = [r for r in read_metrics(pair / "two-ranks" / "metrics.jsonl") if r["kind"] == "train"]
+    assert [r["step"] for r in rows] == list(range(2, 13, 2))
+    assert rows[-1]["tokens"] == 12 * 2 * 2 * 2 * 32  # steps x accum x ranks x batch x block
+    summary = json.loads((pair / "two-ranks" / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["tokens"] == rows[-1]["tokens"]
+
+
+def test_ddp_checkpoint_is_the_unwrapped_model(pair):
+    """The checkpoint has plain GPT keys (no 'module.' / '_orig_mod.') and loads into a tied GPT, still tied."""
+    ckpt = load_checkpoint(pair / "two-ranks" / "ckpt_last.pt")
+    assert not any(k.startswith(("module.", "_orig_mod.")) for k in ckpt["model"])
+    model = GPT(GPTConfig(**{k: v for k, v in ckpt["config"]["model"].items()}))
+    load_model_state(model, ckpt)
+    assert model.lm_head.weight is model.wte.weight
+    assert len(ckpt["rng"]["torch_ranks"]) == 2  # each rank's dropout RNG, for an exact resume
+
+
+def test_ddp_resume_continues_where_it_stopped(pair, tmp_path):
+    """A 2-rank run extended with --resume continues from its checkpoint on both ranks."""
+    out = pair
+    proc = torchrun(2, f"--train.out_dir={out}", "--run-name", "two-ranks", "--resume", "--train.max_iters=14")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert load_checkpoint(out / "two-ranks" / "ckpt_last.pt")["step"] == 14
+
+
+def test_errors_under_torchrun_are_printed_once(tmp_path):
+    """A bad option under torchrun: every rank exits non-zero and the one-line error appears once."""
+    corpus = write_corpus(tmp_path)
+    proc = torchrun(2, *tiny_args(tmp_path, corpus, "--model.n_head=3", "--run-name", "bad"))
+    assert proc.returncode != 0
+    lines = [line for line in error_lines(proc.stderr) if line.startswith("error: ")]
+    assert len(lines) == 1 and "n_head" in lines[0]
+
+
+def test_tied_weights_stay_one_parameter_under_ddp(tmp_path):
+    """Wrapped in DistributedDataParallel, the tied head is still the embedding: one Parameter, one gradient."""
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        model = GPT(GPTConfig(vocab_size=17, block_size=8, n_layer=1, n_head=2, n_embd=8, tie_embeddings=True))
+        wrapped = DistributedDataParallel(model)
+        assert wrapped.module.lm_head.weight is wrapped.module.wte.weight
+        assert sum(p is model.wte.weight for p in wrapped.parameters()) == 1
+        idx = torch.randint(0, 17, (2, 8))
+        _, loss = wrapped(idx, idx)
+        loss.backward()
+        assert model.lm_head.weight.grad is model.wte.weight.grad and model.wte.weight.grad.abs().sum() > 0
+    finally:
+        dist.destroy_process_group()
+
+
+def test_dist_from_env_reads_torchrun_variables(monkeypatch):
+    """RANK / LOCAL_RANK / WORLD_SIZE become a Dist; nonsense is a one-line error."""
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert ddp.from_env() == ddp.Dist(rank=3, local_rank=1, world_size=4)
+    monkeypatch.setenv("RANK", "4")
+    with pytest.raises(ValueError, match="not in"):
+        ddp.from_env()
