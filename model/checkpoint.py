@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -102,7 +103,9 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     if not path.is_file():
         raise UserError(f"checkpoint {path} does not exist: check the run folder, or train one with train.py")
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # a damaged file can make torch warn first: one line is enough
+            warnings.simplefilter("ignore")
+            ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for bad files
         first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(
