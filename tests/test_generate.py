@@ -55,8 +55,9 @@ def test_cached_logits_match_the_full_forward():
         full = [model(idx[:, :t + 1])[0][:, -1] for t in range(16)]  # (2, 97) each: the last position of every prefix
         cache = KVCache(model.config)
         got = {5: model.decode(idx[:, :6], cache)}  # prefill 6 tokens
+        head_t = model.lm_head.weight.t().contiguous()  # the transposed head generate_stream uses
         for t in range(6, 16):
-            got[t] = model.decode(idx[:, t:t + 1], cache)  # one position, attending to the cache
+            got[t] = model.decode(idx[:, t:t + 1], cache, head_t)  # one position, attending to the cache
         assert cache.length == 16
         chunked = KVCache(model.config)
         model.decode(idx[:, :4], chunked)
