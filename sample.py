@@ -2,7 +2,7 @@
 
     python sample.py --run runs/untied --prompt "ROMEO:" --top-k 50
     python sample.py --run runs/untied --prompt "ROMEO:" --greedy
-    python sample.py --run runs/untied --prompt "ROMEO:" --top-p 0.9 --temperature 0.8 --stop "\n\n"
+    python sample.py --run runs/untied --prompt "ROMEO:" --top-p 0.9 --temperature 0.8 --stop $'\\n\\n'
     python sample.py --run runs/untied --prompt-file prompt.txt --num-samples 3 --max-new-tokens 300 --seed 7
 
 Everything needed (config, tokenizer, checkpoint) is read from the run folder.  Decoding
