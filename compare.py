@@ -32,7 +32,7 @@ from data.loader import TokenData
 from data.prepare import prepare_from_config
 from errors import Interrupted, UserError
 from model.gpt import GPT, GPTConfig
-import runs
+import faults
 from runs import read_json, write_json
 from train import RESUME_OVERRIDABLE
 
@@ -92,7 +92,7 @@ def run_forwarding_signals(cmd: list[str]) -> tuple[int, int | None]:
             state["proc"].send_signal(signum)
 
     previous = {}
-    for sig in runs.StopSignals.SIGNALS:
+    for sig in faults.StopSignals.SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             previous[sig] = signal.signal(sig, forward)
     try:

@@ -6,10 +6,9 @@ hardware), ``metrics.jsonl`` (one JSON object per log/eval step), ``tokenizer.js
 (+ ``gpt2.tiktoken`` for the BPE tokenizer), ``ckpt_last.pt``, ``ckpt_best.pt`` and, once
 the run finishes, ``summary.json`` (final and best val loss, unigram baseline, tokens/s).
 
-This module also picks the device and autocast dtype, provides the experiment loggers
+This module also picks the device and autocast dtype and provides the experiment loggers
 (:class:`MetricsLog`, always on, local JSONL; a wandb logger that is a no-op when wandb is
-disabled) and the two guards a long run needs: :class:`RunLock` (one process per run folder)
-and :class:`StopSignals` (Ctrl-C / SIGTERM stop at a step boundary, with a checkpoint).
+disabled).  The guards a long run needs (lock, stop signals, path checks) are in ``faults.py``.
 """
 
 from __future__ import annotations
@@ -20,15 +19,11 @@ import json
 import math
 import os
 import platform
-import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
-import filelock
 import torch
 
 from config import RunConfig
@@ -302,113 +297,3 @@ def make_logger(cfg: RunConfig, run_dir: Path, run_name: str, resume: bool):
             f"wandb could not start in {cfg.wandb.mode} mode ({first}): run `wandb login`, "
             "or use --wandb.mode=offline or --wandb.mode=disabled"
         ) from None
-
-
-# ----------------------------------------------------------------------------- guards
-
-
-class RunLock:
-    """Exclusive ownership of a run folder by one training process.
-
-    The lock is an ``flock`` on ``<run>/.lock`` taken through the ``filelock`` library: the
-    kernel releases it when its process dies, however it dies (SIGKILL included), so a
-    crashed run never blocks the next one.  Beside it, ``<run>/lock.json`` names the owner
-    (pid, host, start time, command) so that a refused second run can say who holds the
-    folder; a ``lock.json`` found while the flock is free is a stale lock from a process
-    that died, reported and taken over.  Use as a context manager::
-
-        with RunLock(run_dir):
-            ...  # write checkpoints and metrics
-
-    Raises :class:`UserError` on entry when another live process holds the folder.
-    """
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = Path(run_dir)
-        self.owner_path = self.run_dir / "lock.json"
-        try:  # filelock >= 4 would fall back to a plain lock file where flock is missing: no stale detection
-            self._lock = filelock.FileLock(self.run_dir / ".lock", timeout=0, fallback_to_soft=False)
-        except TypeError:  # filelock 3.x has no fallback
-            self._lock = filelock.FileLock(self.run_dir / ".lock", timeout=0)
-        self.stale_owner: dict | None = None  # the dead owner taken over, if any
-
-    def _read_owner(self) -> dict | None:
-        try:
-            owner = json.loads(self.owner_path.read_text())
-            return owner if isinstance(owner, dict) else None
-        except (OSError, ValueError):
-            return None
-
-    def __enter__(self) -> "RunLock":
-        try:
-            self._lock.acquire()
-        except (NotImplementedError, PermissionError) as e:
-            raise UserError(f"cannot lock run folder {self.run_dir} ({e}): its filesystem has no working file "
-                            "locks (flock); put train.out_dir on a local disk") from None
-        except filelock.Timeout:
-            owner = self._read_owner() or {}
-            who = f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')} (since {owner.get('started', '?')})"
-            raise UserError(
-                f"run folder {self.run_dir} is in use by {who}: wait for that run to finish or stop it "
-                f"(kill {owner.get('pid', '<pid>')}), then --resume; or pick another --run-name"
-            ) from None
-        self.stale_owner = self._read_owner()  # still there: its process died without releasing
-        if self.stale_owner is not None:
-            print(
-                f"note: stale lock {self.owner_path} of pid {self.stale_owner.get('pid')} on host "
-                f"{self.stale_owner.get('host')} taken over: that process is gone", file=sys.stderr, flush=True,
-            )
-        try:
-            write_json(self.owner_path, {
-                "pid": os.getpid(), "host": socket.gethostname(),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": sys.argv,
-            })
-        except BaseException:  # e.g. a full disk: do not keep a lock nobody will release
-            self._lock.release()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.owner_path.unlink(missing_ok=True)
-        self._lock.release()
-
-
-class StopSignals:
-    """Turn the first SIGINT (Ctrl-C) or SIGTERM (a scheduler's pre-emption) into a stop request.
-
-    Inside the ``with`` block a signal only sets :attr:`received` (the signal number); the
-    training loop checks it after each optimizer step, saves a checkpoint and exits non-zero.
-    A second signal raises ``KeyboardInterrupt`` at once, for a user who cannot wait.  The
-    previous handlers come back on exit.  Handlers can only be installed from the main
-    thread; elsewhere this does nothing (signals then keep their default behaviour).
-    """
-
-    # SIGHUP too: a closed terminal or ssh session is a stop request, not a reason to lose the step.
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._previous: dict = {}
-
-    def _handle(self, signum, frame) -> None:
-        if self.received is not None:
-            raise KeyboardInterrupt
-        self.received = signum
-        try:  # os.write, not print: a handler may run in the middle of another write to stderr
-            os.write(2, f"\n{signal.Signals(signum).name} received: stopping after this step and saving a "
-                        f"checkpoint (send it again to abort at once)\n".encode())
-        except OSError:  # stderr gone (a hung-up terminal): stopping matters more than saying so
-            pass
-
-    def __enter__(self) -> "StopSignals":
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                # A signal the parent chose to ignore (nohup, `cmd &` in a script) stays ignored.
-                if signal.getsignal(sig) is not signal.SIG_IGN:
-                    self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
-        self._previous.clear()

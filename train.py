@@ -25,7 +25,6 @@ import contextlib
 import math
 import os
 import shlex
-import shutil
 import signal
 import statistics
 import sys
@@ -39,6 +38,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 import ddp
+import faults
 import runs
 from config import ArgumentParser, RunConfig, TrainConfig, parse_cli, parse_config
 from data.loader import TokenData
@@ -46,7 +46,7 @@ from data.prepare import prepare_from_config
 from data.tokenizers import load_tokenizer, save_tokenizer
 from errors import Interrupted, UserError
 from model import hf
-from model.checkpoint import load_checkpoint, load_model_state, save_checkpoint
+from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
 from sample import generate_text
 
@@ -103,9 +103,9 @@ def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg
     for group in optimizer.param_groups:
         group["lr"] = lr
     loss_sum = 0.0
-    slice_args = {"rank": dist.rank, "world_size": dist.world_size} if dist.enabled else {}
     for micro in range(tc.grad_accum_steps):
-        x, y = data.get_batch("train", tc.batch_size, cfg.model.block_size, data_gen, device, **slice_args)  # (B, T)
+        x, y = data.get_batch("train", tc.batch_size, cfg.model.block_size, data_gen, device,
+                              rank=dist.rank, world_size=dist.world_size)  # (B, T): this rank's rows of the global batch
         # All-reducing every micro-batch's gradients would be wasted bandwidth: only the sum counts.
         last = micro == tc.grad_accum_steps - 1
         with (model.no_sync() if dist.enabled and not last else contextlib.nullcontext()):
@@ -157,32 +157,6 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     return parse_cli(parser, argv)
 
 
-def check_run_name(name: str) -> None:
-    """A run name is one plain folder name: no path separators, no '.' or '..'."""
-    if not name or "/" in name or "\\" in name or name in (".", "..") or "\0" in name:
-        raise UserError(f"--run-name {name!r} must be a plain folder name (no '/', not '.' or '..')")
-
-
-def check_paths(cfg: RunConfig, run_dir: Path) -> None:
-    """Refuse paths that would make a run write outside its run folder and the data cache.
-
-    Both folders are resolved (symlinks, ``..``) before comparing: the run folder must be a
-    real folder directly under ``train.out_dir``, and ``train.out_dir`` must not lie in (or be)
-    ``data.cache_dir``: a data rebuild swaps whole folders there, run folders included.
-    """
-    out_dir, cache_dir = Path(cfg.train.out_dir).resolve(), Path(cfg.data.cache_dir).resolve()
-    if run_dir.is_symlink() or run_dir.resolve().parent != out_dir:
-        what = f"is a link to {run_dir.resolve()}" if run_dir.is_symlink() else f"resolves to {run_dir.resolve()}"
-        raise UserError(f"run folder {run_dir} {what}: runs write only into real folders directly under "
-                        f"train.out_dir {out_dir}; use a plain run folder there")
-    for path, key in ((out_dir, "train.out_dir"), (cache_dir, "data.cache_dir")):
-        if path.exists() and not path.is_dir():
-            raise UserError(f"{key} {path} exists and is not a folder: point --{key} at a folder")
-    if out_dir.is_relative_to(cache_dir):
-        raise UserError(f"train.out_dir {out_dir} is inside data.cache_dir {cache_dir}: a data rebuild could "
-                        "replace a run folder there; give them separate folders")
-
-
 def setup_run(args: argparse.Namespace, overrides: dict, check_new_folder: bool = True) -> tuple[RunConfig, Path]:
     """Resolve the config and the run folder; refuse to overwrite or to silently change a run.
 
@@ -198,7 +172,7 @@ def setup_run(args: argparse.Namespace, overrides: dict, check_new_folder: bool 
             raise UserError("--resume takes the config and weights saved in the run folder: drop --config / --init-from")
         out_dir = Path(overrides.get("train", {}).get("out_dir", TrainConfig.out_dir))
         run_dir = out_dir / args.run_name
-        check_run_name(args.run_name)
+        faults.check_run_name(args.run_name)
         if not (run_dir / "ckpt_last.pt").is_file():
             raise UserError(f"nothing to resume: {run_dir / 'ckpt_last.pt'} does not exist; start the run without --resume")
         cfg = runs.load_run_config(run_dir)
@@ -215,7 +189,7 @@ def setup_run(args: argparse.Namespace, overrides: dict, check_new_folder: bool 
                 setattr(getattr(cfg, section), key, value)
         cfg = RunConfig.from_dict(cfg.to_dict(), "resumed config")  # re-validate after the overrides
         cfg.train.out_dir = str(out_dir)  # the folder it lives in now, even if it was moved
-        check_paths(cfg, run_dir)
+        faults.check_paths(cfg, run_dir)
         return cfg, run_dir
 
     if args.init_from:  # the model's shape comes from the GPT-2 config; conflicting settings are refused
@@ -228,7 +202,7 @@ def setup_run(args: argparse.Namespace, overrides: dict, check_new_folder: bool 
         tc.dtype = "bfloat16" if runs.autocast_dtype(runs.pick_device(tc.device), "auto") else "float32"
     name = args.run_name
     if name is not None:
-        check_run_name(name)
+        faults.check_run_name(name)
     elif int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a time-stamped name could differ between ranks
         raise UserError("under torchrun give --run-name: every rank must name the same run folder")
     if not name:
@@ -236,7 +210,7 @@ def setup_run(args: argparse.Namespace, overrides: dict, check_new_folder: bool 
         arm = "tied" if cfg.model.tie_embeddings else "untied"
         name = f"{stem}{arm}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(tc.out_dir) / name
-    check_paths(cfg, run_dir)
+    faults.check_paths(cfg, run_dir)
     # Under torchrun only rank 0 checks: it may already have created the folder when a peer looks.
     if check_new_folder and run_dir.exists():
         raise UserError(
@@ -332,51 +306,6 @@ def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int,
         )
 
 
-def resume_command(run_dir: Path) -> str:
-    """The command that continues the run in ``run_dir``."""
-    out_dir = "" if run_dir.parent == Path(TrainConfig.out_dir) else f" --train.out_dir={run_dir.parent}"
-    return f"python train.py --run-name {run_dir.name} --resume{out_dir}"
-
-
-def check_finite_weights(model: GPT, step: int, path: Path) -> None:
-    """Raise :class:`UserError` if any parameter is NaN or Inf: such a model is never saved."""
-    bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
-    if bad:
-        raise UserError(
-            f"parameters {', '.join(bad[:3])} are not finite at step {step}: not saved over {path}; "
-            "start a new run with a lower --train.learning_rate"
-        )
-
-
-def write_checkpoint(path: Path, payload: dict, model: GPT, resume_cmd: str) -> None:
-    """:func:`save_checkpoint` that refuses a non-finite model and explains a failed write.
-
-    A failed write (full disk, lost mount) leaves the previous file at ``path`` intact.
-    """
-    check_finite_weights(model, payload["step"], path)
-    try:
-        save_checkpoint(path, payload)
-    except OSError as e:
-        raise UserError(
-            f"could not write checkpoint {path} ({e.strerror or e}): the previous one there is intact; "
-            f"free disk space, then continue with: {resume_cmd}"
-        ) from None
-
-
-def remove_stale_temp_files(run_dir: Path) -> None:
-    """Delete half-written temp files left in ``run_dir`` by a process killed mid-write.
-
-    Only called while holding the run's lock, so no live writer owns them.  They are never
-    read: every file is renamed into place only once complete.
-    """
-    stale = sorted(run_dir.glob(".*.tmp"))
-    for path in stale:
-        path.unlink(missing_ok=True)
-    if stale:
-        print(f"removed {len(stale)} half-written file(s) left by an interrupted write: "
-              f"{', '.join(p.name for p in stale)}", flush=True)
-
-
 @dataclass
 class Progress:
     """The loop's counters: saved in ``ckpt_last.pt`` so a resume continues them exactly."""
@@ -388,30 +317,6 @@ class Progress:
     skipped: int = 0  # non-finite steps skipped so far
     window_loss: float = 0.0  # sum of train losses since the last train row
     window_steps: int = 0  # ... and how many, so a resumed run logs the same means
-
-
-def claim_run_folder(run_dir: Path, resume: bool, cleanup: contextlib.ExitStack) -> None:
-    """Create (new run) and lock the run folder; the lock is released when ``cleanup`` closes.
-
-    A new run that fails before its first ``ckpt_last.pt`` removes the folder it created: it
-    holds nothing of value, and left behind it could be neither resumed nor reused.
-    """
-    if not resume:
-        try:
-            run_dir.mkdir(parents=True)
-        except FileExistsError:
-            raise UserError(f"run folder {run_dir} already exists: pick another --run-name, or add --resume") from None
-        except OSError as e:
-            raise UserError(f"cannot create run folder {run_dir} ({e.strerror}): check --train.out_dir") from None
-
-        def remove_if_unstarted(exc_type, exc, tb) -> bool:
-            if exc_type is not None and not (run_dir / "ckpt_last.pt").exists():
-                shutil.rmtree(run_dir, ignore_errors=True)
-            return False  # the error goes on
-
-        cleanup.push(remove_if_unstarted)  # runs after the lock below is released
-    cleanup.enter_context(runs.RunLock(run_dir))
-    remove_stale_temp_files(run_dir)
 
 
 def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Progress:
@@ -449,7 +354,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
     ``hf.init_from_overrides``) starts from those weights and records them in ``init_from.json``.
 
     Everything that bad input can break (config, data, checkpoint, prompt) is checked before
-    the run folder is created or written.  The folder is locked (:class:`runs.RunLock`) while
+    the run folder is created or written.  The folder is locked (:class:`faults.RunLock`) while
     the run writes to it.  Under torchrun (``dist``), rank 0 alone writes and prints; all
     ranks take the same steps, stop and skip decisions.  Returns the summary also written
     to ``summary.json``.
@@ -472,13 +377,13 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
         split: data.eval_offsets(split, tc.eval_iters, tc.batch_size * dist.world_size, mc.block_size, seed=tc.seed + 1)
         for split in ("train", "val")
     }
-    last_path, resume_cmd = run_dir / "ckpt_last.pt", resume_command(run_dir)
+    last_path, resume_cmd = run_dir / "ckpt_last.pt", faults.resume_command(run_dir)
     cleanup = contextlib.ExitStack()
     stop, saved_step = None, -1  # saved_step: the step ckpt_last.pt holds (-1: none yet)
     try:
         with cleanup:
             # Lock before reading ckpt_last.pt: another process may be writing it.
-            ddp.on_main(lambda: claim_run_folder(run_dir, resume, cleanup), dist)
+            ddp.on_main(lambda: faults.claim_run_folder(run_dir, resume, cleanup), dist)
             p = restore(s, cfg, last_path, saved_vocab_size) if resume else Progress()
             if main:
                 save_tokenizer(s.tokenizer, run_dir)
@@ -492,7 +397,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
             if init_record:
                 say(f"weights from GPT-2: {init_record['source']} (recorded in init_from.json)", flush=True)
             # From here a SIGINT / SIGTERM / SIGHUP only raises a flag, checked between steps (on all ranks at once).
-            stop = cleanup.enter_context(runs.StopSignals())
+            stop = cleanup.enter_context(faults.StopSignals())
 
             n_params = model.num_params()
             unigram = data.unigram_val_loss() if main else float("nan")
@@ -530,7 +435,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                 }
                 if with_optimizer:
                     payload["optimizer"] = optimizer.state_dict()
-                write_checkpoint(path, payload, model, resume_cmd)
+                faults.write_checkpoint(path, payload, model, resume_cmd)
 
             saved_step = p.step if resume else -1
 

@@ -24,6 +24,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import faults
 import runs
 import sample
 import train
@@ -541,7 +542,7 @@ def test_prompt_the_char_tokenizer_cannot_encode_is_one_line(finished, capsys):
 
 def test_live_lock_refuses_a_resume(finished, tmp_path, capsys):
     """A folder whose lock is held (here by this process) refuses --resume, naming pid and host."""
-    with runs.RunLock(finished):
+    with faults.RunLock(finished):
         argv = [f"--train.out_dir={tmp_path / 'runs'}", "--run-name", "r", "--resume", "--train.max_iters=8"]
         assert train.main(argv) == 2
         assert f"in use by pid {os.getpid()} on host {socket.gethostname()}" in error_line(capsys)
@@ -680,5 +681,5 @@ def test_a_non_finite_model_is_never_written_over_a_checkpoint(tmp_path):
     with torch.no_grad():
         model.blocks[0].mlp.up_proj.weight[0, 0] = float("nan")
     with pytest.raises(UserError, match=r"blocks\.0\.mlp\.up_proj\.weight .*not finite at step 2"):
-        train.write_checkpoint(path, {"model": model.state_dict(), "step": 2}, model, "python train.py --resume")
+        faults.write_checkpoint(path, {"model": model.state_dict(), "step": 2}, model, "python train.py --resume")
     assert path.read_bytes() == before

@@ -1,0 +1,238 @@
+"""What a training run survives: the run folder's lock, stop signals, path checks, safe checkpoints.
+
+Used by ``train.py`` (and ``compare.py`` for the signal list); see the README's "Reliability"
+section for each fault and the test that injects it (``tests/test_faults.py``)::
+
+    with RunLock(run_dir), StopSignals() as stop:
+        ...  # train; check stop.received between steps
+
+- :class:`RunLock`: one training process per run folder (an flock plus an owner record).
+- :class:`StopSignals`: SIGINT / SIGTERM / SIGHUP become a request to stop at a step boundary.
+- :func:`check_run_name`, :func:`check_paths`: a run writes only into its folder and the data cache.
+- :func:`claim_run_folder`: create and lock a run folder; a start that fails leaves none behind.
+- :func:`write_checkpoint`: never a non-finite model, and a failed write explained.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import filelock
+import torch
+
+from config import RunConfig, TrainConfig
+from errors import UserError
+from model.checkpoint import save_checkpoint
+from model.gpt import GPT
+from runs import write_json
+
+
+class RunLock:
+    """Exclusive ownership of a run folder by one training process.
+
+    The lock is an ``flock`` on ``<run>/.lock`` taken through the ``filelock`` library: the
+    kernel releases it when its process dies, however it dies (SIGKILL included), so a
+    crashed run never blocks the next one.  Beside it, ``<run>/lock.json`` names the owner
+    (pid, host, start time, command) so that a refused second run can say who holds the
+    folder; a ``lock.json`` found while the flock is free is a stale lock from a process
+    that died, reported and taken over.  Use as a context manager::
+
+        with RunLock(run_dir):
+            ...  # write checkpoints and metrics
+
+    Raises :class:`UserError` on entry when another live process holds the folder.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.owner_path = self.run_dir / "lock.json"
+        try:  # filelock >= 4 would fall back to a plain lock file where flock is missing: no stale detection
+            self._lock = filelock.FileLock(self.run_dir / ".lock", timeout=0, fallback_to_soft=False)
+        except TypeError:  # filelock 3.x has no fallback
+            self._lock = filelock.FileLock(self.run_dir / ".lock", timeout=0)
+        self.stale_owner: dict | None = None  # the dead owner taken over, if any
+
+    def _read_owner(self) -> dict | None:
+        try:
+            owner = json.loads(self.owner_path.read_text())
+            return owner if isinstance(owner, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def __enter__(self) -> "RunLock":
+        try:
+            self._lock.acquire()
+        except (NotImplementedError, PermissionError) as e:
+            raise UserError(f"cannot lock run folder {self.run_dir} ({e}): its filesystem has no working file "
+                            "locks (flock); put train.out_dir on a local disk") from None
+        except filelock.Timeout:
+            owner = self._read_owner() or {}
+            who = f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')} (since {owner.get('started', '?')})"
+            raise UserError(
+                f"run folder {self.run_dir} is in use by {who}: wait for that run to finish or stop it "
+                f"(kill {owner.get('pid', '<pid>')}), then --resume; or pick another --run-name"
+            ) from None
+        self.stale_owner = self._read_owner()  # still there: its process died without releasing
+        if self.stale_owner is not None:
+            print(
+                f"note: stale lock {self.owner_path} of pid {self.stale_owner.get('pid')} on host "
+                f"{self.stale_owner.get('host')} taken over: that process is gone", file=sys.stderr, flush=True,
+            )
+        try:
+            write_json(self.owner_path, {
+                "pid": os.getpid(), "host": socket.gethostname(),
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": sys.argv,
+            })
+        except BaseException:  # e.g. a full disk: do not keep a lock nobody will release
+            self._lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.owner_path.unlink(missing_ok=True)
+        self._lock.release()
+
+
+class StopSignals:
+    """Turn the first SIGINT (Ctrl-C) or SIGTERM (a scheduler's pre-emption) into a stop request.
+
+    Inside the ``with`` block a signal only sets :attr:`received` (the signal number); the
+    training loop checks it after each optimizer step, saves a checkpoint and exits non-zero.
+    A second signal raises ``KeyboardInterrupt`` at once, for a user who cannot wait.  The
+    previous handlers come back on exit.  Handlers can only be installed from the main
+    thread; elsewhere this does nothing (signals then keep their default behaviour).
+    """
+
+    # SIGHUP too: a closed terminal or ssh session is a stop request, not a reason to lose the step.
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt
+        self.received = signum
+        try:  # os.write, not print: a handler may run in the middle of another write to stderr
+            os.write(2, f"\n{signal.Signals(signum).name} received: stopping after this step and saving a "
+                        f"checkpoint (send it again to abort at once)\n".encode())
+        except OSError:  # stderr gone (a hung-up terminal): stopping matters more than saying so
+            pass
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                # A signal the parent chose to ignore (nohup, `cmd &` in a script) stays ignored.
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        self._previous.clear()
+
+
+def check_run_name(name: str) -> None:
+    """A run name is one plain folder name: no path separators, no '.' or '..'."""
+    if not name or "/" in name or "\\" in name or name in (".", "..") or "\0" in name:
+        raise UserError(f"--run-name {name!r} must be a plain folder name (no '/', not '.' or '..')")
+
+
+def check_paths(cfg: RunConfig, run_dir: Path) -> None:
+    """Refuse paths that would make a run write outside its run folder and the data cache.
+
+    Both folders are resolved (symlinks, ``..``) before comparing: the run folder must be a
+    real folder directly under ``train.out_dir``, and ``train.out_dir`` must not lie in (or be)
+    ``data.cache_dir``: a data rebuild swaps whole folders there, run folders included.
+    """
+    out_dir, cache_dir = Path(cfg.train.out_dir).resolve(), Path(cfg.data.cache_dir).resolve()
+    if run_dir.is_symlink() or run_dir.resolve().parent != out_dir:
+        what = f"is a link to {run_dir.resolve()}" if run_dir.is_symlink() else f"resolves to {run_dir.resolve()}"
+        raise UserError(f"run folder {run_dir} {what}: runs write only into real folders directly under "
+                        f"train.out_dir {out_dir}; use a plain run folder there")
+    for path, key in ((out_dir, "train.out_dir"), (cache_dir, "data.cache_dir")):
+        if path.exists() and not path.is_dir():
+            raise UserError(f"{key} {path} exists and is not a folder: point --{key} at a folder")
+    if out_dir.is_relative_to(cache_dir):
+        raise UserError(f"train.out_dir {out_dir} is inside data.cache_dir {cache_dir}: a data rebuild could "
+                        "replace a run folder there; give them separate folders")
+
+
+def resume_command(run_dir: Path) -> str:
+    """The command that continues the run in ``run_dir``."""
+    out_dir = "" if run_dir.parent == Path(TrainConfig.out_dir) else f" --train.out_dir={run_dir.parent}"
+    return f"python train.py --run-name {run_dir.name} --resume{out_dir}"
+
+
+def check_finite_weights(model: GPT, step: int, path: Path) -> None:
+    """Raise :class:`UserError` if any parameter is NaN or Inf: such a model is never saved."""
+    bad = [name for name, p in model.named_parameters() if not torch.isfinite(p).all()]
+    if bad:
+        raise UserError(
+            f"parameters {', '.join(bad[:3])} are not finite at step {step}: not saved over {path}; "
+            "start a new run with a lower --train.learning_rate"
+        )
+
+
+def write_checkpoint(path: Path, payload: dict, model: GPT, resume_cmd: str) -> None:
+    """:func:`save_checkpoint` that refuses a non-finite model and explains a failed write.
+
+    A failed write (full disk, lost mount) leaves the previous file at ``path`` intact.
+    """
+    check_finite_weights(model, payload["step"], path)
+    try:
+        save_checkpoint(path, payload)
+    except OSError as e:
+        raise UserError(
+            f"could not write checkpoint {path} ({e.strerror or e}): the previous one there is intact; "
+            f"free disk space, then continue with: {resume_cmd}"
+        ) from None
+
+
+def remove_stale_temp_files(run_dir: Path) -> None:
+    """Delete half-written temp files left in ``run_dir`` by a process killed mid-write.
+
+    Only called while holding the run's lock, so no live writer owns them.  They are never
+    read: every file is renamed into place only once complete.
+    """
+    stale = sorted(run_dir.glob(".*.tmp"))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    if stale:
+        print(f"removed {len(stale)} half-written file(s) left by an interrupted write: "
+              f"{', '.join(p.name for p in stale)}", flush=True)
+
+
+def claim_run_folder(run_dir: Path, resume: bool, cleanup: contextlib.ExitStack) -> None:
+    """Create (new run) and lock the run folder; the lock is released when ``cleanup`` closes.
+
+    A new run that fails before its first ``ckpt_last.pt`` removes the folder it created: it
+    holds nothing of value, and left behind it could be neither resumed nor reused.
+    """
+    if not resume:
+        try:
+            run_dir.mkdir(parents=True)
+        except FileExistsError:
+            raise UserError(f"run folder {run_dir} already exists: pick another --run-name, or add --resume") from None
+        except OSError as e:
+            raise UserError(f"cannot create run folder {run_dir} ({e.strerror}): check --train.out_dir") from None
+
+        def remove_if_unstarted(exc_type, exc, tb) -> bool:
+            if exc_type is not None and not (run_dir / "ckpt_last.pt").exists():
+                shutil.rmtree(run_dir, ignore_errors=True)
+            return False  # the error goes on
+
+        cleanup.push(remove_if_unstarted)  # runs after the lock below is released
+    cleanup.enter_context(RunLock(run_dir))
+    remove_stale_temp_files(run_dir)
