@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 import report
-from config import ArgumentParser, overrides_to_argv, parse_cli, parse_config
+from config import ArgumentParser, RunConfig, overrides_to_argv, parse_cli, parse_config
 from data.loader import TokenData
 from data.prepare import prepare_from_config
 from errors import Interrupted, UserError
@@ -166,9 +166,13 @@ def run_experiment(args: argparse.Namespace, overrides: dict) -> tuple[list[Path
     saved = out_dir / "experiment.json"
     if saved.is_file():
         before = read_json(saved, "experiment settings")
-        if before != json.loads(json.dumps(settings)):
-            changed = sorted(k for k in set(before.get("config", {})) | set(settings["config"])
-                             if before.get("config", {}).get(k) != settings["config"].get(k))
+        # A setting added to tinygpt after the folder was made ran at its default there.
+        defaults = report.flatten(RunConfig().to_dict())
+        before_cfg = {k: v for k, v in {**defaults, **before.get("config", {})}.items()
+                      if k in settings["config"] or (k in before.get("config", {}) and k not in report.BOOKKEEPING)}
+        now = json.loads(json.dumps(settings))
+        if before_cfg != now["config"] or before.get("equal_params") != now["equal_params"]:
+            changed = sorted(k for k in set(before_cfg) | set(now["config"]) if before_cfg.get(k) != now["config"].get(k))
             raise UserError(f"experiment folder {out_dir} was made with other settings "
                             f"({', '.join(changed) or 'equal_params'}): pick another --name")
     out_dir.mkdir(parents=True, exist_ok=True)

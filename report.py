@@ -28,7 +28,7 @@ ARMS = ("tied", "untied")
 # and the seed (which pairs runs across arms).  Anything else must match or be reported.
 BOOKKEEPING = {"train.seed", "train.out_dir", "wandb.name", "wandb.tags", "wandb.mode", "wandb.group",
                "wandb.project", "train.device", "train.compile", "train.sample_prompt", "train.sample_tokens",
-               "train.log_interval"}
+               "train.log_interval", "train.checkpoint_interval", "data.num_proc", "data.streaming"}
 # With --equal-params the tied arm is resized along one of these; the report states it.
 SIZE_KEYS = {"model.n_embd", "model.n_layer"}
 

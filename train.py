@@ -54,7 +54,7 @@ from sample import generate_text
 RESUME_OVERRIDABLE = {
     "train.max_iters", "train.eval_interval", "train.log_interval", "train.checkpoint_interval",
     "train.device", "train.compile", "train.sample_tokens", "train.sample_prompt", "train.max_skipped_steps",
-    "wandb.mode",
+    "wandb.mode", "data.num_proc", "data.streaming",  # how the data is read, not which data
 }
 
 

@@ -268,6 +268,37 @@ def test_experiment_folder_refuses_other_settings(tmp_path, capsys):
     assert not (tmp_path / "exp" / "tied-s0").exists()
 
 
+def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, monkeypatch):
+    """An experiment.json written before a setting existed (it ran at the default) or while a key was
+    not yet bookkeeping still matches the same command: the runs in it are reused, not refused."""
+    path = tmp_path / "c.txt"
+    path.write_text("To be, or not to be: that is the question.\n" * 300)
+    argv = ["--config", "configs/debug.toml", "--seeds", "1", "--name", "exp", f"--data.source={path}",
+            "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}"]
+
+    class Reached(Exception):
+        pass
+
+    def stop_before_training(*args, **kwargs):
+        raise Reached
+
+    monkeypatch.setattr(compare, "run_arm", stop_before_training)
+    args, overrides = compare.parse_args(argv)
+    with pytest.raises(Reached):  # first run writes experiment.json
+        compare.run_experiment(args, overrides)
+    saved = tmp_path / "exp" / "experiment.json"
+    old = json.loads(saved.read_text())
+    del old["config"]["train.max_skipped_steps"]  # added to tinygpt later; it ran at its default, 0
+    old["config"]["train.checkpoint_interval"] = 10  # once part of the settings, now bookkeeping
+    saved.write_text(json.dumps(old))
+    with pytest.raises(Reached):
+        compare.run_experiment(args, overrides)
+    old["config"]["train.max_skipped_steps"] = 3  # but a real difference is still refused
+    saved.write_text(json.dumps(old))
+    with pytest.raises(UserError, match="train.max_skipped_steps"):
+        compare.run_experiment(args, overrides)
+
+
 def test_report_on_missing_run_exits_2(tmp_path, capsys):
     """compare.py on a folder that does not exist: one error line, exit 2."""
     assert compare.main([str(tmp_path / "nope"), str(tmp_path / "nope2")]) == 2
