@@ -15,7 +15,8 @@ Division of labour (nanoGPT / nanochat conventions):
   so N ranks x batch B see exactly the sequences of 1 process x batch N*B, and the data
   position (one generator state) is the same on every rank; dropout noise is seeded per rank;
 - rank 0 alone prepares the data cache, owns the run folder (lock, metrics, checkpoints, wandb)
-  and prints; the others follow its decisions through :func:`agree`.
+  and prints; the others follow its outcome through :func:`on_main`, so an error on rank 0 stops
+  every rank at once, and is printed once.
 """
 
 from __future__ import annotations
@@ -103,10 +104,16 @@ def init(d: Dist, device_name: str) -> torch.device | None:
     return device
 
 
+def joined() -> bool:
+    """True once this process is in a process group (torchrun with more than one rank)."""
+    return dist.is_available() and dist.is_initialized()
+
+
 def shutdown() -> None:
     """Leave the process group (if joined); safe to call more than once."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    _PATIENT.clear()
 
 
 def mean(value: float, d: Dist, device: torch.device) -> float:
@@ -136,35 +143,38 @@ def gather(obj, d: Dist) -> list:
     return out
 
 
-def agree(error: str | None, d: Dist) -> None:
-    """Make every rank follow rank 0's verdict on a step only rank 0 performed.
+def on_main(fn, d: Dist):
+    """Run ``fn()`` on rank 0 only; every rank returns its result, or raises if it raised.
 
-    Rank 0 passes its error message (or None); if it is not None every other rank raises
-    :class:`FollowerError` with it, so no rank is left waiting in a collective for a peer that quit.
+    For the steps with one writer (the data cache, the run folder and its lock, checkpoints,
+    metrics rows).  Rank 0 broadcasts its outcome -- the result, or the error's message -- and
+    every other rank returns the same result or raises :class:`FollowerError`, so no rank is
+    left waiting in a collective for a peer that quit.  Rank 0 re-raises its own exception,
+    whatever its kind (a full disk's ``OSError``, a hub error, Ctrl-C).  The wait uses a gloo
+    group without a practical deadline: preparing a large corpus may take rank 0 hours.
     """
     if not d.enabled:
-        return
-    box = [error]
-    dist.broadcast_object_list(box, src=0)
-    if box[0] is not None and not d.is_main:
-        raise FollowerError(box[0])
-
-
-def on_main(fn, d: Dist):
-    """Run ``fn()`` on rank 0 only, and make every rank raise if it raised a :class:`UserError`.
-
-    Returns ``fn()``'s result on rank 0 and None elsewhere.  For steps with one writer: the data
-    cache, the run folder and its lock.
-    """
-    error, result = None, None
+        return fn()
+    outcome, raised = [None, None], None
     if d.is_main:
         try:
-            result = fn()
-        except UserError as e:
-            if not d.enabled:
-                raise
-            error = str(e)
-    agree(error, d)
-    if error is not None:
-        raise UserError(error)
-    return result
+            outcome[1] = fn()
+        except BaseException as e:  # noqa: BLE001 -- told to the peers, then re-raised below
+            raised = e
+            outcome[0] = str(e) or type(e).__name__
+    dist.broadcast_object_list(outcome, src=0, group=_patient_group())
+    if raised is not None:
+        raise raised
+    if outcome[0] is not None:
+        raise FollowerError(outcome[0])
+    return outcome[1]
+
+
+_PATIENT: list = []  # the process's patient group, created on first use
+
+
+def _patient_group():
+    """A gloo group over all ranks with a one-week timeout, for waits on rank 0's one-writer steps."""
+    if not _PATIENT:
+        _PATIENT.append(dist.new_group(backend="gloo", timeout=datetime.timedelta(days=7)))
+    return _PATIENT[0]

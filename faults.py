@@ -169,10 +169,15 @@ def check_paths(cfg: RunConfig, run_dir: Path) -> None:
                         "replace a run folder there; give them separate folders")
 
 
-def resume_command(run_dir: Path) -> str:
-    """The command that continues the run in ``run_dir``."""
+def resume_command(run_dir: Path, world_size: int = 1) -> str:
+    """The command that continues the run in ``run_dir`` (with torchrun, on as many ranks, if ``world_size > 1``)."""
     out_dir = "" if run_dir.parent == Path(TrainConfig.out_dir) else f" --train.out_dir={run_dir.parent}"
-    return f"python train.py --run-name {run_dir.name} --resume{out_dir}"
+    launcher = "python"
+    if world_size > 1:
+        per_node = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+        nodes = "" if per_node == world_size else f" --nnodes={world_size // per_node} (and the same rendezvous flags)"
+        launcher = f"torchrun --nproc_per_node={per_node}{nodes}"
+    return f"{launcher} train.py --run-name {run_dir.name} --resume{out_dir}"
 
 
 def check_finite_weights(model: GPT, step: int, path: Path) -> None:

@@ -249,8 +249,7 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     amp_dtype = runs.autocast_dtype(device, tc.dtype)
     if device.type == "cpu":
         runs.keep_freed_memory_on_cpu()
-    ddp.on_main(lambda: prepare_from_config(cfg.data), dist)  # one writer for the cache; the others find it ready
-    data_dir = prepare_from_config(cfg.data)
+    data_dir = ddp.on_main(lambda: prepare_from_config(cfg.data), dist)  # one writer for the cache
     data = TokenData(data_dir)
     data.check_block_size(mc.block_size)
     tokenizer = load_tokenizer(data_dir)
@@ -287,6 +286,11 @@ def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int,
         raise UserError(f"the prepared data's tokenizer differs from the one {path} was trained with: start a new run")
     if ckpt["data_sha256"] != s.data.meta.get("source_sha256"):
         raise UserError(f"the corpus {cfg.data.source!r} changed since {path} was written: start a new run on it")
+    # Another number of ranks would change the global batch, the eval windows and the token count.
+    saved_world = ckpt.get("world_size", 1)
+    if saved_world != s.dist.world_size:
+        raise UserError(f"{path} was written by {saved_world} rank(s), this resume has {s.dist.world_size}: resume with "
+                        f"the same number ({'torchrun, ' + str(saved_world) + ' processes in all' if saved_world > 1 else 'python train.py, no torchrun'})")
     saved, now = ckpt.get("config", {}), cfg.to_dict()
     for section, values in now.items():
         for key, value in values.items():
@@ -322,8 +326,9 @@ class Progress:
 def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Progress:
     """Load model, optimizer, RNG states and data position from ``path``; returns the counters.
 
-    Each rank takes back its own dropout RNG state when the checkpoint has one per rank and
-    the world size is unchanged; otherwise rank 0 takes the saved one and the others reseed.
+    Each rank takes back its own dropout RNG state (the world size cannot change: see
+    :func:`check_resumable`); a checkpoint with a single state (from before per-rank states)
+    gives it to rank 0, and the others reseed.
     """
     ckpt = load_checkpoint(path, map_location=s.device)
     check_resumable(ckpt, cfg, s, saved_vocab_size, path)
@@ -377,7 +382,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
         split: data.eval_offsets(split, tc.eval_iters, tc.batch_size * dist.world_size, mc.block_size, seed=tc.seed + 1)
         for split in ("train", "val")
     }
-    last_path, resume_cmd = run_dir / "ckpt_last.pt", faults.resume_command(run_dir)
+    last_path, resume_cmd = run_dir / "ckpt_last.pt", faults.resume_command(run_dir, dist.world_size)
     cleanup = contextlib.ExitStack()
     stop, saved_step = None, -1  # saved_step: the step ckpt_last.pt holds (-1: none yet)
     try:
@@ -385,7 +390,8 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
             # Lock before reading ckpt_last.pt: another process may be writing it.
             ddp.on_main(lambda: faults.claim_run_folder(run_dir, resume, cleanup), dist)
             p = restore(s, cfg, last_path, saved_vocab_size) if resume else Progress()
-            if main:
+
+            def write_run_records() -> None:
                 save_tokenizer(s.tokenizer, run_dir)
                 runs.write_json(run_dir / "config.json", cfg.to_dict())
                 if init_record:
@@ -393,6 +399,8 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                 # The first segment's environment stays in env.json; each resume adds its own record.
                 runs.write_json(run_dir / (f"env-resume-step{p.step}.json" if resume else "env.json"),
                                 {**runs.environment(device), "world_size": dist.world_size})
+
+            ddp.on_main(write_run_records, dist)
             say(f"run folder: {run_dir}{f' (resumed at step {p.step})' if resume else ''}\nconfig: {cfg.to_dict()}", flush=True)
             if init_record:
                 say(f"weights from GPT-2: {init_record['source']} (recorded in init_from.json)", flush=True)
@@ -418,13 +426,25 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
             def elapsed() -> float:
                 return p.elapsed_before + time.perf_counter() - t_start
 
+            def log(row: dict, to_wandb: bool = True) -> None:
+                def write() -> None:
+                    metrics.log(row)
+                    if to_wandb:
+                        logger.log({k: v for k, v in row.items() if k != "kind"}, step=row["step"])
+
+                ddp.on_main(write, dist)  # a failed write (full disk) stops every rank, not just rank 0
+
             def save(path: Path, with_optimizer: bool) -> None:
+                # Every rank checks the (identical) weights, so all stop together on a NaN model.
+                faults.check_finite_weights(model, p.step, path)
                 # Every rank's RNG state goes in (a collective: all ranks call this); rank 0 writes.
                 torch_ranks = ddp.gather(torch.get_rng_state(), dist)
                 cuda_ranks = ddp.gather(torch.cuda.get_rng_state(device) if device.type == "cuda" else None, dist)
-                if not main:
-                    return
-                payload = {
+                ddp.on_main(lambda: faults.write_checkpoint(path, payload(torch_ranks, cuda_ranks, with_optimizer),
+                                                            model, resume_cmd), dist)
+
+            def payload(torch_ranks: list, cuda_ranks: list, with_optimizer: bool) -> dict:
+                out = {
                     "model": model.state_dict(), "step": p.step, "tokens": p.step * tokens_per_step,
                     "config": cfg.to_dict(), "tie_embeddings": mc.tie_embeddings, "tokenizer": s.tokenizer.to_dict(),
                     "data_sha256": data.meta.get("source_sha256"),
@@ -432,10 +452,11 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                     "skipped_steps": p.skipped, "train_window": [p.window_loss, p.window_steps],
                     "rng": {"torch": torch_ranks[0], "data": s.data_gen.get_state(), "cuda": cuda_ranks[0],
                             "torch_ranks": torch_ranks, "cuda_ranks": cuda_ranks},
+                    "world_size": dist.world_size,
                 }
                 if with_optimizer:
-                    payload["optimizer"] = optimizer.state_dict()
-                faults.write_checkpoint(path, payload, model, resume_cmd)
+                    out["optimizer"] = optimizer.state_dict()
+                return out
 
             saved_step = p.step if resume else -1
 
@@ -452,8 +473,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                     "val_loss": losses["val"], "val_ppl": math.exp(min(losses["val"], 50)), "lr": get_lr(p.step, tc),
                     "elapsed_s": elapsed(),
                 }
-                metrics.log(row)
-                logger.log({k: v for k, v in row.items() if k != "kind"}, step=p.step)
+                log(row)
                 if main:
                     tqdm.write(f"step {p.step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
                                f"val ppl {row['val_ppl']:.1f}")
@@ -474,7 +494,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                         save_last()
                     signum = stop.received or signal.SIGTERM  # a rank that got no signal itself stops with its peers
                     name = signal.Signals(signum).name
-                    metrics.log({"kind": "stop", "step": p.step, "signal": name, "elapsed_s": elapsed()})
+                    log({"kind": "stop", "step": p.step, "signal": name, "elapsed_s": elapsed()}, to_wandb=False)
                     raise Interrupted(signum, f"stopped by {name} at step {p.step}: {last_path} holds step {p.step}; "
                                               f"continue with: {resume_cmd}")
                 lr = get_lr(p.step, tc)
@@ -490,8 +510,8 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                             f"lower --train.learning_rate"
                         )
                     p.skipped += 1
-                    metrics.log({"kind": "skip", "step": p.step + 1, "reason": what, "train_loss": result.loss,
-                                 "grad_norm": result.grad_norm, "skipped_steps": p.skipped, "elapsed_s": elapsed()})
+                    log({"kind": "skip", "step": p.step + 1, "reason": what, "train_loss": result.loss,
+                         "grad_norm": result.grad_norm, "skipped_steps": p.skipped, "elapsed_s": elapsed()}, to_wandb=False)
                     if main:
                         tqdm.write(f"step {p.step + 1}: {what}, update skipped ({p.skipped} of at most {tc.max_skipped_steps})")
                 p.step += 1
@@ -508,8 +528,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                         "train_loss": p.window_loss / p.window_steps, "grad_norm": result.grad_norm, "lr": lr,
                         "tokens_per_s": tokens_per_s, "elapsed_s": elapsed(),
                     }
-                    metrics.log(row)
-                    logger.log({k: v for k, v in row.items() if k != "kind"}, step=p.step)
+                    log(row)
                     pbar.set_postfix(loss=f"{row['train_loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
                     p.window_loss, p.window_steps = 0.0, 0
                 if p.step % tc.eval_interval == 0 or p.step == tc.max_iters:
@@ -528,10 +547,13 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                 "non_embedding_parameters": model.num_params(non_embedding=True), "tie_embeddings": mc.tie_embeddings,
                 "data_sha256": data.meta.get("source_sha256"), "skipped_steps": p.skipped, "world_size": dist.world_size,
             }
-            if main:
+
+            def write_summary() -> None:
                 train_rows = [r for r in runs.read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
                 summary["tokens_per_s_median"] = statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None
                 runs.write_json(run_dir / "summary.json", summary)
+
+            ddp.on_main(write_summary, dist)
             if ddp.any_rank(stop.received is not None, dist, device):  # it came during the last step
                 signum = stop.received or signal.SIGTERM
                 raise Interrupted(signum, f"stopped by {signal.Signals(signum).name} after the last step: "
@@ -563,31 +585,32 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit status (2 on bad input).
 
-    Under torchrun only rank 0 prints errors: the ranks fail together (see ``ddp.on_main``)
-    and the other ranks exit with the same status, silently.
+    Under torchrun each error is printed once: rank 0 prints its own and those all ranks meet
+    alike (config errors, a stop signal); the other ranks follow rank 0's through
+    ``ddp.on_main`` silently, and print only errors of their own, prefixed with their rank.
     """
     dist = ddp.SINGLE
-    error = None
+    error, status, own = None, 0, True  # own: not a copy of rank 0's error, nor one every rank meets alike
     try:
         dist = ddp.from_env()
         args, overrides = parse_args(argv)
         cfg, run_dir = setup_run(args, overrides, check_new_folder=dist.is_main)
         train(cfg, run_dir, resume=args.resume, dist=dist, init_from=args.init_from)
     except UserError as e:
-        error, status = str(e), 2
+        # Before the process group exists, every rank parses the same command line the same way.
+        error, status, own = str(e), 2, not isinstance(e, ddp.FollowerError) and ddp.joined()
     except Interrupted as e:
-        error, status = str(e), e.exit_status
+        error, status, own = str(e), e.exit_status, False
     except KeyboardInterrupt:  # a second Ctrl-C, or one before training started
-        error, status = "interrupted; ckpt_last.pt holds the last completed checkpoint", 130
-    except OSError as e:  # e.g. the disk filled while writing metrics.jsonl
-        error, status = (f"{e.strerror or e} ({e.filename or 'a run file'}): free space or fix the path, "
-                         "then continue with --resume"), 1
-    finally:
-        ddp.shutdown()
-    if error is None:
-        return 0
-    if dist.is_main:
-        print(f"error: {error}", file=sys.stderr)
+        error, status = "interrupted before a checkpoint could be written; run the same command again", 130
+    except OSError as e:  # e.g. a full disk or a bad path before the run folder exists
+        error, status = (f"{e.strerror or e} ({e.filename or 'a file'}): free space or fix the path, "
+                         "then run the same command again"), 1
+    if error is not None and dist.is_main:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+    elif error is not None and own:
+        print(f"error: [rank {dist.rank}] {error}", file=sys.stderr, flush=True)
+    ddp.shutdown()  # after printing: a peer that exits first may get this process killed
     return status
 
 

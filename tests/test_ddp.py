@@ -38,12 +38,15 @@ def torchrun(nproc: int, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory) -> Path:
-    """The same run twice: 2 gloo ranks x batch 2, and 1 process x batch 4 (grad accumulation 2 in both)."""
+    """The same run twice: 2 gloo ranks x batch 2 (6 steps, then --resume to 12), and 1 process x
+    batch 4 straight to 12; grad accumulation 2 in both (no dropout: its noise is per rank)."""
     root = tmp_path_factory.mktemp("ddp")
     corpus = write_corpus(root)
     common = tiny_args(root, corpus, "--train.max_iters=12", "--train.grad_accum_steps=2", "--train.eval_interval=4",
-                       "--train.log_interval=2", "--train.checkpoint_interval=6")
-    two = torchrun(2, *common, "--train.batch_size=2", "--run-name", "two-ranks")
+                       "--train.log_interval=2", "--train.checkpoint_interval=6", "--train.lr_decay_iters=12")
+    two = torchrun(2, *common, "--train.batch_size=2", "--train.max_iters=8", "--run-name", "two-ranks")
+    assert two.returncode == 0, two.stderr[-3000:]
+    two = torchrun(2, f"--train.out_dir={root / 'runs'}", "--run-name", "two-ranks", "--resume", "--train.max_iters=12")
     assert two.returncode == 0, two.stderr[-3000:]
     one = subprocess.run([sys.executable, str(REPO / "train.py"), *common, "--train.batch_size=4", "--run-name", "one"],
                          cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -52,7 +55,8 @@ def pair(tmp_path_factory) -> Path:
 
 
 def test_two_ranks_match_one_process_with_the_same_global_batch(pair):
-    """Every train and eval loss of 2 ranks x batch 2 equals 1 process x batch 4 within float tolerance."""
+    """Every train and eval loss of 2 ranks x batch 2 (resumed half way) equals 1 process x batch 4
+    within float tolerance, and so do the final weights."""
     two, one = loss_curve(pair / "two-ranks"), loss_curve(pair / "one")
     assert [(kind, step) for kind, step, _ in two] == [(kind, step) for kind, step, _ in one]
     for (_, _, a), (_, _, b) in zip(two, one):
@@ -82,21 +86,29 @@ def test_ddp_checkpoint_is_the_unwrapped_model(pair):
     assert len(ckpt["rng"]["torch_ranks"]) == 2  # each rank's dropout RNG, for an exact resume
 
 
-def test_ddp_resume_continues_where_it_stopped(pair, tmp_path):
-    """A 2-rank run extended with --resume continues from its checkpoint on both ranks."""
-    out = pair
-    proc = torchrun(2, f"--train.out_dir={out}", "--run-name", "two-ranks", "--resume", "--train.max_iters=14")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert load_checkpoint(out / "two-ranks" / "ckpt_last.pt")["step"] == 14
+def test_resume_on_another_number_of_ranks_is_refused(pair):
+    """A 2-rank run resumed by one process would change the global batch: exit 2, naming both counts."""
+    proc = subprocess.run([sys.executable, str(REPO / "train.py"), f"--train.out_dir={pair}", "--run-name", "two-ranks",
+                           "--resume", "--train.max_iters=14"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    (line,) = error_lines(proc.stderr)
+    assert "written by 2 rank(s), this resume has 1" in line and "torchrun" in line
+    assert load_checkpoint(pair / "two-ranks" / "ckpt_last.pt")["step"] == 12
 
 
 def test_errors_under_torchrun_are_printed_once(tmp_path):
-    """A bad option under torchrun: every rank exits non-zero and the one-line error appears once."""
+    """A bad option, and a failure on rank 0 only (its data cache path is a file): every rank exits
+    non-zero, the one-line error appears once, and no rank hangs."""
     corpus = write_corpus(tmp_path)
     proc = torchrun(2, *tiny_args(tmp_path, corpus, "--model.n_head=3", "--run-name", "bad"))
     assert proc.returncode != 0
     lines = [line for line in error_lines(proc.stderr) if line.startswith("error: ")]
     assert len(lines) == 1 and "n_head" in lines[0]
+    (tmp_path / "afile").write_text("not a folder")
+    proc = torchrun(2, *tiny_args(tmp_path, corpus, f"--data.cache_dir={tmp_path / 'afile' / 'cache'}", "--run-name", "b2"))
+    assert proc.returncode != 0
+    lines = [line for line in error_lines(proc.stderr) if line.startswith("error: ")]
+    assert len(lines) == 1 and "afile" in lines[0], proc.stderr[-3000:]
 
 
 def test_tied_weights_stay_one_parameter_under_ddp(tmp_path):
