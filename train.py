@@ -413,12 +413,15 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
             say(f"parameters: {n_params:,} ({model.num_params(non_embedding=True):,} non-embedding), "
                 f"tie_embeddings={mc.tie_embeddings}, device={device}, autocast={amp_dtype}, ranks={dist.world_size}",
                 flush=True)
-            if main:
-                metrics = cleanup.enter_context(runs.MetricsLog(run_dir / "metrics.jsonl", resume_step=p.step if resume else None))
-                logger = runs.make_logger(cfg, run_dir, run_dir.name, resume)
-            else:
-                metrics = logger = runs.NullLogger()
-            cleanup.callback(logger.finish)
+            logs: list = [runs.NullLogger(), runs.NullLogger()]  # metrics.jsonl and wandb: rank 0's, null elsewhere
+
+            def open_logs() -> None:
+                logs[0] = cleanup.enter_context(runs.MetricsLog(run_dir / "metrics.jsonl", resume_step=p.step if resume else None))
+                logs[1] = runs.make_logger(cfg, run_dir, run_dir.name, resume)
+                cleanup.callback(logs[1].finish)
+
+            ddp.on_main(open_logs, dist)  # wandb unreachable on rank 0 stops every rank
+            metrics, logger = logs
             tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size * dist.world_size
             checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
             t_start = time.perf_counter()
