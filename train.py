@@ -532,7 +532,8 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                         "tokens_per_s": tokens_per_s, "elapsed_s": elapsed(),
                     }
                     log(row)
-                    pbar.set_postfix(loss=f"{row['train_loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
+                    # refresh=False: the bar redraws on its own schedule (every 30 s in a log file), not every row
+                    pbar.set_postfix(loss=f"{row['train_loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}", refresh=False)
                     p.window_loss, p.window_steps = 0.0, 0
                 if p.step % tc.eval_interval == 0 or p.step == tc.max_iters:
                     run_eval()
