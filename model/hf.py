@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import hashlib
 import json
 import os
 import re
@@ -55,6 +54,9 @@ def _transformers():
         raise UserError("GPT-2 import/export needs Hugging Face transformers: pip install transformers safetensors") from None
     transformers.logging.set_verbosity_error()  # its notices and progress bars would break our one-line output
     transformers.logging.disable_progress_bar()
+    import huggingface_hub.utils
+
+    huggingface_hub.utils.logging.set_verbosity_error()  # its "Retrying in Ns" lines too
     return transformers
 
 
@@ -193,15 +195,28 @@ def state_to_hf(model: GPT) -> dict[str, torch.Tensor]:
 
 
 def _is_hub_id(source: str) -> bool:
-    """Whether ``source`` could name a hub repository ('gpt2', 'openai-community/gpt2'), not a path."""
-    return bool(re.fullmatch(r"[\w.-]+(/[\w.-]+)?", source)) and not source.startswith((".", "~"))
+    """Whether ``source`` could name a hub repository ('gpt2', 'openai-community/gpt2'), not a path.
+
+    A name whose first component exists here (``hf/nope`` beside an ``hf/`` folder) is a
+    mistyped local path: trying it on the hub would only cost a minute of retries.
+    """
+    if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", source) or source.startswith((".", "~")):
+        return False
+    return not Path(source.split("/")[0]).exists() or "/" not in source
+
+
+def _where(source) -> str:
+    """What to hand ``from_pretrained``: the expanded path of a local folder, else the hub id as given."""
+    path = Path(str(source)).expanduser()
+    return str(path) if path.exists() else str(source)
 
 
 def _read_hf(read, source):
-    """``read()``, with transformers' errors (no network, no such repo, unreadable files) as one-line UserErrors."""
+    """``read()``, with transformers' errors (no network, no such repo, unreadable, truncated or
+    misshapen weight files) as one-line UserErrors."""
     try:
         return read()
-    except (OSError, ValueError) as e:
+    except Exception as e:  # OSError, ValueError, RuntimeError (size mismatch), SafetensorError, ...
         first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
         raise UserError(f"cannot load GPT-2 from {source} ({first}): give a local folder written by save_pretrained") from None
 
@@ -225,15 +240,22 @@ def load_hf_model(source):
         raise UserError(f"GPT-2 folder {source} does not exist: give a folder written by save_pretrained (config.json + weights)")
     if path.exists() and not (path / "config.json").is_file():
         raise UserError(f"{source} has no config.json: give a folder written by save_pretrained")
-    config = _read_hf(lambda: transformers.AutoConfig.from_pretrained(str(source)), source)
+    config = _read_hf(lambda: transformers.AutoConfig.from_pretrained(_where(source)), source)
     if config.model_type != "gpt2":
         raise UserError(f"{source} holds a {config.model_type!r} model, not GPT-2: tinygpt imports GPT-2 only")
-    model, info = _read_hf(lambda: transformers.GPT2LMHeadModel.from_pretrained(str(source), output_loading_info=True), source)
+    model, info = _read_hf(lambda: transformers.GPT2LMHeadModel.from_pretrained(_where(source), output_loading_info=True),
+                           source)
     missing = [k for k in info["missing_keys"] if k != "lm_head.weight" or not config.tie_word_embeddings]
     mismatched = [m[0] if isinstance(m, tuple) else m for m in info["mismatched_keys"]]
-    if missing or mismatched:
-        bad = sorted(missing or mismatched)[0]
-        raise UserError(f"the weights in {source} do not fill the model ({bad} missing or misshapen): "
+    # from_pretrained drops weights its config has no place for (a config.json that lists fewer
+    # layers than the file holds): refuse them, but for the attention-mask buffers old GPT-2
+    # checkpoints carry and the heads of other GPT-2 models.
+    unexpected = [k for k in info["unexpected_keys"]
+                  if not k.endswith((".attn.bias", ".attn.masked_bias")) and not k.startswith(("score.", "multiple_choice_head."))]
+    if missing or mismatched or unexpected:
+        bad = sorted(missing or mismatched or unexpected)[0]
+        what = "is missing or misshapen" if missing or mismatched else "has no place in its config.json"
+        raise UserError(f"the weights in {source} do not fit their config ({bad} {what}): "
                         "use a complete checkpoint written by save_pretrained")
     return model.eval()
 
@@ -250,6 +272,12 @@ def from_hf(source, tie_embeddings: bool | None = None, block_size: int | None =
     model = GPT(config)
     model.load_state_dict(state_from_hf(hf_model.state_dict(), config))
     return model.eval()
+
+
+def _sha256_file(path: Path) -> str:
+    from data.tokenizers import sha256_file  # data/ is imported lazily here, as elsewhere in this module
+
+    return sha256_file(path)
 
 
 def load_into(model: GPT, source) -> dict:
@@ -276,7 +304,7 @@ def load_into(model: GPT, source) -> dict:
         "source": str(folder.resolve()) if folder.is_dir() else str(source),
         "hf_config": {k: getattr(hf_model.config, k) for k in ("model_type", "vocab_size", "n_positions", "n_embd", "n_layer",
                                                              "n_head", "activation_function", "tie_word_embeddings")},
-        "sha256": {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files},
+        "sha256": {p.name: _sha256_file(p) for p in files},  # in chunks: weight files may be GBs
     }
 
 
@@ -365,10 +393,13 @@ def export(model: GPT, out_dir: Path, tokenizer=None) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private (0o700): an export is for others to load
         hf_config.save_pretrained(str(tmp))
         save_file(state_to_hf(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})  # HF checks format=pt
         if tokenizer is not None:
             write_tokenizer_files(tokenizer, tmp, model.config.block_size)
+        for f in tmp.iterdir():
+            os.chmod(f, 0o644)
         if out_dir.exists():
             out_dir.rmdir()  # empty (checked above)
         os.replace(tmp, out_dir)
@@ -396,7 +427,7 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
     transformers = _transformers()
     if not Path(source).expanduser().exists() and not _is_hub_id(source):
         raise UserError(f"--init-from {source} does not exist: give a folder written by save_pretrained (config.json + weights)")
-    hf = _read_hf(lambda: transformers.AutoConfig.from_pretrained(source), source)
+    hf = _read_hf(lambda: transformers.AutoConfig.from_pretrained(_where(source)), source)
     config_from_hf(hf)  # refuses what tinygpt cannot represent
     user = merge(load_toml(config_path) if config_path else {}, overrides)
     tokenizer = user.get("data", {}).get("tokenizer", "gpt2")
@@ -415,7 +446,9 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
                             f"{key}={value}: drop it, the shape comes from the imported weights")
         model.setdefault(key, value)
     if model.get("tie_embeddings") and not hf.tie_word_embeddings:
-        raise UserError(f"--init-from {source} has an untied lm_head: drop --model.tie_embeddings=true")
+        where = f"{config_path} or the command line" if config_path else "the command line"
+        raise UserError(f"--init-from {source} has an untied lm_head but model.tie_embeddings=true (from {where}): "
+                        "drop it, or set it to false")
     model.setdefault("tie_embeddings", bool(hf.tie_word_embeddings))
     return merge(overrides, {"model": model})
 

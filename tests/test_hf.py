@@ -139,6 +139,47 @@ def test_incomplete_or_missing_checkpoints_are_refused(tmp_path):
         hf.from_hf(tmp_path / "nope")
 
 
+def test_weights_that_do_not_fit_their_config_are_refused(tmp_path):
+    """A config.json listing fewer layers than the file holds (from_pretrained would drop the rest), a
+    misshapen tensor and a truncated file are one-line UserErrors, not a shorter model or a traceback."""
+    small_gpt2().save_pretrained(tmp_path / "fewer")
+    config = json.loads((tmp_path / "fewer" / "config.json").read_text())
+    (tmp_path / "fewer" / "config.json").write_text(json.dumps({**config, "n_layer": 1}))
+    with pytest.raises(UserError, match=r"transformer\.h\.1\..* has no place in its config\.json"):
+        hf.from_hf(tmp_path / "fewer")
+    small_gpt2().save_pretrained(tmp_path / "wide")
+    (tmp_path / "wide" / "config.json").write_text(json.dumps({**config, "n_positions": 64}))
+    with pytest.raises(UserError, match="cannot load GPT-2 from"):
+        hf.from_hf(tmp_path / "wide")
+    small_gpt2().save_pretrained(tmp_path / "cut")
+    weights = tmp_path / "cut" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:5000])
+    with pytest.raises(UserError, match="cannot load GPT-2 from"):
+        hf.from_hf(tmp_path / "cut")
+
+
+def test_mistyped_local_paths_fail_at_once_and_home_paths_load(tmp_path, monkeypatch):
+    """'hf/nope' beside an existing hf/ folder is a missing folder, not a hub id to retry for a minute;
+    a '~/...' folder loads."""
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    small_gpt2().save_pretrained(tmp_path / "hf" / "g")
+    started = time.monotonic()
+    with pytest.raises(UserError, match="does not exist"):
+        hf.from_hf("hf/nope")
+    assert time.monotonic() - started < 5
+    assert hf.from_hf("~/hf/g").config.n_layer == 2
+
+
+def test_exported_folder_is_readable_by_others(tmp_path):
+    """An export is for other users and containers to load: folder 0755, files 0644 (not mkdtemp's 0700)."""
+    out = hf.export(hf.from_hf(small_gpt2()), tmp_path / "out")
+    assert out.stat().st_mode & 0o777 == 0o755
+    assert {f.stat().st_mode & 0o777 for f in out.iterdir()} == {0o644}
+
+
 def test_missing_transformers_or_safetensors_is_a_one_line_install_hint(monkeypatch):
     """The extras are optional: without them, one line saying what to install."""
     monkeypatch.setitem(sys.modules, "safetensors.torch", None)
