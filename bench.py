@@ -124,10 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     tc, mc, device, model = cfg.train, cfg.model, s.device, s.model
     tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
+    model_line = (f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
+                  f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}")
     if args.generate:
         print(f"device:          {device} ({name})")
-        print(f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
-              f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}")
+        print(model_line)
         bench_generation(model, device, args.new_tokens, args.repeats)
         return 0
 
@@ -154,8 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     peak = peak_flops(device)
     mfu = f"{100 * flops * tokens_per_s / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s bf16 peak" if peak else "n/a (no peak figure for this device)"
     print(f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}")
-    print(f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
-          f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}")
+    print(model_line)
     print(f"parameters:      {model.num_params():,} ({model.num_params(non_embedding=True):,} non-embedding)")
     print(f"tokens/step:     {tokens_per_step:,} (batch {tc.batch_size} x grad_accum {tc.grad_accum_steps} x block {mc.block_size})")
     print(f"ms/iter:         {ms:.1f} median of {len(times)} (min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})")

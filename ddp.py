@@ -111,7 +111,7 @@ def joined() -> bool:
 
 def shutdown() -> None:
     """Leave the process group (if joined); safe to call more than once."""
-    if dist.is_available() and dist.is_initialized():
+    if joined():
         dist.destroy_process_group()
     _PATIENT.clear()
 

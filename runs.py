@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from config import RunConfig
+from data.tokenizers import atomic_write_bytes
 from errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parent
@@ -147,10 +148,8 @@ def environment(device: torch.device) -> dict:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` atomically (temp file + rename), so a crash never leaves half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """Write ``text`` (UTF-8) atomically, so a crash never leaves half a file (:func:`atomic_write_bytes`)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def write_json(path: Path, obj) -> None:
@@ -197,12 +196,8 @@ class MetricsLog:
     def __init__(self, path: Path, resume_step: int | None = None) -> None:
         self.path = path
         if resume_step is not None and path.exists():
-            # "stop" rows mark where a segment ended: the resumed file reads as one uninterrupted run.
-            kept = [line for line in path.read_text().splitlines()
-                    if _row_step(line) <= resume_step and '"kind": "stop"' not in line]
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_text("".join(line + "\n" for line in kept))
-            os.replace(tmp, path)
+            kept = [line for line in path.read_text().splitlines() if _kept_on_resume(line, resume_step)]
+            write_text_atomic(path, "".join(line + "\n" for line in kept))
         self._f = open(path, "a")
 
     def log(self, row: dict) -> None:
@@ -226,12 +221,17 @@ class MetricsLog:
         self.close()
 
 
-def _row_step(line: str) -> float:
-    """The step of one metrics line; a torn or blank line (a crash mid-write) sorts last, to be dropped."""
+def _kept_on_resume(line: str, resume_step: int) -> bool:
+    """Whether a metrics line stays when a run resumes from ``resume_step``.
+
+    Dropped: rows past the checkpoint, a torn or blank line (a crash mid-write), and "stop"
+    rows, which mark where a segment ended: the file then reads as one uninterrupted run.
+    """
     try:
-        return json.loads(line).get("step", 0)
-    except (json.JSONDecodeError, AttributeError):
-        return float("inf")
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(row, dict) and row.get("step", 0) <= resume_step and row.get("kind") != "stop"
 
 
 def read_metrics(path: Path) -> list[dict]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-import os
 import shlex
 import signal
 import statistics
@@ -157,13 +156,13 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     return parse_cli(parser, argv)
 
 
-def setup_run(args: argparse.Namespace, overrides: dict, check_new_folder: bool = True) -> tuple[RunConfig, Path]:
+def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SINGLE) -> tuple[RunConfig, Path]:
     """Resolve the config and the run folder; refuse to overwrite or to silently change a run.
 
     Nothing is written here.  For a new run, settings that default to "derive it" (lr decay
     horizon, checkpoint interval, autocast dtype) are resolved so ``config.json`` records what ran.
-    ``check_new_folder=False`` (ranks > 0 under torchrun) skips the "folder exists" check, which
-    rank 0 makes for all.
+    Under torchrun (``dist``) a new run needs ``--run-name``, and only rank 0 checks that the
+    folder does not exist yet (it may already have created it when a peer looks).
     """
     if args.resume:
         if not args.run_name:
@@ -203,7 +202,7 @@ def setup_run(args: argparse.Namespace, overrides: dict, check_new_folder: bool 
     name = args.run_name
     if name is not None:
         faults.check_run_name(name)
-    elif int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a time-stamped name could differ between ranks
+    elif dist.enabled:  # a time-stamped name could differ between ranks
         raise UserError("under torchrun give --run-name: every rank must name the same run folder")
     if not name:
         stem = Path(args.config).stem + "-" if args.config else ""
@@ -211,8 +210,7 @@ def setup_run(args: argparse.Namespace, overrides: dict, check_new_folder: bool 
         name = f"{stem}{arm}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(tc.out_dir) / name
     faults.check_paths(cfg, run_dir)
-    # Under torchrun only rank 0 checks: it may already have created the folder when a peer looks.
-    if check_new_folder and run_dir.exists():
+    if dist.is_main and run_dir.exists():
         raise UserError(
             f"run folder {run_dir} already exists: pick another --run-name, or add --resume to continue it"
         )
@@ -438,11 +436,10 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                 ddp.on_main(write, dist)  # a failed write (full disk) stops every rank, not just rank 0
 
             def save(path: Path, with_optimizer: bool) -> None:
-                # Every rank checks the (identical) weights, so all stop together on a NaN model.
-                faults.check_finite_weights(model, p.step, path)
                 # Every rank's RNG state goes in (a collective: all ranks call this); rank 0 writes.
                 torch_ranks = ddp.gather(torch.get_rng_state(), dist)
                 cuda_ranks = ddp.gather(torch.cuda.get_rng_state(device) if device.type == "cuda" else None, dist)
+                # write_checkpoint refuses a NaN model; on_main makes every rank stop with it.
                 ddp.on_main(lambda: faults.write_checkpoint(path, payload(torch_ranks, cuda_ranks, with_optimizer),
                                                             model, resume_cmd), dist)
 
@@ -598,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dist = ddp.from_env()
         args, overrides = parse_args(argv)
-        cfg, run_dir = setup_run(args, overrides, check_new_folder=dist.is_main)
+        cfg, run_dir = setup_run(args, overrides, dist)
         train(cfg, run_dir, resume=args.resume, dist=dist, init_from=args.init_from)
     except UserError as e:
         # Before the process group exists, every rank parses the same command line the same way.

@@ -27,7 +27,6 @@ from model.gpt import GPT
 
 FORMAT = "tinygpt-checkpoint-2"  # 2 adds the "sha256" content digest
 READABLE_FORMATS = ("tinygpt-checkpoint-1", FORMAT)  # format 1 files (no digest) still load
-TEMP_GLOB = ".*.pt.*.tmp"  # what an interrupted save_checkpoint leaves behind
 
 
 def payload_digest(payload: dict) -> str:
