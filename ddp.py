@@ -22,7 +22,9 @@ Division of labour (nanoGPT / nanochat conventions):
 from __future__ import annotations
 
 import datetime
+import json
 import os
+import time
 from dataclasses import dataclass
 
 import torch
@@ -107,6 +109,26 @@ def init(d: Dist, device_name: str) -> torch.device | None:
 def joined() -> bool:
     """True once this process is in a process group (torchrun with more than one rank)."""
     return dist.is_available() and dist.is_initialized()
+
+
+def tell_launcher(message: str) -> None:
+    """Hand ``message`` (the one ``error:`` line) to torchrun, so that its failure summary shows it.
+
+    torchrun gives every worker an error file (``$TORCHELASTIC_ERROR_FILE``) and prints the file's
+    ``message`` as the failed rank's "traceback" line; with none it prints a link to the
+    elastic docs instead.  The string form of the message is the one torchrun prints as it is
+    (``torch.distributed.elastic.multiprocessing.errors.ProcessFailure``).  torchrun still
+    prints its own ``ChildFailedError`` summary and exits 1 whenever a worker exits non-zero:
+    that cannot be changed from inside a worker.  Without torchrun this does nothing.
+    """
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"message": message, "timestamp": int(time.time())}, f)
+    except OSError:
+        pass  # the summary then shows torchrun's link instead: nothing is lost
 
 
 def shutdown() -> None:

@@ -609,8 +609,10 @@ def main(argv: list[str] | None = None) -> int:
                          "then run the same command again"), 1
     if error is not None and dist.is_main:
         print(f"error: {error}", file=sys.stderr, flush=True)
+        ddp.tell_launcher(f"error: {error}")
     elif error is not None and own:
         print(f"error: [rank {dist.rank}] {error}", file=sys.stderr, flush=True)
+        ddp.tell_launcher(f"error: [rank {dist.rank}] {error}")
     ddp.shutdown()  # after printing: a peer that exits first may get this process killed
     return status
 

@@ -129,7 +129,8 @@ def load_model_state(model: GPT, ckpt: dict, source: str = "checkpoint") -> None
     PyTorch would silently load an untied checkpoint into a tied model (both keys copy into
     the one shared tensor, the last one wins), so a ``tie_embeddings`` mismatch is an error.
     Afterwards a tied model's head still *is* its embedding.
-    Raises :class:`UserError` on a tie mismatch or on missing / unexpected / misshapen keys.
+    Raises :class:`UserError` on a tie mismatch, on a checkpoint labelled tied whose ``wte`` and
+    ``lm_head`` matrices differ, or on missing / unexpected / misshapen keys.
     """
     want = model.config.tie_embeddings
     have = ckpt.get("tie_embeddings")
@@ -138,6 +139,18 @@ def load_model_state(model: GPT, ckpt: dict, source: str = "checkpoint") -> None
             f"{source} has tie_embeddings={have} but the model has tie_embeddings={want}: "
             f"set --model.tie_embeddings={str(have).lower()} to match the checkpoint"
         )
+    state = ckpt.get("model")
+    if want and isinstance(state, dict):
+        # A tied state dict holds the one matrix under both names.  A file labelled tied whose two
+        # matrices differ (hand-made, or from another tool) would load with the head's silently
+        # winning, so it is refused: the label alone is not trusted.
+        wte, head = state.get("wte.weight"), state.get("lm_head.weight")
+        if isinstance(wte, torch.Tensor) and isinstance(head, torch.Tensor) and not (
+                wte.shape == head.shape and torch.equal(wte, head)):
+            raise UserError(
+                f"{source} says tie_embeddings=true but its wte.weight and lm_head.weight differ: "
+                "it is not a tied checkpoint; load it with --model.tie_embeddings=false after relabelling it untied"
+            )
     try:
         model.load_state_dict(ckpt["model"], strict=True)
     except (RuntimeError, KeyError) as e:

@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from errors import UserError
-from model.sampling import check_sampling, sample_next
+from model.sampling import check_sampling, row_generators, sample_next
 
 
 def doc_field(default, help: str):
@@ -326,10 +326,15 @@ class GPT(nn.Module):
         the prompt is prefilled in one :meth:`decode`, then each step runs one position.  Once
         the window slides, every token moves to another (absolute, learned) position, changing
         every cached key and value: each step then re-prefills the cropped window, so the tokens
-        are the uncached model's.  :func:`sample_next` picks them; a row that produced
+        are the uncached model's.  :func:`sample_next` picks them, with Gumbel noise keyed to token
+        ids, so the same ``generator`` seed gives the same tokens with and without the cache, and
+        row i gives the same tokens in any batch of more than i rows (up to logit rounding that
+        changes which tokens top-k / top-p keep or flips a near-tie).  A row that produced
         ``stop_token`` repeats it until every row has.  Raises :class:`UserError` for bad sampling arguments.
         """
         check_sampling(temperature, top_k, top_p, greedy)
+        # One noise stream per row: row i's tokens do not depend on the batch size (see row_generators).
+        rows = row_generators(generator, idx.size(0)) if generator is not None and not greedy else None
         block_size = self.config.block_size
         finished = torch.zeros(idx.size(0), dtype=torch.bool, device=idx.device)  # (B,)
         cache = KVCache(self.config)
@@ -342,7 +347,7 @@ class GPT(nn.Module):
                 logits = self.decode(idx[:, -block_size:], cache, head_t)
             else:
                 logits = self.decode(idx[:, -1:], cache, head_t)  # one new position
-            next_id = sample_next(logits.float(), temperature, top_k, top_p, greedy, generator)  # (B,)
+            next_id = sample_next(logits.float(), temperature, top_k, top_p, greedy, rows)  # (B,)
             if stop_token is not None:
                 next_id = next_id.masked_fill(finished, stop_token)
                 finished |= next_id == stop_token

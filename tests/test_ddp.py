@@ -104,6 +104,9 @@ def test_errors_under_torchrun_are_printed_once(tmp_path):
     assert proc.returncode != 0
     lines = [line for line in error_lines(proc.stderr) if line.startswith("error: ")]
     assert len(lines) == 1 and "n_head" in lines[0]
+    # torchrun's own failure summary names the same line as the root cause (ddp.tell_launcher),
+    # not a link to its docs; torchrun itself exits 1 whatever the worker's status (2 here).
+    assert f"traceback : {lines[0]}" in proc.stderr and "exitcode  : 2" in proc.stderr
     (tmp_path / "afile").write_text("not a folder")
     proc = torchrun(2, *tiny_args(tmp_path, corpus, f"--data.cache_dir={tmp_path / 'afile' / 'cache'}", "--run-name", "b2"))
     assert proc.returncode != 0

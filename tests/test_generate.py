@@ -47,6 +47,54 @@ def test_seeded_sampling_with_the_cache_equals_without_it():
     assert not torch.equal(a, c)  # the seed matters: the check above is not between constant outputs
 
 
+@pytest.mark.parametrize("kw", [{}, dict(temperature=0.7), dict(temperature=1.5), dict(top_k=5), dict(top_p=0.8),
+                                dict(top_k=40, top_p=0.95, temperature=1.2)],
+                         ids=["plain", "cold", "hot", "top-k", "top-p", "combined"])
+def test_every_sampling_mode_draws_the_same_tokens_with_and_without_the_cache(kw):
+    """Same seed => same tokens, cache or not, over 6 seeds and 40 tokens (the 16-token window slides 29 times)."""
+    model = tiny(tie=False)
+    idx = torch.randint(0, 97, (2, 5), generator=torch.Generator().manual_seed(9))
+    outs = set()
+    for seed in range(6):
+        a = model.generate(idx, 40, generator=torch.Generator().manual_seed(seed), **kw)
+        b = model.generate(idx, 40, generator=torch.Generator().manual_seed(seed), use_cache=False, **kw)
+        assert torch.equal(a, b), f"seed {seed} differs at {(a != b).nonzero()[0].tolist()}"
+        outs.add(tuple(a.flatten().tolist()))
+    assert len(outs) == 6  # the seeds matter: the check above is not between constant outputs
+
+
+def test_a_sample_does_not_depend_on_the_batch_it_is_drawn_in():
+    """Row i of a seeded batch is the same tokens in a batch of 1, 3 or 5 rows (one noise stream per row)."""
+    model = tiny()
+    prompt = torch.randint(0, 97, (1, 4), generator=torch.Generator().manual_seed(10))
+    out = {n: model.generate(prompt.expand(n, -1), 30, top_k=20, generator=torch.Generator().manual_seed(3))
+           for n in (1, 3, 5)}
+    assert torch.equal(out[1][0], out[3][0]) and torch.equal(out[3], out[5][:3])
+    assert not torch.equal(out[5][0], out[5][1])  # rows draw different noise
+
+
+@pytest.mark.parametrize("kw", [{}, dict(top_k=50), dict(top_p=0.99), dict(temperature=0.5, top_k=80, top_p=0.95)])
+def test_a_one_ulp_swap_of_near_tied_logits_does_not_change_the_draw(kw):
+    """Logits x and nextafter(x) on two tokens, then swapped: the sort order flips, the drawn tokens do not.
+
+    Both tokens are kept either way (they rank near the top), so only the order a sort puts
+    them in changes -- which, before issue 10, chose which noise each token got.
+    """
+    logits = torch.randn(4, 97, generator=torch.Generator().manual_seed(11))
+    a, b = 3, 60
+    x = logits.max(dim=-1).values + 0.5  # the two near-tied tokens lead every row
+    logits[:, a], logits[:, b] = x, torch.nextafter(x, torch.full_like(x, math.inf))
+    swapped = logits.clone()
+    swapped[:, a], swapped[:, b] = logits[:, b], logits[:, a]
+    picked = set()
+    for seed in range(200):
+        first = sample_next(logits, generator=torch.Generator().manual_seed(seed), **kw)
+        second = sample_next(swapped, generator=torch.Generator().manual_seed(seed), **kw)
+        assert torch.equal(first, second), f"seed {seed}: {first.tolist()} vs {second.tolist()}"
+        picked |= set(first.tolist())
+    assert {a, b} <= picked  # both near-tied tokens do get drawn
+
+
 def test_cached_logits_match_the_full_forward():
     """Prefill, one token at a time, and a chunk after cached positions: each equals the uncached logits."""
     model = tiny()

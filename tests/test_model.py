@@ -220,6 +220,21 @@ def test_tied_checkpoint_into_untied_model_is_an_error(tmp_path):
         load_model_state(tiny(False), load_checkpoint(tmp_path / "tied.pt"))
 
 
+def test_checkpoint_labelled_tied_with_two_different_matrices_is_an_error(tmp_path):
+    """A file that says tied but holds two different matrices (hand-made, another tool) is refused,
+    naming the file; otherwise the head's matrix would silently win.  The label is not trusted."""
+    untied = tiny(False)
+    save_checkpoint(tmp_path / "liar.pt", {"model": untied.state_dict(), "tie_embeddings": True, "step": 0})
+    with pytest.raises(UserError, match=r"liar\.pt says tie_embeddings=true but its wte.weight and lm_head.weight differ"):
+        load_model_state(tiny(True), load_checkpoint(tmp_path / "liar.pt"), source=str(tmp_path / "liar.pt"))
+    state = untied.state_dict()
+    state["lm_head.weight"] = state["wte.weight"].clone()  # equal values, two tensors: a faithful tied export
+    save_checkpoint(tmp_path / "copy.pt", {"model": state, "tie_embeddings": True, "step": 0})
+    fresh = tiny(True)
+    load_model_state(fresh, load_checkpoint(tmp_path / "copy.pt"))
+    assert fresh.lm_head.weight is fresh.wte.weight and torch.equal(fresh.wte.weight, state["wte.weight"])
+
+
 def test_checkpoint_of_another_shape_is_an_error(tmp_path):
     """A checkpoint of another model shape gives a UserError, not a traceback."""
     _save(tiny(True), tmp_path / "c.pt")
