@@ -25,6 +25,19 @@ from errors import UserError
 from model.gpt import GPTConfig, doc_field
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` keeps the description's line breaks and shows every option's default.
+
+    An option whose default is None or a flag's False shows none (there is nothing to show);
+    its help text says what leaving it out means.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default in (None, False) or "(default" in (action.help or ""):
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse`` that reports bad flags as a one-line :class:`UserError` instead of exiting.
 
@@ -32,6 +45,7 @@ class ArgumentParser(argparse.ArgumentParser):
     """
 
     def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message: str):
@@ -248,17 +262,22 @@ def _parse_cli_value(text: str, typ) -> object:
     return text
 
 
-def add_override_arguments(parser: argparse.ArgumentParser) -> None:
+def add_override_arguments(parser: argparse.ArgumentParser, exclude: typing.Iterable[str] = ()) -> None:
     """Add one ``--section.key`` option per config field, with the field's help text.
 
-    Defaults are ``argparse.SUPPRESS`` so only the options actually given show up; their
-    values stay strings here and are typed by :func:`parse_overrides`.
+    ``exclude`` names sections (``"wandb"``) or keys (``"model.tie_embeddings"``) a command does
+    not offer because they do nothing there.  Defaults are ``argparse.SUPPRESS`` so only the
+    options actually given show up; their values stay strings here and are typed by
+    :func:`parse_overrides`.
     """
+    exclude = set(exclude)
     for section, cls_ in SECTIONS.items():
+        if section in exclude:
+            continue
         group = parser.add_argument_group(f"[{section}] overrides")
         for f in dataclasses.fields(cls_):
             key = f"{section}.{f.name}"
-            if key in DERIVED:
+            if key in DERIVED or key in exclude:
                 continue
             default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
             group.add_argument(
@@ -334,17 +353,23 @@ def parse_config(toml_path: str | Path | None, overrides: dict) -> RunConfig:
 
 
 
-def parse_cli(parser: argparse.ArgumentParser, argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
+def parse_cli(parser: argparse.ArgumentParser, argv: list[str] | None,
+              exclude: typing.Iterable[str] = ()) -> tuple[argparse.Namespace, dict]:
     """Add the ``--section.key`` options to ``parser``, parse ``argv`` and type the overrides.
 
-    An unknown option is a :class:`UserError` naming the valid keys of its section.
-    Returns ``(namespace, overrides)`` where ``overrides`` is a nested dict for :func:`parse_config`.
+    ``exclude`` as in :func:`add_override_arguments`: such an option is refused as unknown,
+    saying it does not apply to this command.  An unknown option is a :class:`UserError`
+    naming the valid keys of its section.  Returns ``(namespace, overrides)`` where
+    ``overrides`` is a nested dict for :func:`parse_config`.
     """
-    add_override_arguments(parser)
+    exclude = set(exclude)
+    add_override_arguments(parser, exclude)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         bad = unknown[0].split("=")[0]
         section = bad.lstrip("-").split(".")[0]
+        if section in exclude or bad.lstrip("-") in exclude:
+            raise UserError(f"{bad} does not apply to {parser.prog}: drop it")
         if section in SECTIONS:
             raise UserError(f"unknown option {bad}: valid [{section}] keys are {', '.join(settable_keys(section))}")
         raise UserError(
