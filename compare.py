@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 import report
+import report_markdown
 from config import ArgumentParser, RunConfig, overrides_to_argv, parse_cli, parse_config
 from data.loader import TokenData
 from data.prepare import prepare_from_config
@@ -37,6 +38,9 @@ from runs import read_json, write_json
 from train import RESUME_OVERRIDABLE
 
 REPO_ROOT = Path(__file__).resolve().parent
+# Config keys compare.py sets for each run itself (the arm, the seed from --seeds): not offered as
+# --section.key options, and refused if given.
+SET_PER_RUN = ("model.tie_embeddings", "train.seed")
 
 
 def count_params(cfg: GPTConfig) -> int:
@@ -189,30 +193,38 @@ def run_experiment(args: argparse.Namespace, overrides: dict) -> tuple[list[Path
     return paths, out_dir
 
 
-def write_report(paths: list[Path], out_dir: Path, prompts: list[str], title: str) -> Path:
-    """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures) and return it."""
+def write_report(paths: list[Path], out_dir: Path, prompts: list[str], title: str) -> tuple[Path, bool]:
+    """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures).
+
+    Returns ``(report path, meaningful)``: ``meaningful`` is False when the report opens with
+    :func:`report_markdown.baseline_warning` (a run did not beat the unigram baseline).
+    """
     exp = report.check_experiment(report.load_runs(paths))
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = report.plot_curves(exp, out_dir)
     texts = report.samples(exp, prompts) if prompts else {}
-    md = report.render_markdown(exp, figures, texts, title)
+    md = report_markdown.render_markdown(exp, figures, texts, title)
     path = out_dir / "report.md"
     path.write_text(md)
-    return path
+    return path, report_markdown.baseline_warning(exp) is None
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     """Parse the command line; ``--section.key`` overrides are passed on to every train.py run."""
-    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(prog="compare.py", description=__doc__)
     p.add_argument("runs", nargs="*", type=Path, help="Existing run folders to report on (no training).")
-    p.add_argument("--config", help="TOML config both arms train with, e.g. configs/shakespeare.toml.")
-    p.add_argument("--seeds", type=int, default=3, help="Seeds per arm (paired across arms); >= 2 for a confidence interval.")
+    p.add_argument("--config", help="TOML config both arms train with, e.g. configs/shakespeare.toml "
+                                    "(default: none, the built-in defaults).")
+    p.add_argument("--seeds", type=int, default=3,
+                   help="Seeds per arm, paired across arms: run i trains with the config's train.seed + i; "
+                        ">= 2 for a confidence interval.")
     p.add_argument("--equal-params", nargs="?", const="width", choices=("width", "depth"),
-                   help="Grow the tied arm (by n_embd, or n_layer with 'depth') to the untied arm's parameter count.")
+                   help="Grow the tied arm (by n_embd, or n_layer with 'depth') to the untied arm's parameter count "
+                        "(default: off, both arms the same size).")
     p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied).")
     p.add_argument("--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent).")
     p.add_argument("--prompt", action="append", help="Prompt for the side-by-side samples (repeatable; default: a newline and 'ROMEO:').")
-    args, overrides = parse_cli(p, argv)
+    args, overrides = parse_cli(p, argv, exclude=SET_PER_RUN)
     if args.runs and (args.config or args.equal_params or overrides or args.name):
         raise UserError("give either run folders to report on, or --config/--name/overrides to train: not both")
     if not args.runs and args.report_dir:
@@ -221,10 +233,6 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
         raise UserError("an empty --prompt: give some text (e.g. --prompt 'ROMEO:')")
     if args.seeds < 1:
         raise UserError(f"--seeds must be >= 1, got {args.seeds}")
-    for key in ("model.tie_embeddings", "train.seed"):
-        section, name = key.split(".")
-        if name in overrides.get(section, {}):
-            raise UserError(f"--{key} is set by compare.py for each run: drop it (use --seeds, --name)")
     return args, overrides
 
 
@@ -235,10 +243,10 @@ def main(argv: list[str] | None = None) -> int:
         prompts = args.prompt if args.prompt is not None else ["\n", "ROMEO:"]
         if args.runs:
             out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
-            path = write_report(args.runs, out_dir, prompts, f"Tied vs untied: {out_dir.name}")
+            path, meaningful = write_report(args.runs, out_dir, prompts, f"Tied vs untied: {out_dir.name}")
         else:
             paths, out_dir = run_experiment(args, overrides)
-            path = write_report(paths, out_dir, prompts, f"Tied vs untied: {out_dir.name}")
+            path, meaningful = write_report(paths, out_dir, prompts, f"Tied vs untied: {out_dir.name}")
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -247,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_status
     print(path.read_text())
     print(f"[compare] report: {path}")
+    if not meaningful:
+        print("[compare] warning: a run did not beat the unigram baseline, so the comparison is not meaningful "
+              "(see the top of the report): train longer or check the config", file=sys.stderr)
     return 0
 
 

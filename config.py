@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import tomllib
 import typing
@@ -169,6 +170,31 @@ class WandbConfig:
 SECTIONS: dict[str, type] = {"model": GPTConfig, "data": DataConfig, "train": TrainConfig, "wandb": WandbConfig}
 # Keys a user may not set: derived from something else and filled in by train.py.
 DERIVED = {"model.vocab_size": "it is set by the tokenizer (choose --data.tokenizer instead)"}
+
+
+# Settings whose default means "derive it"; a new run records the derived value (train.setup_run).
+RESOLVED_AT_START = ("train.lr_decay_iters", "train.checkpoint_interval", "train.dtype")
+
+
+def describe_config(cfg: "RunConfig") -> str:
+    """A short readable block: the settings that differ from the defaults, one ``key = value`` per line.
+
+    Values are written as TOML writes them (``true``, ``"iambic"``, ``0.002``), so a line can be
+    pasted into a config file.  ``model.vocab_size`` (set by the tokenizer) is left out, and the
+    settings derived at the start of a run go on one ``resolved:`` line.
+    """
+    default, have = RunConfig().to_dict(), cfg.to_dict()
+    changed, resolved = [], []
+    for section, values in have.items():
+        for key, value in values.items():
+            full = f"{section}.{key}"
+            if full in DERIVED or value == default[section][key]:
+                continue
+            (resolved if full in RESOLVED_AT_START else changed).append(f"{full} = {json.dumps(value)}")
+    lines = [f"  {line}" for line in changed] or ["  (all defaults)"]
+    if resolved:
+        lines.append(f"  resolved: {', '.join(resolved)}")
+    return "\n".join(lines)
 
 
 @dataclass

@@ -4,15 +4,16 @@ Everything here works from the run folders alone (``config.json``, ``metrics.jso
 ``summary.json``, ``ckpt_best.pt``): no network, no wandb account.  ``compare.py`` is the
 command line; this module is the library it calls::
 
-    from report import load_runs, check_experiment, paired_difference, write_report
+    from report import load_runs, check_experiment, paired_difference, plot_curves
     runs = load_runs([Path("runs/exp/tied-s0"), Path("runs/exp/untied-s0"), ...])
     exp = check_experiment(runs)           # raises UserError if the runs are not a fair pair set
-    write_report(exp, Path("runs/exp"))    # report.md + PNG figures
+    plot_curves(exp, Path("runs/exp"))     # PNG figures
+
+``report_markdown.render_markdown(exp, ...)`` words the result as Markdown.
 """
 
 from __future__ import annotations
 
-import html
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -51,7 +52,19 @@ class Run:
 
     @property
     def best_val_loss(self) -> float:
+        """The lowest val loss of any eval (nats/token)."""
         return min(r["val_loss"] for r in self.evals)
+
+    @property
+    def unigram_val_loss(self) -> float | None:
+        """The val loss of the unigram baseline (token frequencies alone; summary.json), or None if not recorded."""
+        value = self.summary.get("unigram_val_loss")
+        return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+    @property
+    def learned(self) -> bool:
+        """False when the final val loss has not beaten the unigram baseline (True if there is none to beat)."""
+        return self.unigram_val_loss is None or self.final["val_loss"] < self.unigram_val_loss
 
 
 @dataclass
@@ -219,8 +232,20 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
+def median_range(values: list[float]) -> tuple[float, float, float] | None:
+    """``(median, min, max)`` of the finite ``values``, or None if there are none.
+
+    For timings (tokens/s, seconds), measured under whatever load the machine had: one busy
+    moment makes a mean and standard deviation say little, the median and the range do not.
+    """
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    return (statistics.median(finite), min(finite), max(finite)) if finite else None
+
+
 def arm_table(exp: Experiment) -> list[dict]:
-    """One row per arm with the report's per-arm figures (means and stds over seeds)."""
+    """One row per arm with the report's per-arm figures: losses as (mean, std) over seeds,
+    timings (tokens/s, wall seconds) as :func:`median_range`, the unigram baseline's mean or None.
+    """
     rows = []
     for arm in ARMS:
         members = exp.runs[arm]
@@ -229,6 +254,7 @@ def arm_table(exp: Experiment) -> list[dict]:
         gap = [r.final["val_loss"] - r.final["train_loss"] for r in members]
         s0 = members[0].summary
         ckpt = members[0].path / "ckpt_best.pt"
+        baselines = [r.unigram_val_loss for r in members if r.unigram_val_loss is not None]
         rows.append({
             "arm": arm,
             "parameters": s0["parameters"],
@@ -237,7 +263,9 @@ def arm_table(exp: Experiment) -> list[dict]:
             "best_val_loss": mean_std(best),
             "best_val_ppl": math.exp(mean_std(best)[0]),
             "train_val_gap": mean_std(gap),
-            "tokens_per_s": mean_std([r.summary["tokens_per_s_median"] for r in members]),
+            "unigram_val_loss": statistics.fmean(baselines) if baselines else None,
+            "tokens_per_s": median_range([r.summary["tokens_per_s_median"] for r in members]),
+            "wall_time_s": median_range([r.summary.get("elapsed_s") for r in members]),
             "peak_memory_mib": mean_std([r.summary.get("peak_memory_mib", float("nan")) for r in members]),
             "checkpoint_mib": ckpt.stat().st_size / 2**20 if ckpt.is_file() else float("nan"),
             # Skipped (non-finite) steps are updates an arm did not get: a fairness caveat when non-zero.
@@ -308,87 +336,3 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
                                          temperature=0.8, top_k=50, generator=gen))
             out.setdefault(prompt, {})[arm] = text
     return out
-
-
-def _cell(text: str) -> str:
-    """Sample text as one Markdown table cell: HTML-escaped, pipes and newlines made inert."""
-    return html.escape(text, quote=False).replace("|", "&#124;").replace("\n", "<br>")
-
-
-def _pm(ms: tuple[float, float], digits: int = 4) -> str:
-    mean, std = ms
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def policy(config: dict) -> dict:
-    """Plain-words weight-decay and init policy of a run config (both arms share it)."""
-    tc = config["train"]
-    emb = ("decayed (nanoGPT's policy)" if tc.get("embedding_weight_decay", True)
-           else "not decayed (minGPT's policy)")
-    return {
-        "weight_decay": f"AdamW weight_decay={tc['weight_decay']} on weights with dim >= 2; the embedding matrices "
-                        f"(wte, wpe, and lm_head whether tied or not) are {emb}; biases and LayerNorm gains never decay",
-        "init": "GPT-2's: Linear and Embedding weights ~ N(0, 0.02), residual projections ~ N(0, 0.02/sqrt(2 n_layer)); "
-                "untied, embedding and head are independent draws; tied, one draw",
-    }
-
-
-def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, title: str) -> str:
-    """The report as Markdown: setup and differences, per-arm table, paired test, figures, samples."""
-    rows = arm_table(exp)
-    tied, untied = exp.runs["tied"], exp.runs["untied"]
-    final = paired_difference([r.final["val_loss"] for r in tied], [r.final["val_loss"] for r in untied], "final val loss")
-    best = paired_difference([r.best_val_loss for r in tied], [r.best_val_loss for r in untied], "best val loss")
-    cfg = tied[0].config
-    pol = policy(cfg)
-    lines = [f"# {title}", ""]
-    lines += [f"**Verdict:** {final.verdict}.", ""]
-    lines += ["## Setup", ""]
-    lines += [
-        f"- Corpus `{cfg['data']['source']}`, tokenizer `{cfg['data']['tokenizer']}` "
-        f"(vocab_size {cfg['model']['vocab_size']:,}); {cfg['train']['max_iters']} steps of "
-        f"{cfg['train']['batch_size'] * cfg['train']['grad_accum_steps'] * cfg['model']['block_size']:,} tokens.",
-        f"- Seeds {exp.seeds}: each seed's two runs share the data order, the eval batches, "
-        + ("" if set(exp.differences) & SIZE_KEYS else "the initial transformer body, ")
-        + "the token budget, the schedule and the optimizer settings.",
-        f"- Weight-decay policy (both arms): {pol['weight_decay']}.",
-        f"- Init policy (both arms): {pol['init']}.",
-        "- Every config difference between the arms:",
-    ]
-    for key, (a, b) in exp.differences.items():
-        lines.append(f"  - `{key}`: tied `{a}`, untied `{b}`")
-    for key, (a, b) in exp.bookkeeping.items():
-        lines.append(f"  - `{key}`: tied `{a}`, untied `{b}` (bookkeeping: no effect on the maths)")
-    lines += ["", "## Results (mean ± std over seeds)", ""]
-    header = ["", *(r["arm"] for r in rows)]
-    table = [
-        ("parameters", [f"{r['parameters']:,}" for r in rows]),
-        ("non-embedding parameters", [f"{r['non_embedding_parameters']:,}" for r in rows]),
-        ("final val loss", [_pm(r["final_val_loss"]) for r in rows]),
-        ("best val loss", [_pm(r["best_val_loss"]) for r in rows]),
-        ("best val perplexity", [f"{r['best_val_ppl']:.1f}" for r in rows]),
-        ("train–val gap (final val − train loss)", [_pm(r["train_val_gap"]) for r in rows]),
-        ("tokens/s (median per run)", [_pm(r["tokens_per_s"], 0) for r in rows]),
-        ("peak memory (MiB)", [_pm(r["peak_memory_mib"], 0) for r in rows]),
-        ("ckpt_best.pt size (MiB)", [f"{r['checkpoint_mib']:.1f}" for r in rows]),
-        ("non-finite steps skipped (all seeds)", [f"{r['skipped_steps']}" for r in rows]),
-    ]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += [f"| {name} | " + " | ".join(values) + " |" for name, values in table]
-    lines += ["", "## Untied − tied, paired by seed", ""]
-    lines += ["| metric | per seed | mean | 95% CI |", "|---|---|---|---|"]
-    for name, d in (("final val loss", final), ("best val loss", best)):
-        ci = f"[{d.low:+.4f}, {d.high:+.4f}]" if d.low is not None else "n/a (one seed, or zero variance)"
-        lines.append(f"| {name} | {', '.join(f'{x:+.4f}' for x in d.diffs)} | {d.mean:+.4f} | {ci} |")
-    lines += ["", f"Best val loss: {best.verdict}.", "",
-              "The interval is the paired t interval (`scipy.stats.ttest_rel`, n − 1 degrees of freedom).", ""]
-    lines += ["## Curves", ""] + [f"![{f}]({f})" for f in figures] + [""]
-    if sample_texts:
-        lines += ["## Samples (first seed, ckpt_best.pt, top-k 50, temperature 0.8, same seed)", ""]
-        for prompt, by_arm in sample_texts.items():
-            lines += [f"Prompt <code>{html.escape(repr(prompt), quote=False)}</code>:", "", "| tied | untied |", "|---|---|"]
-            cells = [_cell(by_arm.get(arm, "")) for arm in ARMS]
-            lines += [f"| {cells[0]} | {cells[1]} |", ""]
-    lines += ["## Runs", ""] + [f"- `{r.path}` (seed {r.seed}, {'tied' if r.tied else 'untied'})"
-                                for arm in ARMS for r in exp.runs[arm]]
-    return "\n".join(lines) + "\n"

@@ -297,3 +297,37 @@ def make_logger(cfg: RunConfig, run_dir: Path, run_name: str, resume: bool):
             f"wandb could not start in {cfg.wandb.mode} mode ({first}): run `wandb login`, "
             "or use --wandb.mode=offline or --wandb.mode=disabled"
         ) from None
+
+
+def write_loss_plot(run_dir: Path, unigram_val_loss: float | None = None) -> Path:
+    """Draw ``loss.png`` in ``run_dir`` from its ``metrics.jsonl``: train and val loss (nats/token) vs step.
+
+    Train loss is the logged window means, val loss the evaluations; the unigram baseline
+    (train token frequencies, no context) is a dashed line when given.  Written atomically,
+    so a reader never sees half a file.  Returns the path.
+    """
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: write files only
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    train = [(r["step"], r["train_loss"]) for r in rows if r["kind"] == "train"]
+    evals = [(r["step"], r["val_loss"]) for r in rows if r["kind"] == "eval"]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    if train:
+        ax.plot(*zip(*train), color="tab:blue", alpha=0.6, label="train loss (window mean)")
+    if evals:
+        ax.plot(*zip(*evals), "o-", color="tab:orange", markersize=3, label="val loss")
+    if unigram_val_loss is not None and math.isfinite(unigram_val_loss):
+        ax.axhline(unigram_val_loss, color="gray", linestyle="--", label=f"unigram baseline ({unigram_val_loss:.3f})")
+    ax.set(xlabel="step", ylabel="loss (nats/token)", title=f"{run_dir.name}")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    atomic_write_bytes(run_dir / "loss.png", buf.getvalue())
+    return run_dir / "loss.png"

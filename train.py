@@ -39,7 +39,7 @@ from tqdm import tqdm
 import ddp
 import faults
 import runs
-from config import ArgumentParser, RunConfig, TrainConfig, parse_cli, parse_config
+from config import ArgumentParser, RunConfig, TrainConfig, describe_config, parse_cli, parse_config
 from data.loader import TokenData
 from data.prepare import prepare_from_config
 from data.tokenizers import load_tokenizer, save_tokenizer
@@ -51,7 +51,7 @@ from sample import generate_text
 
 # What may change when a run is resumed: bookkeeping and length, never the maths of a step.
 RESUME_OVERRIDABLE = {
-    "train.max_iters", "train.eval_interval", "train.log_interval", "train.checkpoint_interval",
+    "train.max_iters", "train.lr_decay_iters", "train.eval_interval", "train.log_interval", "train.checkpoint_interval",
     "train.device", "train.compile", "train.sample_tokens", "train.sample_prompt", "train.max_skipped_steps",
     "wandb.mode", "data.num_proc", "data.streaming",  # how the data is read, not which data
 }
@@ -72,6 +72,42 @@ def get_lr(step: int, cfg: TrainConfig) -> float:
     progress = (step - cfg.warmup_iters) / max(1, decay_iters - cfg.warmup_iters)
     coeff = 0.5 * (1.0 + math.cos(math.pi * progress))  # 1 -> 0
     return cfg.min_lr + coeff * (cfg.learning_rate - cfg.min_lr)
+
+
+def schedule_note(cfg: TrainConfig) -> str | None:
+    """One line when ``max_iters`` and the cosine horizon ``lr_decay_iters`` disagree (after a resume
+    that shortens or extends a run), saying what the learning rate will do and how to change it.
+
+    Returns None when they agree.
+    """
+    steps, horizon = cfg.max_iters, cfg.lr_decay_iters or cfg.max_iters
+    if steps > horizon:
+        return (f"note: the cosine learning-rate schedule ends at step {horizon} (train.lr_decay_iters), so steps "
+                f"{horizon}..{steps} train at min_lr={cfg.min_lr:g}; to decay over the whole run instead, "
+                f"add --train.lr_decay_iters={steps}")
+    if steps < horizon:
+        return (f"note: the run stops at step {steps} but its cosine decays until step {horizon} "
+                f"(train.lr_decay_iters), so the last learning rate is {get_lr(steps - 1, cfg):.3g}, not "
+                f"min_lr={cfg.min_lr:g}; to finish the decay at step {steps}, add --train.lr_decay_iters={steps}")
+    return None
+
+
+def next_steps(run_dir: Path, summary: dict, cfg: RunConfig, world_size: int) -> str:
+    """The end of a run's output: where its files are and the commands that use them."""
+    prompt = cfg.train.sample_prompt
+    # sample.py's default prompt is a newline; a multi-line prompt would not paste as one command line.
+    prompt_flag = f" --prompt {shlex.quote(prompt)}" if prompt.strip() and "\n" not in prompt else ""
+    more = 2 * cfg.train.max_iters
+    resume = faults.resume_command(run_dir, world_size)
+    return "\n".join([
+        f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json, loss.png)",
+        f"best model:  {run_dir / 'ckpt_best.pt'}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
+        "next:",
+        f"  python sample.py --run {shlex.quote(str(run_dir))}{prompt_flag} --top-k 50   # generate",
+        f"  {resume} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)",
+        "  python list_runs.py" + ("" if run_dir.parent == Path(TrainConfig.out_dir) else
+                                   f" --out-dir {shlex.quote(str(run_dir.parent))}") + "   # every run side by side",
+    ])
 
 
 class StepResult(NamedTuple):
@@ -187,6 +223,11 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
                     )
                 setattr(getattr(cfg, section), key, value)
         cfg = RunConfig.from_dict(cfg.to_dict(), "resumed config")  # re-validate after the overrides
+        train_keys = overrides.get("train", {})
+        if dist.is_main and ("max_iters" in train_keys or "lr_decay_iters" in train_keys):
+            note = schedule_note(cfg.train)
+            if note:
+                print(note, file=sys.stderr, flush=True)
         cfg.train.out_dir = str(out_dir)  # the folder it lives in now, even if it was moved
         faults.check_paths(cfg, run_dir)
         return cfg, run_dir
@@ -399,7 +440,9 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                                 {**runs.environment(device), "world_size": dist.world_size})
 
             ddp.on_main(write_run_records, dist)
-            say(f"run folder: {run_dir}{f' (resumed at step {p.step})' if resume else ''}\nconfig: {cfg.to_dict()}", flush=True)
+            say(f"run folder: {run_dir}{f' (resumed at step {p.step})' if resume else ''}\n"
+                f"config, where it differs from the defaults (all of it: {run_dir / 'config.json'}):\n"
+                f"{describe_config(cfg)}", flush=True)
             if init_record:
                 say(f"weights from GPT-2: {init_record['source']} (recorded in init_from.json)", flush=True)
             # From here a SIGINT / SIGTERM / SIGHUP only raises a flag, checked between steps (on all ranks at once).
@@ -475,6 +518,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                 }
                 log(row)
                 if main:
+                    runs.write_loss_plot(run_dir, unigram)  # the run's own curve, up to date after every eval
                     tqdm.write(f"step {p.step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
                                f"val ppl {row['val_ppl']:.1f}")
                 if losses["val"] < p.best_val:  # the same on every rank: the losses are all-reduced
@@ -553,6 +597,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                 train_rows = [r for r in runs.read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
                 summary["tokens_per_s_median"] = statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None
                 runs.write_json(run_dir / "summary.json", summary)
+                runs.write_loss_plot(run_dir, unigram)
 
             ddp.on_main(write_summary, dist)
             if ddp.any_rank(stop.received is not None, dist, device):  # it came during the last step
@@ -580,6 +625,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                                    temperature=0.8, top_k=50, generator=gen):
             print(piece, end="", flush=True)
         print("\n---")
+    say(next_steps(run_dir, summary, cfg, dist.world_size), flush=True)
     return summary
 
 

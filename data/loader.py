@@ -171,10 +171,11 @@ class TokenData:
                 lengths = self._lengths[split]
                 where = (f"{int(lengths[0])} tokens" if len(lengths) == 1 else
                          f"{int(lengths.sum())} tokens, longest shard {int(lengths.max())}")
-                raise UserError(
-                    f"block_size {block_size} is too large for the {split} split ({where}): "
-                    "lower --model.block_size or raise --data.val_fraction"
-                )
+                # Each hint must grow the split that is too short: val_fraction moves text between them.
+                fix = ("raise --data.val_fraction (a bigger val split)" if split == "val" else
+                       "lower --data.val_fraction (a bigger train split) or use a bigger corpus")
+                raise UserError(f"block_size {block_size} is too large for the {split} split ({where}): "
+                                f"lower --model.block_size or {fix}")
 
     def batch_at(self, split: str, offsets: torch.Tensor, block_size: int,
                  device="cpu") -> tuple[torch.Tensor, torch.Tensor]:

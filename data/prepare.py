@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from config import ArgumentParser, DataConfig, parse_config
+from config import ArgumentParser, DataConfig, parse_cli, parse_config
 from data.shards import ResumeMismatch, ShardWriter, token_dtype
 from data.sources import DatasetSource, char_vocabulary_text, resolve_source, slug  # noqa: F401 (slug: public)
 from data.tokenizers import (
@@ -461,29 +461,38 @@ def prepare_data(source: str, tokenizer: str, cache_dir: Path, val_fraction: flo
     return _prepare(cfg, force)[0]
 
 
-def _add_data_options(ap: argparse.ArgumentParser) -> None:
-    """One ``--option-name`` per DataConfig field (its help text; only given options override)."""
+def _add_short_data_options(ap: argparse.ArgumentParser) -> None:
+    """The older ``--option-name`` spelling of each DataConfig field, kept working but not listed in --help."""
     hints = typing.get_type_hints(DataConfig)
     for f in dataclasses.fields(DataConfig):
         flag, typ = "--" + f.name.replace("_", "-"), hints[f.name]
-        kwargs = {"dest": f.name, "default": argparse.SUPPRESS,
-                  "help": f"{f.metadata.get('help', '')} (default: {f.default!r})".replace("%", "%%")}
+        kwargs = {"dest": f"short_{f.name}", "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
         if typ is bool:
             ap.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
         else:
-            ap.add_argument(flag, type=typ, metavar=f.name.upper(), **kwargs)
+            ap.add_argument(flag, type=typ, **kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point; returns the exit status (2 on a UserError)."""
+    """CLI entry point; returns the exit status (2 on a UserError).
+
+    Options are spelled as for ``train.py`` and ``compare.py`` (``--data.source=...``), so flags
+    copy between the commands; the older ``--source``-style spelling still works.
+    """
     ap = ArgumentParser(prog="python -m data.prepare", description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", help="a TOML recipe (configs/*.toml): its [data] section, overridden by the options below")
-    _add_data_options(ap)
     ap.add_argument("--force", action="store_true", help="rebuild from scratch even if a matching folder exists")
+    _add_short_data_options(ap)
     try:
-        args = ap.parse_args(argv)
-        options = {k: v for k, v in vars(args).items() if k not in ("config", "force")}
-        cfg = parse_config(args.config, {"data": options} if options else {}).data
+        args, overrides = parse_cli(ap, argv, exclude=("model", "train", "wandb"))
+        data = overrides.setdefault("data", {})
+        for key, value in vars(args).items():
+            if key.startswith("short_"):
+                name = key.removeprefix("short_")
+                if name in data and data[name] != value:
+                    raise UserError(f"--data.{name} and --{name.replace('_', '-')} disagree: give one of them")
+                data[name] = value
+        cfg = parse_config(args.config, overrides).data
         folder, rebuilt = _prepare(cfg, args.force)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)

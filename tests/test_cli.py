@@ -8,6 +8,7 @@ Shakespeare corpus with the default gpt2 tokenizer, exactly through ``python tra
 """
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,9 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return proc
 
 
+OUTPUT: dict[str, str] = {}  # what train.py printed for each arm of the `trained` fixture
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """A tied and an untied debug run, side by side, trained through the CLI."""
@@ -37,7 +41,39 @@ def trained(tmp_path_factory) -> Path:
         proc = run("train.py", "--config", "configs/debug.toml", f"--model.tie_embeddings={arm}",
                    "--run-name", name, f"--train.out_dir={root / 'runs'}", f"--data.cache_dir={root / 'cache'}")
         assert "--- sample" in proc.stdout  # the run ends by printing a sample
+        OUTPUT[name] = proc.stdout
     return root / "runs"
+
+
+def test_a_run_ends_with_its_folder_and_the_next_commands_which_work(trained):
+    """The last lines name the run folder and best checkpoint, and give commands that run as printed."""
+    out = OUTPUT["untied"]
+    tail = out[out.rindex("\n---\n"):]  # after the sample
+    assert f"run folder:  {trained / 'untied'}" in tail and f"{trained / 'untied' / 'ckpt_best.pt'}" in tail
+    (sample_cmd,) = [line.split("#")[0].strip() for line in tail.splitlines() if "sample.py" in line]
+    proc = subprocess.run(shlex.split(sample_cmd.replace("python ", f"{sys.executable} ", 1)) + ["--max-new-tokens", "5"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
+    (resume_cmd,) = [line.split("#")[0].strip() for line in tail.splitlines() if "--resume" in line]
+    assert "--run-name untied --resume" in resume_cmd and "--train.max_iters=40" in resume_cmd
+    assert "list_runs.py" in tail
+
+
+def test_the_config_is_printed_as_the_settings_that_differ_from_the_defaults(trained):
+    """Not a 1,000-character dict: `key = value` lines for what differs, and the path of config.json."""
+    out = OUTPUT["untied"]
+    assert "{'model'" not in out and f"{trained / 'untied' / 'config.json'}" in out
+    block = out[out.index("config, where it differs"):out.index("unigram baseline")]
+    assert "  model.tie_embeddings = false\n" in block and "  train.max_iters = 20\n" in block
+    assert "model.n_embd = 128" not in block  # defaults are not repeated (debug sets n_embd = 32)
+    assert "  model.n_embd = 32\n" in block and "model.vocab_size" not in block
+
+
+def test_a_run_draws_its_own_loss_curve(trained):
+    """loss.png: a real PNG in every run folder, drawn from metrics.jsonl."""
+    for name in ("tied", "untied"):
+        png = (trained / name / "loss.png").read_bytes()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 5000
 
 
 def test_train_cli_writes_both_arms(trained):

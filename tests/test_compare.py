@@ -8,15 +8,20 @@ report's statistics and refusals with known answers; one tiny real experiment ru
 import json
 import math
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import compare
 import report
+import report_markdown
 import train
-from config import RunConfig, parse_config
+from config import parse_config
 from errors import UserError
+from fake_runs import UNIGRAM, fake_experiment, fake_run
 from model.gpt import GPT, GPTConfig
 
 # ----------------------------------------------------------------------------- sizing
@@ -161,34 +166,12 @@ def test_paired_difference_untied_better_and_single_seed():
 # ----------------------------------------------------------------------------- refusals
 
 
-def fake_run(root, name, tied, seed, finals, **changes):
-    """A finished run folder written by hand: 3 evals ending at `finals`, default config otherwise."""
-    path = root / name
-    path.mkdir(parents=True)
-    cfg = RunConfig().to_dict()
-    cfg["model"]["tie_embeddings"] = tied
-    cfg["train"]["seed"] = seed
-    cfg["train"]["max_iters"] = 20
-    for key, value in changes.items():
-        section, k = key.split("__")
-        cfg[section][k] = value
-    (path / "config.json").write_text(json.dumps(cfg))
-    rows = [{"kind": "eval", "step": s, "tokens": s * 100, "train_loss": v - 0.1, "val_loss": v}
-            for s, v in ((0, 10.8), (10, finals + 0.5), (20, finals))]
-    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    n = 1000 if tied else 1500
-    (path / "summary.json").write_text(json.dumps({"parameters": n, "non_embedding_parameters": 500,
-                                                   "tokens_per_s_median": 100.0, "peak_memory_mib": 50.0}))
-    return path
-
-
 def test_report_on_fake_runs_has_the_known_difference(tmp_path):
     """The rendered report carries the arms' numbers and the paired verdict."""
-    paths = [fake_run(tmp_path, f"{arm}-s{s}", arm == "tied", s, f)
-             for s, (t, u) in enumerate([(3.0, 3.1), (3.1, 3.22), (3.2, 3.28)])
-             for arm, f in (("tied", t), ("untied", u))]
-    out = compare.write_report(paths, tmp_path, prompts=[], title="t")
+    paths = fake_experiment(tmp_path, [(3.0, 3.1), (3.1, 3.22), (3.2, 3.28)])
+    out, meaningful = compare.write_report(paths, tmp_path, prompts=[], title="t")
     md = out.read_text()
+    assert meaningful  # no unigram baseline recorded: nothing to warn about
     assert "tied is better" in md and "+0.1000" in md
     assert "`model.tie_embeddings`: tied `True`, untied `False`" in md
     assert (tmp_path / "val_loss_vs_step.png").stat().st_size > 1000 and "val_loss_vs_tokens.png" in md
@@ -228,8 +211,36 @@ def test_equal_parameter_runs_are_accepted_and_the_size_difference_stated(tmp_pa
                                                        "tokens_per_s_median": 90.0}))
     exp = report.check_experiment(report.load_runs(paths))
     assert exp.differences["model.n_embd"] == (160, 128)
-    md = report.render_markdown(exp, [], {}, "t")
+    md = report_markdown.render_markdown(exp, [], {}, "t")
     assert "`model.n_embd`: tied `160`, untied `128`" in md and "initial transformer body" not in md
+
+
+@pytest.mark.parametrize("final, warned", [(3.0, False), (10.0, True)])
+def test_compare_prints_the_warning_only_when_a_run_is_behind_the_baseline(tmp_path, capsys, monkeypatch, final, warned):
+    """compare.py on run folders: below the unigram loss the verdict stands alone; above it, the report
+    opens with the warning and a last line on stderr repeats it."""
+    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
+    paths = fake_experiment(tmp_path, [(final, final + 0.1), (final + 0.1, final + 0.22)], [(UNIGRAM, UNIGRAM)] * 2)
+    assert compare.main([str(p) for p in paths]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("# Tied vs untied") and "\n**Verdict:** " in out
+    assert ("**Warning: this comparison is not meaningful.**" in out) == warned == ("not meaningful" in out.split("## Setup")[0])
+    assert ("[compare] warning: a run did not beat the unigram baseline" in err) == warned
+
+
+def test_compare_help_shows_defaults_and_not_what_compare_sets_per_run(capsys):
+    """`python compare.py --help` shows --seeds' default and no --model.tie_embeddings / --train.seed;
+    giving one anyway is a one-line error, exit 2."""
+    proc = subprocess.run([sys.executable, "compare.py", "--help"], cwd=Path(compare.__file__).parent,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split("options:")[1].split())  # the option list, after the usage lines
+    assert "(default: 3)" in text[text.index("--seeds SEEDS"):text.index("--equal-params [")]
+    assert "--model.n_layer" in text and "--model.tie_embeddings" not in text and "--train.seed" not in text
+    for flag in ("--model.tie_embeddings=false", "--train.seed=3"):
+        assert compare.main(["--config", "configs/debug.toml", flag]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"error: {flag.split('=')[0]} does not apply to compare.py: drop it"
 
 
 def test_zero_variance_and_non_finite_losses():
@@ -238,11 +249,6 @@ def test_zero_variance_and_non_finite_losses():
     assert d.low is None and "zero variance" in d.verdict
     with pytest.raises(UserError, match="not finite"):
         report.paired_difference([3.0, float("nan")], [3.1, 3.2])
-
-
-def test_sample_cells_are_escaped():
-    """Sample text cannot break the Markdown table or inject HTML."""
-    assert report._cell("a|b <i>x</i>\nc") == "a&#124;b &lt;i&gt;x&lt;/i&gt;<br>c"
 
 
 def test_orphan_run_folder_says_to_delete_it(tmp_path):

@@ -297,6 +297,19 @@ def test_prepare_empty_val_split_is_user_error(tmp_path):
         prepare_data(str(p), "char", tmp_path / "cache")
 
 
+def test_prepare_cli_takes_the_data_options_spelled_as_train_py_does(tmp_path, capsys):
+    """`--data.source=...` copies from a train.py command line; the older `--source` still works;
+    options of other sections are refused as not applying here."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("to be or not to be, that is the question\n" * 50)
+    common = [f"--data.source={corpus}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}"]
+    assert prepare_main(common) == 0
+    assert prepare_main(["--source", str(corpus), "--tokenizer", "char", "--cache-dir", str(tmp_path / "cache")]) == 0
+    assert "up to date" in capsys.readouterr().out  # the same folder: both spellings mean the same data
+    assert prepare_main([*common, "--model.n_layer=2"]) == 2
+    assert "--model.n_layer does not apply" in capsys.readouterr().err
+
+
 def test_prepare_cli_reports_user_error(tmp_path, capsys):
     """python -m data.prepare prints 'error: ...' on one line and exits 2 for bad input."""
     rc = prepare_main(["--source", str(tmp_path / "missing.txt"), "--tokenizer", "char",
@@ -333,8 +346,20 @@ def test_check_block_size_too_large_names_split(token_data):
     """block_size >= the val split's length raises UserError naming val and its token count."""
     n_val = token_data.num_tokens("val")
     token_data.check_block_size(n_val - 1)  # exactly block_size + 1 tokens is enough
-    with pytest.raises(UserError, match=rf"too large for the val split \({n_val} tokens\)"):
+    with pytest.raises(UserError, match=rf"too large for the val split \({n_val} tokens\)") as err:
         token_data.check_block_size(n_val)
+    assert "raise --data.val_fraction" in str(err.value)  # a bigger val share is the fix for val
+
+
+def test_check_block_size_hint_for_the_train_split_grows_the_train_split(tmp_path):
+    """Too short a *train* split: the hint lowers val_fraction (raising it would shrink train further)."""
+    p = tmp_path / "c.txt"
+    p.write_text("abcdefghij\n" * 20)
+    data = TokenData(prepare_data(str(p), "char", tmp_path / "cache", val_fraction=0.5))
+    n_train = data.num_tokens("train")
+    with pytest.raises(UserError, match="too large for the train split") as err:
+        data.check_block_size(n_train)
+    assert "lower --data.val_fraction" in str(err.value) and "raise --data.val_fraction" not in str(err.value)
 
 
 def test_get_batch_shapes_and_shift(token_data):

@@ -152,6 +152,30 @@ def test_resume_refuses_changing_the_maths(tmp_path, corpus, capsys):
     assert code == 2 and "cannot change on --resume" in capsys.readouterr().err
 
 
+def test_schedule_note_says_what_the_learning_rate_does_past_or_short_of_its_horizon():
+    """Extending past lr_decay_iters leaves the lr at min_lr; stopping short leaves it undecayed: both say the fix."""
+    longer = TrainConfig(max_iters=800, lr_decay_iters=400, learning_rate=1e-3, min_lr=1e-4, warmup_iters=10)
+    assert "steps 400..800 train at min_lr=0.0001" in train.schedule_note(longer)
+    assert train.schedule_note(longer).endswith("--train.lr_decay_iters=800")
+    shorter = TrainConfig(max_iters=40, lr_decay_iters=400, learning_rate=1e-3, min_lr=1e-4, warmup_iters=10)
+    note = train.schedule_note(shorter)
+    assert f"last learning rate is {train.get_lr(39, shorter):.3g}" in note and "--train.lr_decay_iters=40" in note
+    assert train.schedule_note(TrainConfig(max_iters=400, lr_decay_iters=400)) is None
+
+
+def test_resume_that_extends_a_run_prints_the_schedule_note_and_may_move_the_horizon(tmp_path, corpus, capsys):
+    """--resume --train.max_iters=4 on a 2-step run: one note line; --train.lr_decay_iters=4 is accepted."""
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")) == 0
+    capsys.readouterr()
+    base = [f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r"]
+    assert train.main([*base, "--train.max_iters=4"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "--train.lr_decay_iters=4" in notes[0]
+    assert train.main([*base, "--train.max_iters=6", "--train.lr_decay_iters=6"]) == 0
+    assert not [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert json.loads((tmp_path / "runs" / "r" / "config.json").read_text())["train"]["lr_decay_iters"] == 6
+
+
 def test_resume_without_checkpoint_is_an_error(tmp_path, capsys):
     """--resume of a run that does not exist says there is nothing to resume."""
     assert train.main([f"--train.out_dir={tmp_path}", "--resume", "--run-name", "ghost"]) == 2
