@@ -5,6 +5,7 @@
     python bench.py --train.device=cuda --train.compile=true --model.n_layer=12 --model.n_head=12 \\
         --model.n_embd=768 --model.block_size=1024 --train.batch_size=16
     python bench.py --generate                        # generation with vs without the KV cache, 512 new tokens
+    python bench.py --stream                          # streaming text as sample.py does, 100 and 10,000 new tokens
 
 It times exactly what ``train.py`` runs per step (``train.train_step``: forward, backward,
 clipping and the AdamW update, on batches of the prepared corpus) after ``--warmup``
@@ -14,15 +15,19 @@ cache.
 
 ``--generate`` times ``GPT.generate_stream`` instead (greedy, batch 1, a 1-token prompt, the
 seeded untrained model: speed does not depend on the weights), with and without the KV cache,
-``--repeats`` times each, and checks that both produce the same tokens.
+``--repeats`` times each, and checks that both produce the same tokens.  ``--stream`` streams
+text as ``sample.py`` does (``sample.stream_samples``: the cached model, then decoding the
+tokens and holding back partial characters) for each ``--stream-tokens`` length, ``--repeats``
+times each, and reports tokens/s and the decoding's own cost per token, which does not grow
+with the length.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
+from typing import Iterator
 
 import torch
 
@@ -30,6 +35,7 @@ import runs
 from config import ArgumentParser, parse_cli, parse_config
 from errors import UserError
 from model.gpt import GPT
+from sample import stream_samples
 from train import build, get_lr, train_step
 
 # Dense bf16 peak FLOP/s by device name substring (vendor datasheets, no sparsity).
@@ -41,6 +47,11 @@ PEAK_FLOPS = {
     "A10G": 125e12,
     "RTX 4090": 165e12,
 }
+
+# Config keys bench.py never reads (evaluation, checkpoints, the end-of-run sample, logging,
+# wandb): offering them would suggest they change the figures.
+NOT_BENCHED = ("wandb", "train.eval_interval", "train.eval_iters", "train.log_interval", "train.checkpoint_interval",
+               "train.max_skipped_steps", "train.out_dir", "train.sample_prompt", "train.sample_tokens")
 
 
 def peak_flops(device: torch.device) -> float | None:
@@ -103,19 +114,80 @@ def bench_generation(model: GPT, device: torch.device, new_tokens: int, repeats:
     print(f"same tokens:     {'yes' if same else 'no'}{differ}")
 
 
+class _TimedModel:
+    """``model`` as :func:`sample.stream_samples` drives it, adding up the seconds spent in its steps.
+
+    Each step's ids are copied to the CPU inside the timer (that waits for the GPU), so what
+    ``stream_samples`` spends outside the model -- decoding text -- is measured apart.
+    """
+
+    def __init__(self, model: GPT) -> None:
+        self.model, self.seconds = model, 0.0
+
+    def eval(self) -> "_TimedModel":
+        """Put the model in eval mode, as :meth:`torch.nn.Module.eval`."""
+        self.model.eval()
+        return self
+
+    def generate_stream(self, *args, **kwargs) -> Iterator[torch.Tensor]:
+        """:meth:`GPT.generate_stream`'s ids ``(B,)``, on the CPU, timed."""
+        steps = self.model.generate_stream(*args, **kwargs)
+        while True:
+            t0 = time.perf_counter()
+            next_ids = next(steps, None)
+            if next_ids is None:
+                return
+            next_ids = next_ids.cpu()
+            self.seconds += time.perf_counter() - t0
+            yield next_ids
+
+
+def time_streaming(model: GPT, tokenizer, device: torch.device, new_tokens: int) -> tuple[float, float]:
+    """Stream ``new_tokens`` greedy tokens as text after a 1-token prompt: (seconds in all, seconds in the model)."""
+    timed = _TimedModel(model)
+    t0 = time.perf_counter()
+    for _ in stream_samples(timed, tokenizer, [0], new_tokens, device, greedy=True):
+        pass
+    return time.perf_counter() - t0, timed.seconds
+
+
+def bench_streaming(model: GPT, tokenizer, device: torch.device, lengths: list[int], repeats: int) -> None:
+    """Print tokens/s of streaming text as ``sample.py`` does, for each of ``lengths`` new tokens.
+
+    Also the median microseconds per token spent outside the model (decoding, holding back
+    text), which does not grow with the length.  Median of ``repeats`` runs each.
+    """
+    print(f"streaming:       sample.py's stream_samples (KV cache, text decoded as it streams), batch 1, greedy, "
+          f"{tokenizer.name} tokenizer")
+    time_streaming(model, tokenizer, device, 8)  # warm-up
+    for n in lengths:
+        runs_ = [time_streaming(model, tokenizer, device, n) for _ in range(repeats)]
+        speeds = [n / total for total, _ in runs_]
+        decoding = statistics.median((total - in_model) / n * 1e6 for total, in_model in runs_)
+        label = f"  {n:,} tokens:".ljust(17)
+        print(f"{label}{statistics.median(speeds):,.1f} tokens/s, median of {repeats} runs "
+              f"({', '.join(f'{x:,.1f}' for x in speeds)}); decoding {decoding:,.1f} us/token")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; prints the figures and returns 0 (2 on bad input)."""
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="TOML file of config overrides.")
+    parser = ArgumentParser(prog="bench.py", description=__doc__)
+    parser.add_argument("--config", help="TOML file of config overrides (default: none, the built-in defaults).")
     parser.add_argument("--iters", type=int, default=10, help="Timed training steps.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed steps first (allocation, compilation).")
-    parser.add_argument("--generate", action="store_true", help="Time generation with and without the KV cache instead of training.")
+    parser.add_argument("--generate", action="store_true",
+                        help="Time generation with and without the KV cache instead of training (default: time training).")
+    parser.add_argument("--stream", action="store_true",
+                        help="Time streaming text as sample.py does instead of training (default: time training).")
     parser.add_argument("--new-tokens", type=int, default=512, help="--generate: tokens generated per run.")
-    parser.add_argument("--repeats", type=int, default=3, help="--generate: timed runs per mode (the median is reported).")
+    parser.add_argument("--stream-tokens", type=int, nargs="+", default=[100, 10_000], metavar="N",
+                        help="--stream: new tokens per streaming run, one figure per value (default: 100 10000).")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="--generate, --stream: timed runs per mode and length (the median is reported).")
     try:
-        args, overrides = parse_cli(parser, argv)
-        if args.iters < 1 or args.warmup < 0 or args.new_tokens < 1 or args.repeats < 1:
-            raise UserError("--iters, --new-tokens and --repeats must be >= 1 and --warmup >= 0")
+        args, overrides = parse_cli(parser, argv, exclude=NOT_BENCHED)
+        if args.iters < 1 or args.warmup < 0 or args.new_tokens < 1 or args.repeats < 1 or min(args.stream_tokens) < 1:
+            raise UserError("--iters, --new-tokens, --stream-tokens and --repeats must be >= 1 and --warmup >= 0")
         cfg = parse_config(args.config, overrides)
         s = build(cfg)  # exactly train.py's set-up: data, seeded model, AdamW, optional compile
     except UserError as e:
@@ -126,10 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
     model_line = (f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
                   f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}")
-    if args.generate:
+    if args.generate or args.stream:
         print(f"device:          {device} ({name})")
         print(model_line)
-        bench_generation(model, device, args.new_tokens, args.repeats)
+        if args.generate:
+            bench_generation(model, device, args.new_tokens, args.repeats)
+        if args.stream:
+            bench_streaming(model, s.tokenizer, device, args.stream_tokens, args.repeats)
         return 0
 
     def sync() -> None:

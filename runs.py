@@ -299,15 +299,19 @@ def make_logger(cfg: RunConfig, run_dir: Path, run_name: str, resume: bool):
         ) from None
 
 
-def write_loss_plot(run_dir: Path, unigram_val_loss: float | None = None) -> Path:
+def write_loss_plot(run_dir: Path, unigram_val_loss: float | None = None, cache_dir: Path | None = None) -> Path:
     """Draw ``loss.png`` in ``run_dir`` from its ``metrics.jsonl``: train and val loss (nats/token) vs step.
 
     Train loss is the logged window means, val loss the evaluations; the unigram baseline
     (train token frequencies, no context) is a dashed line when given.  Written atomically,
-    so a reader never sees half a file.  Returns the path.
+    so a reader never sees half a file.  matplotlib keeps its font cache in
+    ``<cache_dir>/matplotlib`` (unless ``MPLCONFIGDIR`` is set), so a run writes nowhere but
+    its run folder and the data cache.  Returns the path.
     """
     import io
 
+    if cache_dir is not None:
+        os.environ.setdefault("MPLCONFIGDIR", str(Path(cache_dir).resolve() / "matplotlib"))
     import matplotlib
 
     matplotlib.use("Agg")  # no display: write files only

@@ -518,7 +518,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                 }
                 log(row)
                 if main:
-                    runs.write_loss_plot(run_dir, unigram)  # the run's own curve, up to date after every eval
+                    runs.write_loss_plot(run_dir, unigram, Path(cfg.data.cache_dir))  # the run's own curve, up to date after every eval
                     tqdm.write(f"step {p.step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
                                f"val ppl {row['val_ppl']:.1f}")
                 if losses["val"] < p.best_val:  # the same on every rank: the losses are all-reduced
@@ -597,7 +597,7 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
                 train_rows = [r for r in runs.read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
                 summary["tokens_per_s_median"] = statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None
                 runs.write_json(run_dir / "summary.json", summary)
-                runs.write_loss_plot(run_dir, unigram)
+                runs.write_loss_plot(run_dir, unigram, Path(cfg.data.cache_dir))
 
             ddp.on_main(write_summary, dist)
             if ddp.any_rank(stop.received is not None, dist, device):  # it came during the last step
@@ -616,7 +616,9 @@ def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SING
     say(
         f"done: {p.step} steps, {summary['tokens']:,} tokens in {summary['elapsed_s']:.0f} s; "
         f"val loss {p.last_val:.4f} (best {p.best_val:.4f}, perplexity {summary['best_val_ppl']:.1f}; "
-        f"unigram baseline {unigram:.4f})" + (f"; {p.skipped} non-finite step(s) skipped" if p.skipped else ""), flush=True
+        f"unigram baseline {unigram:.4f})" + (f"; {p.skipped} non-finite step(s) skipped" if p.skipped else "")
+        + ("\nnote: the val loss is not below the unigram baseline yet: the model has not learned from context; "
+           "train longer (raise --train.max_iters)" if main and not p.last_val < unigram else ""), flush=True
     )
     if tc.sample_tokens and main:
         print(f"--- sample (top-k 50, temperature 0.8, prompt {tc.sample_prompt!r}) ---")

@@ -4,6 +4,7 @@ Run: ``python -m pytest -q tests/test_generate.py``  (CPU, a few seconds).
 """
 
 import math
+import random
 
 import pytest
 import torch
@@ -223,3 +224,114 @@ def test_num_samples_run_as_one_batch():
                                  generator=torch.Generator().manual_seed(0)):
         rows = [r + p for r, p in zip(rows, pieces)]
     assert len(set(rows)) == 3
+
+
+class ScriptedModel:
+    """Stands in for GPT in stream_samples: fixed token rows, one column per step, as generate_stream yields them.
+
+    A row that produced ``stop_token`` repeats it and the stream ends once every row has, as in
+    :meth:`GPT.generate_stream`; ``interrupt_after`` steps, a KeyboardInterrupt (Ctrl-C) is raised.
+    """
+
+    def __init__(self, rows: list[list[int]], interrupt_after: int | None = None):
+        self.rows, self.interrupt_after = rows, interrupt_after
+
+    def eval(self):
+        return self
+
+    def generate_stream(self, idx, max_new_tokens, stop_token=None, **sampling):
+        finished = [False] * len(self.rows)
+        for step in range(min(max_new_tokens, len(self.rows[0]))):
+            if step == self.interrupt_after:
+                raise KeyboardInterrupt
+            ids = [stop_token if done else row[step] for row, done in zip(self.rows, finished)]
+            finished = [done or i == stop_token for done, i in zip(finished, ids)]
+            yield torch.tensor(ids)
+            if stop_token is not None and all(finished):
+                return
+
+
+def whole_text_stream(model, tokenizer, max_new_tokens, num_samples, stop, stop_token):
+    """The reference: stream_samples as it was before issue 11, re-decoding each whole sample at every step."""
+    from sample import _held_back
+    new, shown, done = [[] for _ in range(num_samples)], [0] * num_samples, [False] * num_samples
+    for next_ids in model.generate_stream(None, max_new_tokens, stop_token=stop_token):
+        pieces = [""] * num_samples
+        for r, token in enumerate(next_ids.tolist()):
+            if done[r]:
+                continue
+            if token == stop_token:
+                done[r], pieces[r] = True, tokenizer.decode(new[r])[shown[r]:]
+                continue
+            new[r].append(token)
+            text = tokenizer.decode(new[r])  # the whole sample, every step
+            cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
+            if cut >= 0:
+                done[r], pieces[r] = True, text[shown[r]:cut]
+            else:
+                end = len(text) - _held_back(text, stop)
+                pieces[r], shown[r] = text[shown[r]:end], max(shown[r], end)
+        yield pieces
+        if all(done):
+            return
+    yield ["" if done[r] else tokenizer.decode(new[r])[shown[r]:] for r in range(num_samples)]
+
+
+def token_chunks(kind: str):
+    """(tokenizer, chunks): runs of token ids to build streams from, with multi-byte characters split over tokens."""
+    if kind == "char":
+        chars = list("ab \n.é日\ufffd")  # U+FFFD as a real character, held back like half of one
+        return CharTokenizer(chars), [[i] for i in range(len(chars))]
+    from data.tokenizers import build_tokenizer
+    tok = build_tokenizer("gpt2")
+    byte = tok._enc.encode_single_token  # tiktoken: the token of one byte (no public way to name it)
+    chunks = [[t] for t in tok.encode(" the cat sat.\n\nROMEO: é日本 🙂 café")]  # whole tokens, some multi-byte
+    chunks += [[byte(bytes([b])) for b in ch.encode()] for ch in "é日本🙂\ufffd"]  # one token per byte of a character
+    chunks += [[byte(bytes([b]))] for b in (0x80, 0xE6, 0xFF, 0xF0)]  # stray bytes: invalid or a character's start
+    return tok, chunks
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "char"])
+def test_streaming_equals_decoding_the_whole_text_every_step(kind):
+    """Random token streams, stop strings, stop tokens, batches: every yield equals the whole-text reference.
+
+    Streaming decodes only the tokens since the last clean point and searches for stops only near
+    the new text (issue 11); what it yields, step by step, must not change.
+    """
+    tok, chunks = token_chunks(kind)
+    eot = getattr(tok, "eot_token", 1)
+    rng = random.Random(0)
+    cuts = 0
+    for case in range(250):
+        n, length = rng.randint(1, 3), rng.randint(1, 40)
+        rows = [[t for _ in range(length) for t in rng.choice(chunks)][:length] for _ in range(n)]
+        stop_token = eot if case % 3 == 0 else None
+        if stop_token is not None:
+            for row in rows:
+                row[rng.randrange(length)] = eot if rng.random() < 0.5 else row[0]
+        free = ["".join(p) for p in zip(*whole_text_stream(ScriptedModel(rows), tok, length, n, (), None))]
+        text = rng.choice(free)
+        stops = [text[i:i + rng.randint(1, 4)] for i in (rng.randrange(len(text) + 1) for _ in range(rng.randint(0, 3)))]
+        stops = [s for s in stops if s] + rng.sample(["é", "本 ", "\n\n", "\ufffd", "at."], rng.randint(0, 2))
+        max_new = rng.randint(1, length)
+        want = list(whole_text_stream(ScriptedModel(rows), tok, max_new, n, stops, stop_token))
+        got = list(stream_samples(ScriptedModel(rows), tok, [0], max_new, torch.device("cpu"), num_samples=n,
+                                  stop=stops, stop_token=stop_token))
+        assert got == want, f"case {case}: rows {rows}, stops {stops!r}, stop_token {stop_token}, max_new {max_new}"
+        cuts += sum(len("".join(p)) < len(f) for p, f in zip(zip(*want), free))
+    assert cuts > 100  # the stops and stop tokens did end samples early
+
+
+def test_ctrl_c_yields_the_text_held_back_then_stops():
+    """A KeyboardInterrupt inside the model: the pieces then join to what max_new_tokens = the steps done gives."""
+    tok, chunks = token_chunks("char")
+    rows = [[6, 1, 0, 1, 2], [3, 6, 6, 6, 2]]  # '日ba' + 'b', '\n日日' + '日': each ends 3 steps in on a stop's start
+    stops = ["ab", "日日日"]
+    pieces = []
+    with pytest.raises(KeyboardInterrupt):
+        for p in stream_samples(ScriptedModel(rows, interrupt_after=3), tok, [0], 7, torch.device("cpu"),
+                                num_samples=2, stop=stops):
+            pieces.append(p)
+    want = list(whole_text_stream(ScriptedModel(rows), tok, 3, 2, stops, None))
+    assert ["".join(p) for p in zip(*pieces)] == ["".join(p) for p in zip(*want)] == ["日ba", "\n日日"]
+    assert pieces[-1] == ["a", "日日"]  # the text held back at the interrupt comes out last
