@@ -50,9 +50,13 @@ def _held_back(text: str, stops: Sequence[str]) -> int:
     suffix that begins a stop string may turn into that stop string with the next token.
     Only the last ``max(len(stop)) - 1`` characters and the trailing U+FFFD run are read.
     """
-    held = len(text) - len(text.rstrip("\ufffd"))
+    body = text.rstrip("\ufffd")
+    pending = len(text) - len(body)  # half a character: whatever it becomes may continue a stop
+    held = pending
     for stop in stops:
-        held = max(held, next((k for k in range(min(len(stop) - 1, len(text)), 0, -1) if text.endswith(stop[:k])), 0))
+        # The stop's start is looked for before the pending half character, which may be its next character.
+        k = next((k for k in range(min(len(stop) - 1, len(body)), 0, -1) if body.endswith(stop[:k])), 0)
+        held = max(held, pending + k if k else held)
     return held
 
 

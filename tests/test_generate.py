@@ -335,3 +335,14 @@ def test_ctrl_c_yields_the_text_held_back_then_stops():
     want = list(whole_text_stream(ScriptedModel(rows), tok, 3, 2, stops, None))
     assert ["".join(p) for p in zip(*pieces)] == ["".join(p) for p in zip(*want)] == ["日ba", "\n日日"]
     assert pieces[-1] == ["a", "日日"]  # the text held back at the interrupt comes out last
+
+
+def test_no_part_of_a_stop_shows_when_its_next_character_arrives_split_across_tokens():
+    """Stop "\\né" with é as two byte tokens: after "Hi", "\\n", 0xC3 nothing of "\\n" may show,
+    since 0xA9 completes the stop; the sample is "Hi" and no streamed piece holds the newline."""
+    from data.tokenizers import build_tokenizer
+    tok = build_tokenizer("gpt2")
+    raw = [tok.encode("Hi")[0], tok.encode("\n")[0]] + [tok._enc.encode_single_token(bytes([b])) for b in "é".encode()]
+    assert tok.decode(raw) == "Hi\né" and len(raw) == 4
+    pieces = [p[0] for p in stream_samples(ScriptedModel([raw]), tok, [0], 4, torch.device("cpu"), stop=["\né"])]
+    assert "".join(pieces) == "Hi" and not any("\n" in p for p in pieces)
