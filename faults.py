@@ -1,7 +1,7 @@
 """What a training run survives: the run folder's lock, stop signals, path checks, safe checkpoints.
 
-Used by ``train.py`` (and ``compare.py`` for the signal list); see the README's "Reliability"
-section for each fault and the test that injects it (``tests/test_faults.py``)::
+Used by ``train.py`` (and ``compare.py`` for the signal list); see docs/reliability.md
+for each fault and the test that injects it (``tests/test_faults.py``)::
 
     with RunLock(run_dir), StopSignals() as stop:
         ...  # train; check stop.received between steps

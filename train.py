@@ -12,7 +12,7 @@ writes ``runs/<run-name>/`` with ``config.json``, ``env.json``, ``metrics.jsonl`
 ``ckpt_last.pt``, ``ckpt_best.pt``, the tokenizer and, at the end, ``summary.json``; an
 existing run folder is never overwritten (use ``--resume`` to continue it).  Sample from a run with ``sample.py``.
 
-Faults (README, "Reliability"): Ctrl-C or SIGTERM stops after the current step with a fresh
+Faults (docs/reliability.md): Ctrl-C or SIGTERM stops after the current step with a fresh
 ``ckpt_last.pt`` (exit 130 / 143); after a kill, ``--resume`` loses at most
 ``train.checkpoint_interval`` steps and continues bit-exactly; a non-finite loss or gradient
 stops the run (or is skipped, up to ``train.max_skipped_steps``); one process per run folder.
