@@ -181,7 +181,9 @@ def run_experiment(args: argparse.Namespace, overrides: dict) -> tuple[list[Path
                             f"({', '.join(changed) or 'equal_params'}): pick another --name")
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(saved, settings)
-    resume_argv = overrides_to_argv({sec: {k: v for k, v in values.items() if f"{sec}.{k}" in RESUME_OVERRIDABLE}
+    # train.out_dir is the experiment's parent here; run_arm names the experiment folder itself.
+    resume_argv = overrides_to_argv({sec: {k: v for k, v in values.items()
+                                           if f"{sec}.{k}" in RESUME_OVERRIDABLE and f"{sec}.{k}" != "train.out_dir"}
                                      for sec, values in overrides.items()})
     paths = []
     for i in range(args.seeds):

@@ -172,6 +172,16 @@ SECTIONS: dict[str, type] = {"model": GPTConfig, "data": DataConfig, "train": Tr
 DERIVED = {"model.vocab_size": "it is set by the tokenizer (choose --data.tokenizer instead)"}
 
 
+# The one list of settings that change neither the weights a run trains nor what it measures:
+# where it runs and writes, what it prints and logs, how the data is read (not which data).
+# A resume may change them (train.RESUME_OVERRIDABLE) and a comparison ignores them
+# (report.BOOKKEEPING); each of those adds its own few keys.
+BOOKKEEPING = frozenset({
+    "train.out_dir", "train.device", "train.compile", "train.sample_prompt", "train.sample_tokens",
+    "train.log_interval", "train.checkpoint_interval", "data.num_proc", "data.streaming",
+    "wandb.mode", "wandb.name", "wandb.tags", "wandb.group", "wandb.project",
+})
+
 # Settings whose default means "derive it"; a new run records the derived value (train.setup_run).
 RESOLVED_AT_START = ("train.lr_decay_iters", "train.checkpoint_interval", "train.dtype")
 

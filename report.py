@@ -21,15 +21,14 @@ from pathlib import Path
 
 import torch
 
+import config
 from errors import UserError
 from runs import load_run_config, read_json, read_metrics
 
 ARMS = ("tied", "untied")
 # Keys that may differ between runs of one experiment without making it unfair: bookkeeping,
 # and the seed (which pairs runs across arms).  Anything else must match or be reported.
-BOOKKEEPING = {"train.seed", "train.out_dir", "wandb.name", "wandb.tags", "wandb.mode", "wandb.group",
-               "wandb.project", "train.device", "train.compile", "train.sample_prompt", "train.sample_tokens",
-               "train.log_interval", "train.checkpoint_interval", "data.num_proc", "data.streaming"}
+BOOKKEEPING = config.BOOKKEEPING | {"train.seed"}
 # With --equal-params the tied arm is resized along one of these; the report states it.
 SIZE_KEYS = {"model.n_embd", "model.n_layer"}
 

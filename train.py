@@ -39,7 +39,7 @@ from tqdm import tqdm
 import ddp
 import faults
 import runs
-from config import ArgumentParser, RunConfig, TrainConfig, describe_config, parse_cli, parse_config
+from config import BOOKKEEPING, ArgumentParser, RunConfig, TrainConfig, describe_config, parse_cli, parse_config
 from data.loader import TokenData
 from data.prepare import prepare_from_config
 from data.tokenizers import load_tokenizer, save_tokenizer
@@ -49,12 +49,10 @@ from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
 from sample import generate_text
 
-# What may change when a run is resumed: bookkeeping and length, never the maths of a step.
-RESUME_OVERRIDABLE = {
-    "train.max_iters", "train.lr_decay_iters", "train.eval_interval", "train.log_interval", "train.checkpoint_interval",
-    "train.device", "train.compile", "train.sample_tokens", "train.sample_prompt", "train.max_skipped_steps",
-    "wandb.mode", "data.num_proc", "data.streaming",  # how the data is read, not which data
-}
+# What may change when a run is resumed: bookkeeping, and the length, schedule horizon, eval
+# spacing and skip budget of the steps still to come; never the maths of a step.
+RESUME_OVERRIDABLE = BOOKKEEPING | {"train.max_iters", "train.lr_decay_iters", "train.eval_interval",
+                                    "train.max_skipped_steps"}
 
 
 def get_lr(step: int, cfg: TrainConfig) -> float:
