@@ -659,6 +659,11 @@ def main(argv: list[str] | None = None) -> int:
     elif error is not None and own:
         print(f"error: [rank {dist.rank}] {error}", file=sys.stderr, flush=True)
         ddp.tell_launcher(f"error: [rank {dist.rank}] {error}")
+    elif error is not None and dist.enabled:
+        # An error every rank met alike, printed by rank 0 alone.  torchrun kills the other workers
+        # as soon as one exits non-zero, so a silent rank that exits first could get rank 0 killed
+        # before it has printed (seen on a loaded 2-core machine): give rank 0 a moment.
+        time.sleep(3)
     ddp.shutdown()  # after printing: a peer that exits first may get this process killed
     return status
 
