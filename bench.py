@@ -16,7 +16,7 @@ cache.
 ``--generate`` times ``GPT.generate_stream`` instead (greedy, batch 1, a 1-token prompt, the
 seeded untrained model: speed does not depend on the weights), with and without the KV cache,
 ``--repeats`` times each, and checks that both produce the same tokens.  ``--stream`` streams
-text as ``sample.py`` does (``sample.stream_samples``: the cached model, then decoding the
+text as ``sample.py`` does (``model.generation.stream_samples``: the cached model, then decoding the
 tokens and holding back partial characters) for each ``--stream-tokens`` length, ``--repeats``
 times each, and reports tokens/s and the decoding's own cost per token, which does not grow
 with the length.
@@ -35,7 +35,7 @@ import runs
 from config import ArgumentParser, parse_cli, parse_config
 from errors import UserError
 from model.gpt import GPT
-from sample import stream_samples
+from model.generation import stream_samples
 from train import build, get_lr, train_step
 
 # Dense bf16 peak FLOP/s by device name substring (vendor datasheets, no sparsity).
@@ -115,7 +115,7 @@ def bench_generation(model: GPT, device: torch.device, new_tokens: int, repeats:
 
 
 class _TimedModel:
-    """``model`` as :func:`sample.stream_samples` drives it, adding up the seconds spent in its steps.
+    """``model`` as :func:`model.generation.stream_samples` drives it, adding up the seconds spent in its steps.
 
     Each step's ids are copied to the CPU inside the timer (that waits for the GPU), so what
     ``stream_samples`` spends outside the model -- decoding text -- is measured apart.

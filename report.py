@@ -320,7 +320,8 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
 
     Prompts the tokenizer cannot encode are skipped.  Top-k 50, temperature 0.8.
     """
-    from sample import generate_text, load_run
+    from model.generation import generate_text
+    from runs import load_run
 
     out: dict = {}
     for arm in ARMS:

@@ -27,8 +27,10 @@ from pathlib import Path
 import torch
 
 from config import RunConfig
-from data.tokenizers import atomic_write_bytes
+from data.tokenizers import atomic_write_bytes, load_tokenizer
 from errors import UserError
+from model.checkpoint import load_checkpoint, load_model_state
+from model.gpt import GPT
 
 REPO_ROOT = Path(__file__).resolve().parent
 
@@ -335,3 +337,24 @@ def write_loss_plot(run_dir: Path, unigram_val_loss: float | None = None, cache_
     plt.close(fig)
     atomic_write_bytes(run_dir / "loss.png", buf.getvalue())
     return run_dir / "loss.png"
+
+
+def load_run(run_dir: Path, which: str, device: torch.device) -> tuple[GPT, object, dict]:
+    """Load ``(model, tokenizer, checkpoint)`` from a run folder (``which`` is 'best' or 'last').
+
+    Raises :class:`UserError` if the folder, its config, tokenizer or checkpoint is missing,
+    corrupt, or disagrees with the others.
+    """
+    if not run_dir.is_dir():
+        raise UserError(f"run folder {run_dir} does not exist: give --run runs/<run-name>")
+    cfg = load_run_config(run_dir)
+    tokenizer = load_tokenizer(run_dir)
+    path = run_dir / f"ckpt_{which}.pt"
+    if which == "best" and not path.exists() and (run_dir / "ckpt_last.pt").exists():
+        path = run_dir / "ckpt_last.pt"
+    ckpt = load_checkpoint(path, map_location=device)
+    if ckpt.get("tokenizer") != tokenizer.to_dict():
+        raise UserError(f"{path} was trained with another tokenizer than {run_dir / 'tokenizer.json'}: restore the run's tokenizer.json")
+    model = GPT(cfg.model)
+    load_model_state(model, ckpt, source=str(path))
+    return model.to(device).eval(), tokenizer, ckpt

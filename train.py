@@ -47,7 +47,7 @@ from errors import Interrupted, UserError
 from model import hf
 from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
-from sample import generate_text
+from model.generation import generate_text
 
 # What may change when a run is resumed: bookkeeping, and the length, schedule horizon, eval
 # spacing and skip budget of the steps still to come; never the maths of a step.

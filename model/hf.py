@@ -473,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command == "export":
-            from sample import load_run
+            from runs import load_run
 
             model, tokenizer, _ = load_run(args.run, args.checkpoint, torch.device("cpu"))
             export(model, args.out, tokenizer)

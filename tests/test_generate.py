@@ -13,7 +13,7 @@ from data.tokenizers import CharTokenizer
 from errors import UserError
 from model.gpt import GPT, GPTConfig, KVCache
 from model.sampling import sample_next
-from sample import generate_text, stream_samples
+from model.generation import generate_text, stream_samples
 
 TINY = dict(vocab_size=97, block_size=16, n_layer=2, n_head=2, n_embd=32)
 
@@ -253,7 +253,7 @@ class ScriptedModel:
 
 def whole_text_stream(model, tokenizer, max_new_tokens, num_samples, stop, stop_token):
     """The reference: stream_samples as it was before issue 11, re-decoding each whole sample at every step."""
-    from sample import _held_back
+    from model.generation import _held_back
     new, shown, done = [[] for _ in range(num_samples)], [0] * num_samples, [False] * num_samples
     for next_ids in model.generate_stream(None, max_new_tokens, stop_token=stop_token):
         pieces = [""] * num_samples
