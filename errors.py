@@ -30,3 +30,13 @@ class Interrupted(Exception):
     def exit_status(self) -> int:
         """128 + the signal number, as a shell reports a process killed by that signal."""
         return 128 + self.signum
+
+
+def first_line(error: BaseException, limit: int = 200) -> str:
+    """The first line of ``error``'s message, at most ``limit`` characters; its type name if it has none.
+
+    Library errors can be many lines long (tracebacks, file dumps); a one-line ``error:``
+    message quotes only this.
+    """
+    text = str(error).strip()
+    return text.splitlines()[0][:limit] if text else type(error).__name__

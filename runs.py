@@ -28,7 +28,7 @@ import torch
 
 from config import RunConfig
 from data.tokenizers import atomic_write_bytes, load_tokenizer
-from errors import UserError
+from errors import UserError, first_line
 from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
 
@@ -294,7 +294,7 @@ def make_logger(cfg: RunConfig, run_dir: Path, run_name: str, resume: bool):
     try:
         return WandbLogger(cfg, run_dir, run_name, resume)
     except Exception as e:  # wandb raises many types (auth, network, install); all mean "cannot log"
-        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        first = first_line(e, 160)
         raise UserError(
             f"wandb could not start in {cfg.wandb.mode} mode ({first}): run `wandb login`, "
             "or use --wandb.mode=offline or --wandb.mode=disabled"

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from data.corpus import NAMED_SOURCES, load_documents, split_parts
-from errors import UserError
+from errors import UserError, first_line
 
 HF_PREFIX = "hf:"
 # Suffix -> `datasets` builder for local many-document files.
@@ -240,7 +240,7 @@ class DatasetSource:
                 "check the name (hub ids look like owner/name)"
             ) from None
         except ValueError as e:  # e.g. "BuilderConfig 'x' not found. Available: [...]"
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            first = first_line(e, limit=10_000)
             raise UserError(f"cannot load dataset '{self.name}'{subset}: {first}: check --data.subset") from None
         self._builder = builder
         return builder

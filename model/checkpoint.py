@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from errors import UserError
+from errors import UserError, first_line
 from model.gpt import GPT
 
 FORMAT = "tinygpt-checkpoint-2"  # 2 adds the "sha256" content digest
@@ -106,9 +106,8 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
             warnings.simplefilter("ignore")
             ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for bad files
-        first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(
-            f"checkpoint {path} could not be loaded safely ({first_line[:160]}): "
+            f"checkpoint {path} could not be loaded safely ({first_line(e, 160)}): "
             "it is corrupt or not a tinygpt checkpoint; use another checkpoint (ckpt_best.pt / ckpt_last.pt)"
         ) from e
     if not isinstance(ckpt, dict) or ckpt.get("format") not in READABLE_FORMATS:
@@ -155,7 +154,7 @@ def load_model_state(model: GPT, ckpt: dict, source: str = "checkpoint") -> None
         model.load_state_dict(ckpt["model"], strict=True)
     except (RuntimeError, KeyError) as e:
         raise UserError(
-            f"{source} does not fit this model ({str(e).splitlines()[0][:200]}): "
+            f"{source} does not fit this model ({first_line(e)}): "
             "use the model config the checkpoint was trained with"
         ) from e
     if want:

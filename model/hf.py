@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from errors import UserError
+from errors import UserError, first_line
 from model.gpt import GPT, GPTConfig
 
 GPT2_VOCAB_SIZE = 50257  # the gpt2 tokenizer: 50,000 merges + 256 bytes + <|endoftext|>
@@ -217,7 +217,7 @@ def _read_hf(read, source):
     try:
         return read()
     except Exception as e:  # OSError, ValueError, RuntimeError (size mismatch), SafetensorError, ...
-        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        first = first_line(e)
         raise UserError(f"cannot load GPT-2 from {source} ({first}): give a local folder written by save_pretrained") from None
 
 
