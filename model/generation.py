@@ -40,7 +40,7 @@ def _held_back(text: str, stops: Sequence[str]) -> int:
     for stop in stops:
         # The stop's start is looked for before the pending half character, which may be its next character.
         k = next((k for k in range(min(len(stop) - 1, len(body)), 0, -1) if body.endswith(stop[:k])), 0)
-        held = max(held, pending + k if k else held)
+        held = max(held, pending + k)
     return held
 
 
