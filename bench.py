@@ -31,12 +31,15 @@ from typing import Iterator
 
 import torch
 
-import runs
-from config import ArgumentParser, parse_cli, parse_config
-from errors import UserError
-from model.gpt import GPT
+from core import hardware
+from core.cli import ArgumentParser, run_command
+from core.errors import UserError
 from model.generation import stream_samples
-from train import build, get_lr, train_step
+from model.gpt import GPT
+from training.config import parse_cli, parse_config
+from training.schedule import get_lr
+from training.setup import build
+from training.step import train_step
 
 # Dense bf16 peak FLOP/s by device name substring (vendor datasheets, no sparsity).
 PEAK_FLOPS = {
@@ -184,15 +187,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="--stream: new tokens per streaming run, one figure per value (default: 100 10000).")
     parser.add_argument("--repeats", type=int, default=3,
                         help="--generate, --stream: timed runs per mode and length (the median is reported).")
-    try:
-        args, overrides = parse_cli(parser, argv, exclude=NOT_BENCHED)
-        if args.iters < 1 or args.warmup < 0 or args.new_tokens < 1 or args.repeats < 1 or min(args.stream_tokens) < 1:
-            raise UserError("--iters, --new-tokens, --stream-tokens and --repeats must be >= 1 and --warmup >= 0")
-        cfg = parse_config(args.config, overrides)
-        s = build(cfg)  # exactly train.py's set-up: data, seeded model, AdamW, optional compile
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_command(lambda: bench(*parse_cli(parser, argv, exclude=NOT_BENCHED)))
+
+
+def bench(args, overrides: dict) -> int:
+    """Build the config's training set-up exactly as train.py does, then time what ``args`` asks for."""
+    if args.iters < 1 or args.warmup < 0 or args.new_tokens < 1 or args.repeats < 1 or min(args.stream_tokens) < 1:
+        raise UserError("--iters, --new-tokens, --stream-tokens and --repeats must be >= 1 and --warmup >= 0")
+    cfg = parse_config(args.config, overrides)
+    s = build(cfg)  # exactly train.py's set-up: data, seeded model, AdamW, optional compile
     tc, mc, device, model = cfg.train, cfg.model, s.device, s.model
     tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
@@ -225,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     ms = statistics.median(times) * 1000
     tokens_per_s = tokens_per_step / (ms / 1000)
     kind = "CUDA allocated" if device.type == "cuda" else "process max RSS"
-    peak_mem = f"{runs.peak_memory_mib(device):,.0f} MiB ({kind})"
+    peak_mem = f"{hardware.peak_memory_mib(device):,.0f} MiB ({kind})"
     flops = model.flops_per_token(mc.block_size)
     peak = peak_flops(device)
     mfu = f"{100 * flops * tokens_per_s / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s bf16 peak" if peak else "n/a (no peak figure for this device)"

@@ -25,10 +25,12 @@ from typing import Iterator
 
 import torch
 
-import runs
-from config import ArgumentParser
-from errors import UserError
+from core import hardware
+from core.cli import ArgumentParser, run_command
+from core.errors import UserError
 from model.generation import encode_prompt, stream_samples
+from model.sampling import check_sampling
+from training import runs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -70,12 +72,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.prompt = "\n"
     if args.prompt == "":
         raise UserError("the prompt is empty: give --prompt with some text (e.g. --prompt 'ROMEO:')")
-    if args.top_k is not None and args.top_k < 1:
-        raise UserError(f"--top-k must be >= 1, got {args.top_k}: omit it to sample from the whole vocabulary")
-    if args.temperature is not None and not args.temperature > 0:
-        raise UserError(f"--temperature must be > 0, got {args.temperature}: use --greedy for deterministic argmax decoding")
-    if args.top_p is not None and not 0 < args.top_p <= 1:
-        raise UserError(f"--top-p must be in (0, 1], got {args.top_p}: 1 keeps the whole distribution, 0.9 a typical nucleus")
+    check_sampling(1.0 if args.temperature is None else args.temperature, args.top_k, args.top_p, greedy=False,
+                   as_flags=True)
     if args.greedy and (args.top_k is not None or args.temperature is not None or args.top_p is not None):
         raise UserError("--greedy takes the argmax and ignores sampling: drop --top-k / --top-p / --temperature, or drop --greedy")
     if "" in args.stop:
@@ -169,32 +167,30 @@ def main(argv: list[str] | None = None) -> int:
     A reader that stops reading (``sample.py | head``) ends the run quietly with status 0, as
     ``cat`` and ``grep`` do.
     """
-    try:
-        args = parse_args(argv)
-        device = runs.pick_device(args.device)
-        model, tokenizer, ckpt = runs.load_run(args.run, args.checkpoint, device)
-        print(f"# {args.run} step {ckpt['step']}, val loss {ckpt.get('val_loss')}, tie_embeddings={ckpt['tie_embeddings']}",
-              file=sys.stderr)
-        eot = getattr(tokenizer, "eot_token", None)
-        if args.ignore_eot and eot is None:
-            raise UserError(f"the {tokenizer.name} tokenizer has no end-of-text token: drop --ignore-eot")
-        ids = encode_prompt(tokenizer, args.prompt)
-        stream = stream_samples(
-            model, tokenizer, ids, args.max_new_tokens, device, num_samples=args.num_samples, stop=args.stop,
-            stop_token=None if args.ignore_eot else eot, temperature=args.temperature or 1.0, top_k=args.top_k,
-            top_p=args.top_p, greedy=args.greedy, generator=torch.Generator().manual_seed(args.seed),
-            use_cache=not args.no_cache,
-        )
-        return print_samples(announce_long_runs(stream, args.max_new_tokens), args.prompt, args.num_samples)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # the reader closed the pipe: nobody is left to read the rest
-        _quiet_stdout()
-        return 0
-    except KeyboardInterrupt:  # Ctrl-C outside generation (loading the model, say): nothing to print
-        print("# stopped by Ctrl-C", file=sys.stderr)
-        return 130
+    def body() -> int:
+        try:
+            args = parse_args(argv)
+            device = hardware.pick_device(args.device)
+            model, tokenizer, ckpt = runs.load_run(args.run, args.checkpoint, device)
+            print(f"# {args.run} step {ckpt['step']}, val loss {ckpt.get('val_loss')}, tie_embeddings={ckpt['tie_embeddings']}",
+                  file=sys.stderr)
+            eot = getattr(tokenizer, "eot_token", None)
+            if args.ignore_eot and eot is None:
+                raise UserError(f"the {tokenizer.name} tokenizer has no end-of-text token: drop --ignore-eot")
+            ids = encode_prompt(tokenizer, args.prompt)
+            stream = stream_samples(
+                model, tokenizer, ids, args.max_new_tokens, device, num_samples=args.num_samples, stop=args.stop,
+                stop_token=None if args.ignore_eot else eot, temperature=args.temperature or 1.0, top_k=args.top_k,
+                top_p=args.top_p, greedy=args.greedy, generator=torch.Generator().manual_seed(args.seed),
+                use_cache=not args.no_cache,
+            )
+            return print_samples(announce_long_runs(stream, args.max_new_tokens), args.prompt, args.num_samples)
+        except BrokenPipeError:  # the reader closed the pipe: nobody is left to read the rest
+            _quiet_stdout()
+            return 0
+
+    # Ctrl-C outside generation (loading the model, say): nothing to print but that.
+    return run_command(body, on_interrupt="# stopped by Ctrl-C")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 Prepare a dataset from the repo root with ``python -m data.prepare --help``; in
 code, ``prepare_data(...)`` returns a folder that ``TokenData(folder)`` reads.
+Imports ``core`` only (never ``model``, ``training`` or a command).
 
 The names below are re-exported lazily (PEP 562 ``__getattr__``): importing
 ``data`` stays cheap, and ``python -m data.prepare`` does not trip runpy's

@@ -26,10 +26,9 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from data.tokenizers import atomic_write_bytes, cache_dir
-from errors import UserError
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from core.errors import UserError
+from core.files import REPO_ROOT, atomic_write_bytes, cache_dir
+from data.config import check_val_fraction
 
 TINYSHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 # sha256 of that 1,115,394-byte file (as published in ../shared/README.md).
@@ -303,12 +302,6 @@ def load_documents(source: str) -> list[tuple[str, str]]:
 # ----------------------------------------------------------------------------- split
 
 
-def check_val_fraction(val_fraction: float) -> None:
-    """UserError unless 0 < val_fraction <= 0.5."""
-    if not isinstance(val_fraction, (int, float)) or not 0 < val_fraction <= 0.5:
-        raise UserError(f"val_fraction must be in (0, 0.5], got {val_fraction!r}: set --data.val_fraction=0.1")
-
-
 def split_point(text: str, val_fraction: float) -> int:
     """Index (in characters) where ``text``'s held-out tail starts.
 
@@ -355,3 +348,42 @@ def split_documents(docs: list[tuple[str, str]], val_fraction: float) -> tuple[s
     """
     train, val = split_parts(docs, val_fraction)
     return "".join(train), "".join(val)
+
+
+# ----------------------------------------------------------------------------- names and fingerprints
+
+
+def short_hash(text: str) -> str:
+    """First 8 hex digits of sha256(text): tells apart two sources with the same readable name."""
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def safe_name(name: str) -> str:
+    """``name`` reduced to characters safe in a folder name ('data' if nothing is left)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "data"
+
+
+def slug(source: str) -> str:
+    """Folder-name-safe id of a local or named source.
+
+    Named sources map to themselves; a path maps to ``<stem>-<8 hex>`` where the
+    hex is sha256 of the absolute path, so two ``input.txt`` files in different
+    folders get different caches.
+    """
+    if source in NAMED_SOURCES:
+        return source
+    p = Path(source).expanduser().resolve()
+    return f"{safe_name(p.stem or p.name)}-{short_hash(str(p))}"
+
+
+def holdout_period(val_fraction: float) -> int:
+    """M such that every M-th document (1-based: documents M, 2M, ...) is held out for val."""
+    return max(1, round(1 / val_fraction))
+
+
+def documents_sha256(docs: list[tuple[str, str]]) -> str:
+    """sha256 over every document's name and text (NUL-separated, UTF-8), in order."""
+    h = hashlib.sha256()
+    for name, text in docs:
+        h.update(name.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0")
+    return h.hexdigest()

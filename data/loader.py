@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from errors import UserError
+from core.errors import UserError
 
 SPLITS = ("train", "val")
 DTYPES = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}  # meta.json's dtype -> on-disk (little-endian)

@@ -18,7 +18,8 @@ written whole and renamed into place, and ``progress.json`` records how many
 documents are done.  Rerunning the same command after a crash, Ctrl-C or a
 lost connection continues from the last finished shard; other settings start
 over.  The finished folder is swapped in atomically.  Concurrent preparations
-of one folder (e.g. several training processes) wait for each other.
+of one folder (e.g. several training processes) wait for each other on the lock
+file ``<cache-dir>/.<name>.lock`` (empty, left in place as ``filelock`` advises).
 
 Run from the repo root::
 
@@ -33,50 +34,43 @@ Run from the repo root::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import itertools
 import json
-import multiprocessing
 import os
 import shutil
-import signal
 import sys
 import time
 import typing
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from config import ArgumentParser, DataConfig, parse_cli, parse_config
+from core.cli import ArgumentParser, run_command
+from core.errors import UserError
+from core.files import acquire_or_wait, atomic_write_bytes, file_lock, swap_in_folder
+from core.settings import Schema, load_toml, merge
+from data.config import DataConfig
+from data.encode import encoder
 from data.shards import ResumeMismatch, ShardWriter, token_dtype
 from data.sources import DatasetSource, char_vocabulary_text, resolve_source, slug  # noqa: F401 (slug: public)
 from data.tokenizers import (
     TOKENIZER_FILENAME,
-    atomic_write_bytes,
     build_tokenizer,
     load_tokenizer,
     save_tokenizer,
-    tokenizer_from_dict,
 )
-from errors import UserError
-
-try:
-    import fcntl
-except ImportError:  # Windows: no flock; concurrent preparations of one folder are then not serialised
-    fcntl = None
 
 FORMAT = 2  # 2: sharded token files listed in meta.json.  A change of layout or meaning rebuilds old caches.
 DEFAULT_CACHE_DIR = Path(DataConfig.cache_dir)  # relative to the working directory, as train.py's data.cache_dir
 SPLITS = ("train", "val")
 PROGRESS_FILE = "progress.json"
-MAX_CHUNK_DOCS = 256  # documents per task sent to a worker: amortises inter-process overhead on short documents
 # Document delimiters for many-document sources (hf, jsonl, parquet): gpt2 puts <|endoftext|> before each
 # document (GPT-2's and nanoGPT's convention); char, which has no special token, ends each with a blank line.
 CHAR_DOC_SUFFIX = "\n\n"
+DATA_SCHEMA = Schema({"data": DataConfig})  # python -m data.prepare reads a recipe's [data] section alone
 
 
 def _cache_is_valid(folder: Path, want: dict) -> bool:
@@ -97,158 +91,6 @@ def _cache_is_valid(folder: Path, want: dict) -> bool:
         return False
 
 
-def _swap_in(tmp: Path, folder: Path) -> None:
-    """Replace ``folder`` (if any) by the finished ``tmp`` folder.
-
-    POSIX cannot rename a folder over a non-empty one, so the old one is first
-    renamed aside, then deleted; ``folder`` is always either old-complete or
-    new-complete (it is briefly absent between the two renames).
-    """
-    old = None
-    if folder.exists():
-        old = folder.parent / f".{folder.name}.old-{uuid.uuid4().hex[:8]}"
-        os.rename(folder, old)
-    try:
-        os.rename(tmp, folder)
-    except BaseException:
-        if old is not None:
-            os.rename(old, folder)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _owned(partial: Path):
-    """Create ``partial`` if needed and hold an exclusive flock on it while the block runs.
-
-    The lock lives on the folder itself, so it needs no lock file and leaves
-    nothing behind: when the owner renames the finished folder into place, a
-    process that was waiting wakes up holding a lock on a folder that is no
-    longer ``partial`` and starts over (and then finds the finished folder).
-    """
-    while True:
-        partial.mkdir(parents=True, exist_ok=True)
-        if fcntl is None:
-            yield
-            return
-        fd = os.open(partial, os.O_RDONLY)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                print(f"waiting for another process that is preparing {partial} ...", file=sys.stderr, flush=True)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            held = os.fstat(fd)
-            try:
-                now = os.stat(partial)
-                same = (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
-            except FileNotFoundError:
-                same = False
-        except BaseException:
-            os.close(fd)
-            raise
-        if same:
-            break
-        os.close(fd)
-    try:
-        yield
-    finally:
-        os.close(fd)  # releases the flock
-
-
-# ----------------------------------------------------------------------------- tokenizing workers
-
-_WORKER: dict = {}  # this process's tokenizer, dtype and document delimiters (set by _init_worker)
-
-
-def _init_worker(tok_dict: dict, search_dirs: list[str], dtype: str, prefix: list[int], suffix: str) -> None:
-    """Pool initializer: build this worker's tokenizer once, from ``tokenizer.to_dict()``.
-
-    Workers ignore SIGINT: Ctrl-C is handled once, by the parent, which saves progress.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _set_worker(tokenizer_from_dict(tok_dict, search_dirs=search_dirs), dtype, prefix, suffix)
-
-
-def _set_worker(tok, dtype: str, prefix: list[int], suffix: str) -> None:
-    _WORKER.update(tok=tok, dtype=np.dtype(dtype), prefix=np.asarray(prefix, dtype=dtype), suffix=suffix)
-
-
-def _encode(piece: tuple[str, str]) -> tuple[str, np.ndarray, int]:
-    """``(split, text)`` -> ``(split, ids, characters)``; a blank document gives no ids.
-
-    ids = prefix + encode(text + suffix) as the token dtype (prefix/suffix are
-    the document delimiters; both empty for the named and .txt sources).
-    """
-    split, text = piece
-    w = _WORKER
-    if not text.strip():
-        return split, np.empty(0, dtype=w["dtype"]), 0
-    ids = np.asarray(w["tok"].encode(text + w["suffix"]), dtype=w["dtype"])
-    if w["prefix"].size:
-        ids = np.concatenate([w["prefix"], ids])
-    return split, ids, len(text)
-
-
-def _encode_chunk(pieces: list[tuple[str, str]]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """Encode several documents: (splits, token counts, character counts, all their ids concatenated).
-
-    One array per chunk instead of one per document: far less pickling between
-    the worker and the parent, which would otherwise limit a many-core pool.
-    """
-    out = [_encode(p) for p in pieces]
-    counts = np.array([len(ids) for _, ids, _ in out], dtype=np.int64)
-    chars = np.array([c for _, _, c in out], dtype=np.int64)
-    ids = np.concatenate([ids for _, ids, _ in out]) if out else np.empty(0, dtype=_WORKER["dtype"])
-    return [split for split, _, _ in out], counts, chars, ids
-
-
-def _chunks(items, size: int):
-    """Lists of ``size`` consecutive items (the last may be shorter), read lazily."""
-    it = iter(items)
-    while chunk := list(itertools.islice(it, size)):
-        yield chunk
-
-
-def _pool_context():
-    """fork on Linux (workers start in milliseconds and share the parent's imports), spawn elsewhere."""
-    method = "fork" if sys.platform.startswith("linux") else "spawn"
-    return multiprocessing.get_context(method)
-
-
-@contextlib.contextmanager
-def _encoder(tok, search_dir: Path, dtype: np.dtype, prefix: list[int], suffix: str, num_proc: int,
-             total: int | None):
-    """Yield ``encode_all(pieces) -> iterator of (split, ids, characters)``, one per piece, in input order.
-
-    ``num_proc > 1``: a ``multiprocessing`` Pool whose ``imap`` keeps the order
-    (so the token files do not depend on the number of workers); its feeder
-    reads the input as the workers take tasks, so a stream is never loaded
-    whole; documents travel in chunks (see :func:`_encode_chunk`), sized from
-    ``total`` (documents, if known) so that a few long documents still spread
-    over all workers.  ``num_proc == 1``: :func:`_encode` in this process.
-    """
-    size = MAX_CHUNK_DOCS if total is None else max(1, min(MAX_CHUNK_DOCS, total // (16 * num_proc)))
-
-    def unpack(results):
-        for splits, counts, chars, ids in results:
-            ends = np.cumsum(counts)
-            for split, end, n, c in zip(splits, ends, counts, chars):
-                yield split, ids[end - n:end], int(c)
-
-    if num_proc == 1:
-        _set_worker(tok, dtype.str, prefix, suffix)
-        try:
-            yield lambda pieces: map(_encode, pieces)  # no inter-process traffic to amortise: no chunks
-        finally:
-            _WORKER.clear()
-        return
-    args = (tok.to_dict(), [str(search_dir)], dtype.str, prefix, suffix)
-    with _pool_context().Pool(num_proc, initializer=_init_worker, initargs=args) as pool:
-        yield lambda pieces: unpack(pool.imap(_encode_chunk, _chunks(pieces, size)))
-
-
 # ----------------------------------------------------------------------------- building
 
 
@@ -262,7 +104,8 @@ def _load_progress(partial: Path, want: dict) -> dict | None:
 
 
 def _clear(folder: Path) -> None:
-    """Delete everything inside ``folder`` (kept itself: it carries the build lock)."""
+    """Delete everything inside ``folder``, which exists afterwards."""
+    folder.mkdir(parents=True, exist_ok=True)
     for p in folder.iterdir():
         shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
 
@@ -335,7 +178,7 @@ class _Build:
                 self.checkpoint()  # progress.json marks the folder as resumable from the start
             bar = tqdm(total=total, initial=self.consumed, unit="doc", leave=False, dynamic_ncols=True,
                        desc=f"tokenizing ({self.tok.name}, {num_proc} process{'es' if num_proc > 1 else ''})")
-            with _encoder(self.tok, self.partial, self.dtype, prefix, suffix, num_proc, total) as encode_all:
+            with encoder(self.tok, self.partial, self.dtype, prefix, suffix, num_proc, total) as encode_all:
                 for split, ids, chars in encode_all(itertools.islice(pieces, self.consumed, None)):
                     finished = ids.size > 0 and self.writers[split].add(ids, chars)
                     self.consumed += 1
@@ -398,7 +241,7 @@ class _Build:
         atomic_write_bytes(self.partial / "meta.json", (json.dumps(meta, indent=2) + "\n").encode())
         (self.partial / PROGRESS_FILE).unlink()
         os.chmod(self.partial, 0o755)
-        _swap_in(self.partial, folder)
+        swap_in_folder(self.partial, folder)
         n = {s: len(shards[s]) for s in SPLITS}
         print(
             f"prepared {folder}: train {meta['train_tokens']:,} tokens in {n['train']} shard{'s' * (n['train'] > 1)}, "
@@ -425,18 +268,24 @@ def _prepare(cfg: DataConfig, force: bool) -> tuple[Path, bool]:
     if not force and _cache_is_valid(folder, want):
         return folder, False
     partial = cache_dir / f".{folder.name}.partial"
-    with _owned(partial):
+    # One builder per folder: the others wait, then find the folder it built (the lock file stays, empty).
+    lock = file_lock(cache_dir / f".{folder.name}.lock")
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    acquire_or_wait(lock, f"waiting for another process that is preparing {folder} ...")
+    try:
         if not force and _cache_is_valid(folder, want):  # built by another process while we waited
             shutil.rmtree(partial, ignore_errors=True)
             return folder, False
         build = _Build(src, cfg, want, partial, force)
         build.run()
         build.finish(folder, t0)
+    finally:
+        lock.release()
     return folder, True
 
 
 def prepare_from_config(data_cfg: DataConfig, force: bool = False) -> Path:
-    """Tokenize the corpus a :class:`config.DataConfig` describes; return the prepared folder.
+    """Tokenize the corpus a :class:`data.config.DataConfig` describes; return the prepared folder.
 
     ``train.py`` and ``compare.py`` call this.  The folder
     (``<cache_dir>/<slug>-<tokenizer>/``) holds the shards, ``meta.json`` and
@@ -473,8 +322,24 @@ def _add_short_data_options(ap: argparse.ArgumentParser) -> None:
             ap.add_argument(flag, type=typ, **kwargs)
 
 
+def _data_config(args: argparse.Namespace, overrides: dict) -> DataConfig:
+    """The DataConfig of a command line: defaults <- the recipe's ``[data]`` <- ``--data.*`` / ``--option``."""
+    data = overrides.get("data", {})
+    for key, value in vars(args).items():
+        if key.startswith("short_"):
+            name = key.removeprefix("short_")
+            if name in data and data[name] != value:
+                raise UserError(f"--data.{name} and --{name.replace('_', '-')} disagree: give one of them")
+            data[name] = value
+    recipe = load_toml(args.config).get("data", {}) if args.config else {}
+    if not isinstance(recipe, dict):
+        raise UserError(f"[data] in {args.config} must be a table, got {type(recipe).__name__}")
+    where = f"{args.config or 'command line'}{' + command line' if args.config and data else ''}"
+    return DATA_SCHEMA.build(merge({"data": recipe}, {"data": data}), where)["data"]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """CLI entry point; returns the exit status (2 on a UserError).
+    """CLI entry point; returns the exit status (2 on a UserError, 130 on Ctrl-C).
 
     Options are spelled as for ``train.py`` and ``compare.py`` (``--data.source=...``), so flags
     copy between the commands; the older ``--source``-style spelling still works.
@@ -483,26 +348,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", help="a TOML recipe (configs/*.toml): its [data] section, overridden by the options below")
     ap.add_argument("--force", action="store_true", help="rebuild from scratch even if a matching folder exists")
     _add_short_data_options(ap)
-    try:
-        args, overrides = parse_cli(ap, argv, exclude=("model", "train", "wandb"))
-        data = overrides.setdefault("data", {})
-        for key, value in vars(args).items():
-            if key.startswith("short_"):
-                name = key.removeprefix("short_")
-                if name in data and data[name] != value:
-                    raise UserError(f"--data.{name} and --{name.replace('_', '-')} disagree: give one of them")
-                data[name] = value
-        cfg = parse_config(args.config, overrides).data
-        folder, rebuilt = _prepare(cfg, args.force)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130  # the preparation has said where its progress is kept
-    if not rebuilt:
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        print(f"up to date: {folder}: train {meta['train_tokens']:,} tokens, val {meta['val_tokens']:,} tokens")
-    return 0
+
+    def body() -> int:
+        args, overrides = DATA_SCHEMA.parse_cli(ap, argv, exclude=("model", "train", "wandb"))
+        folder, rebuilt = _prepare(_data_config(args, overrides), args.force)
+        if not rebuilt:
+            meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+            print(f"up to date: {folder}: train {meta['train_tokens']:,} tokens, val {meta['val_tokens']:,} tokens")
+        return 0
+
+    return run_command(body)  # a Ctrl-C prints nothing more: the preparation has said where its progress is kept
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from errors import UserError
+from core.errors import UserError
 
 UINT16_VOCAB = 1 << 16  # a vocabulary of up to 65,536 ids fits uint16 (ids 0..65535)
 

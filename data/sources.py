@@ -29,12 +29,20 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from data.corpus import NAMED_SOURCES, load_documents, split_parts
-from errors import UserError, first_line
+from core.errors import UserError, first_line
+from data.corpus import (
+    NAMED_SOURCES,
+    documents_sha256,
+    holdout_period,
+    load_documents,
+    safe_name,
+    short_hash,
+    slug,
+    split_parts,
+)
 
 HF_PREFIX = "hf:"
 # Suffix -> `datasets` builder for local many-document files.
@@ -43,48 +51,12 @@ FILE_BUILDERS = {".jsonl": "json", ".parquet": "parquet"}
 ROWS_PER_BATCH = 1024
 
 
-def _hex8(text: str) -> str:
-    """First 8 hex digits of sha256(text): tells apart two sources with the same readable name."""
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
-
-
-def _safe(name: str) -> str:
-    """``name`` reduced to characters safe in a folder name ('data' if nothing is left)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "data"
-
-
-def slug(source: str) -> str:
-    """Folder-name-safe id of a local or named source.
-
-    Named sources map to themselves; a path maps to ``<stem>-<8 hex>`` where the
-    hex is sha256 of the absolute path, so two ``input.txt`` files in different
-    folders get different caches.
-    """
-    if source in NAMED_SOURCES:
-        return source
-    p = Path(source).expanduser().resolve()
-    return f"{_safe(p.stem or p.name)}-{_hex8(str(p))}"
-
-
 def _innermost(error: BaseException) -> str:
     """``Type: first line`` of the deepest cause of ``error`` (datasets wraps reader errors)."""
     while error.__cause__ is not None:
         error = error.__cause__
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
-
-
-def holdout_period(val_fraction: float) -> int:
-    """M such that every M-th document (1-based: documents M, 2M, ...) is held out for val."""
-    return max(1, round(1 / val_fraction))
-
-
-def documents_sha256(docs: list[tuple[str, str]]) -> str:
-    """sha256 over every document's name and text (NUL-separated, UTF-8), in order."""
-    h = hashlib.sha256()
-    for name, text in docs:
-        h.update(name.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0")
-    return h.hexdigest()
 
 
 class TextSource:
@@ -173,7 +145,7 @@ class DatasetSource:
         source: the source string (``hf:...`` or a local path).
         kind: ``"hf"``, ``"jsonl"`` or ``"parquet"``.
         files: for jsonl/parquet, the files in read order (None for hf).
-        subset, split, val_split, text_field, streaming: see :class:`config.DataConfig`.
+        subset, split, val_split, text_field, streaming: see :class:`data.config.DataConfig`.
         hf_cache: ``cache_dir`` given to ``datasets`` (``<data cache>/hf``).
 
     Attributes:
@@ -195,7 +167,7 @@ class DatasetSource:
             self.is_hub = not local.is_dir()
             readable = self.name if self.is_hub else local.resolve().name
             ident = self.name if self.is_hub else str(local.resolve())
-            self.slug = f"hf-{_safe(readable)}{'-' + _safe(subset) if subset else ''}-{_hex8(ident + '|' + subset)}"
+            self.slug = f"hf-{safe_name(readable)}{'-' + safe_name(subset) if subset else ''}-{short_hash(ident + '|' + subset)}"
         else:
             self.name = source
             self.is_hub = False
@@ -388,7 +360,7 @@ def resolve_source(source: str, subset: str = "", split: str = "train", val_spli
                    text_field: str = "text", streaming: bool = True, hf_cache: Path = Path("data/cache/hf")):
     """The :class:`TextSource` or :class:`DatasetSource` that ``source`` names (nothing is read yet).
 
-    The options are :class:`config.DataConfig`'s, already validated there
+    The options are :class:`data.config.DataConfig`'s, already validated there
     (subset/split/val_split only with ``hf:``).  Raises UserError for a folder
     mixing file kinds or holding none.
     """

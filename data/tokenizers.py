@@ -18,7 +18,6 @@ Library module, not a script.  Quick check from the repo root::
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import socket
@@ -33,7 +32,8 @@ import tiktoken
 import tiktoken.load
 import tiktoken_ext.openai_public
 
-from errors import UserError
+from core.errors import UserError
+from core.files import atomic_write_bytes, cache_dir, sha256_bytes, sha256_file
 
 # sha256 of the r50k_base / gpt2 rank file, as pinned by tiktoken itself in
 # tiktoken_ext/openai_public.py (r50k_base: same ranks and regex as "gpt2").
@@ -58,50 +58,13 @@ _FIX_HINT = (
 )
 
 
-def cache_dir() -> Path:
-    """Return tinygpt's per-user cache folder (not created here).
+def parse_bpe_ranks(contents: bytes) -> dict[bytes, int]:
+    """A tiktoken rank file (``<base64 token> <rank>`` per line) as ``{token bytes: rank}``.
 
-    ``$TINYGPT_CACHE_DIR`` if set and non-empty, else ``~/.cache/tinygpt``.
+    The parsing of ``tiktoken.load.load_tiktoken_bpe``, which is not called because its
+    ``read_file_cached`` copies every distinct local path into ``<tmp>/data-gym-cache``.
     """
-    env = os.environ.get("TINYGPT_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "tinygpt"
-
-
-def sha256_bytes(data: bytes) -> str:
-    """Hex sha256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of the file at ``path``, read in 1 MiB chunks.
-
-    Raises OSError if it cannot be read.
-    """
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder and ``os.replace``.
-
-    Readers never see a half-written file: the rename is atomic on POSIX and
-    Windows as long as source and target share a filesystem (same folder here).
-    Creates missing parent folders.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0o600; these are ordinary shareable data files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return {base64.b64decode(tok): int(rank) for tok, rank in (line.split() for line in contents.splitlines() if line)}
 
 
 # --------------------------------------------------------------------------- char
@@ -215,11 +178,7 @@ class GPT2Tokenizer:
             raise UserError(
                 f"GPT-2 BPE file '{self.bpe_path}' has sha256 {actual}, expected {GPT2_BPE_SHA256}: {_FIX_HINT}"
             )
-        # Same parsing as tiktoken.load.load_tiktoken_bpe ("<base64 token> <rank>" per
-        # line).  Not called directly because its read_file_cached copies every
-        # distinct local path into <tmp>/data-gym-cache (835 KB per run folder).
-        ranks = {base64.b64decode(tok): int(rank)
-                 for tok, rank in (line.split() for line in contents.splitlines() if line)}
+        ranks = parse_bpe_ranks(contents)
         self._enc = tiktoken.Encoding(
             name="gpt2",
             pat_str=tiktoken_ext.openai_public.r50k_pat_str,

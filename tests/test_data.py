@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import torch
 
+from core.errors import UserError
 from data.corpus import clean_play_markdown, load_documents, split_documents
 from data.loader import TokenData
 from data.prepare import main as prepare_main
 from data.prepare import prepare_data
 from data.tokenizers import load_tokenizer
-from errors import UserError
 
 
 def split_tokens(folder, split):
@@ -271,7 +271,7 @@ def test_prepare_leaves_no_temp_folders(tmp_path, corpus_file):
     """After a build and a forced rebuild the cache dir holds only the final folder."""
     prepare_data(str(corpus_file), "char", tmp_path / "cache")
     folder = prepare_data(str(corpus_file), "char", tmp_path / "cache", force=True)
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [folder.name]
+    assert [p.name for p in (tmp_path / "cache").iterdir() if p.suffix != ".lock"] == [folder.name]
 
 
 def test_prepare_failure_keeps_previous_cache(tmp_path, corpus_file, monkeypatch):
@@ -286,7 +286,7 @@ def test_prepare_failure_keeps_previous_cache(tmp_path, corpus_file, monkeypatch
     with pytest.raises(RuntimeError):
         prepare_data(str(corpus_file), "char", tmp_path / "cache", force=True)
     assert (folder / "train-00000.bin").read_bytes() == before
-    assert [p.name for p in (tmp_path / "cache").iterdir()] == [folder.name]
+    assert [p.name for p in (tmp_path / "cache").iterdir() if p.suffix != ".lock"] == [folder.name]
 
 
 def test_prepare_empty_val_split_is_user_error(tmp_path):
@@ -569,7 +569,7 @@ def test_interrupted_preparation_continues_where_it_stopped(tmp_path, monkeypatc
     """An error at document 41 keeps the finished shards and the progress; the rerun tokenizes only
     the 20 documents left, keeps the finished shard files, and equals an uninterrupted build.
     With a worker pool (documents sent in chunks of 4 here) progress is kept up to the failing chunk."""
-    monkeypatch.setattr("data.prepare.MAX_CHUNK_DOCS", 4)
+    monkeypatch.setattr("data.encode.MAX_CHUNK_DOCS", 4)
     src = write_jsonl(tmp_path / "stories.jsonl", STORIES)
     opts = {"shard_tokens": 300, "num_proc": num_proc}
     whole = prepare_data(str(src), "char", tmp_path / "ref", **opts)
@@ -586,7 +586,7 @@ def test_interrupted_preparation_continues_where_it_stopped(tmp_path, monkeypatc
         assert calls["n"] == len(STORIES) - 40
     assert {k: v for k, v in shard_stamps(folder).items() if k in kept} == kept
     assert folder_files(folder) == folder_files(whole)
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["hf", folder.name]  # hf: datasets' cache
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.suffix != ".lock") == ["hf", folder.name]  # hf: datasets' cache
 
 
 KILL_SCRIPT = """
@@ -656,7 +656,7 @@ def test_concurrent_preparations_of_one_folder_build_it_once(tmp_path, capsys):
         t.join()
     assert len(results) == 2 and results[0] == results[1]
     assert capsys.readouterr().out.count("prepared ") == 1
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["hf", results[0].name]
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.suffix != ".lock") == ["hf", results[0].name]
 
 
 # ----------------------------------------------------------------------------- hf sources
@@ -702,7 +702,7 @@ def test_tinystories_recipe_on_a_local_copy(tmp_path):
     """configs/tinystories.toml's data settings with the source swapped for a local TinyStories-like
     download: train = the train split, val = the validation split, gpt2 tokens, <|endoftext|> between
     stories, and the recipe's block_size fits; prepared through the CLI with --config."""
-    from config import parse_config
+    from training.config import parse_config
 
     train_docs = [s + f" Then {i} birds sang." * 3 for i, s in enumerate(STORIES)]
     val_docs = [f"Once upon a time {i} cats met a dog. They were friends. The end." * 2 for i in range(12)]
@@ -769,7 +769,7 @@ def test_hf_folder_errors_name_the_split_or_field_and_the_fix(tmp_path):
 ])
 def test_data_config_rejects_bad_source_options(overrides, message):
     """DataConfig refuses meaningless or out-of-range data options with one line."""
-    from config import parse_config
+    from training.config import parse_config
 
     with pytest.raises(UserError, match=message):
         parse_config(None, {"data": overrides})
@@ -777,7 +777,7 @@ def test_data_config_rejects_bad_source_options(overrides, message):
 
 def test_fineweb_recipe_parses_to_gpt2_124m_at_half_a_million_tokens_per_step():
     """configs/fineweb_edu_gpt2.toml: GPT-2 small, 524,288 tokens/step, ~10B tokens, fineweb-edu sample-10BT."""
-    from config import parse_config
+    from training.config import parse_config
 
     cfg = parse_config("configs/fineweb_edu_gpt2.toml", {})
     m, t, d = cfg.model, cfg.train, cfg.data

@@ -8,6 +8,7 @@ batch 2b (the same global batch), within float tolerance, with gradient accumula
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -17,13 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+from helpers import error_lines, loss_curve, tiny_args, write_corpus
 from torch.nn.parallel import DistributedDataParallel
 
-import ddp
-from helpers import error_lines, loss_curve, tiny_args, write_corpus
 from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT, GPTConfig
-from runs import read_metrics
+from training import ddp
+from training.runs import read_metrics
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -114,10 +115,12 @@ def test_errors_under_torchrun_are_printed_once(tmp_path):
     assert len(lines) == 1 and "afile" in lines[0], proc.stderr[-3000:]
 
 
-def test_tied_weights_stay_one_parameter_under_ddp(tmp_path):
+def test_tied_weights_stay_one_parameter_under_ddp(tmp_path, monkeypatch):
     """Wrapped in DistributedDataParallel, the tied head is still the embedding: one Parameter, one gradient."""
+    # Loopback, and a timeout: an in-process gloo group once hung here on a loaded machine.
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
     store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=60))
     try:
         model = GPT(GPTConfig(vocab_size=17, block_size=8, n_layer=1, n_head=2, n_embd=8, tie_embeddings=True))
         wrapped = DistributedDataParallel(model)

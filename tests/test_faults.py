@@ -23,16 +23,17 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from helpers import error_line, error_lines, loss_curve, tiny_args, write_corpus
 
-import faults
-import runs
 import sample
 import train
+import training.loop
+from core.errors import UserError
 from data.loader import TokenData
-from errors import UserError
-from helpers import error_line, error_lines, loss_curve, tiny_args, write_corpus
+from experiment import runner
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.gpt import GPT
+from training import faults, runs
 
 REPO = Path(__file__).resolve().parent.parent
 LOG, EVAL = 1, 10  # log and eval intervals of the subprocess runs: a train row every step
@@ -200,7 +201,7 @@ def corpus(tmp_path):
 
 def signal_at_call(monkeypatch, call: int, times: int = 1) -> None:
     """Send SIGINT to this process ``times`` times during train_step call number ``call`` (1-based)."""
-    real_step, calls = train.train_step, {"n": 0}
+    real_step, calls = training.loop.train_step, {"n": 0}
 
     def step_then_signal(*args, **kwargs):
         calls["n"] += 1
@@ -210,7 +211,7 @@ def signal_at_call(monkeypatch, call: int, times: int = 1) -> None:
                 os.kill(os.getpid(), signal.SIGINT)
         return result
 
-    monkeypatch.setattr(train, "train_step", step_then_signal)
+    monkeypatch.setattr(training.loop, "train_step", step_then_signal)
 
 
 def test_ctrl_c_checkpoints_and_resume_is_bit_exact(tmp_path, corpus, monkeypatch, capsys):
@@ -248,13 +249,13 @@ def test_signal_during_the_first_eval_stops_at_step_0_and_resumes_exactly(tmp_pa
     eval once and ends exactly where an uninterrupted run ends."""
     args = tiny_args(tmp_path, corpus, "--train.max_iters=8")
     assert train.main([*args, "--run-name", "ref"]) == 0
-    real_evaluate = train.evaluate
+    real_evaluate = training.loop.evaluate
 
     def evaluate_then_signal(*a, **k):
         os.kill(os.getpid(), signal.SIGINT)
         return real_evaluate(*a, **k)
 
-    monkeypatch.setattr(train, "evaluate", evaluate_then_signal)
+    monkeypatch.setattr(training.loop, "evaluate", evaluate_then_signal)
     assert train.main([*args, "--run-name", "cut"]) == 130
     assert "stopped by SIGINT at step 0" in error_line(capsys)
     monkeypatch.undo()
@@ -493,7 +494,7 @@ def test_checkpoint_digest_round_trips_every_payload_type(tmp_path):
 
 def prepared(tmp_path, corpus) -> Path:
     """The prepared-data folder of the tiny runs."""
-    (folder,) = (tmp_path / "cache").iterdir()
+    (folder,) = (p for p in (tmp_path / "cache").iterdir() if p.suffix != ".lock")  # .<name>.lock: the build lock
     return folder
 
 
@@ -637,8 +638,6 @@ def test_compare_passes_a_signal_to_its_training_child_once(tmp_path):
     through compare.py) and a SIGTERM sent to compare.py is passed on: the child stops cleanly."""
     import threading
 
-    import compare
-
     ready = tmp_path / "ready"
 
     def terminate_when_ready():
@@ -650,7 +649,7 @@ def test_compare_passes_a_signal_to_its_training_child_once(tmp_path):
 
     threading.Thread(target=terminate_when_ready, daemon=True).start()
     started = time.monotonic()
-    status, forwarded = compare.run_forwarding_signals([sys.executable, "-c", CHILD, str(ready)])
+    status, forwarded = runner.run_forwarding_signals([sys.executable, "-c", CHILD, str(ready)])
     assert (status, forwarded) == (128 + signal.SIGTERM, signal.SIGTERM) and time.monotonic() - started < 30
     assert int(ready.read_text()) != os.getsid(0)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

@@ -9,11 +9,11 @@ import random
 import pytest
 import torch
 
+from core.errors import UserError
 from data.tokenizers import CharTokenizer
-from errors import UserError
+from model.generation import generate_text, stream_samples
 from model.gpt import GPT, GPTConfig, KVCache
 from model.sampling import sample_next
-from model.generation import generate_text, stream_samples
 
 TINY = dict(vocab_size=97, block_size=16, n_layer=2, n_head=2, n_embd=32)
 

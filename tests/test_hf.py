@@ -1,4 +1,4 @@
-"""GPT-2 import/export (model/hf.py) and ``train.py --init-from``, on small random GPT-2s: no download.
+"""GPT-2 import/export (model/hf.py, training/gpt2.py, hf.py) and ``train.py --init-from``, on small random GPT-2s: no download.
 
 Run: ``python -m pytest -q tests/test_hf.py``  (CPU, offline; about half a minute, most of it
 the two short fine-tuning runs; the tokenizer test needs the cached GPT-2 BPE file).
@@ -10,14 +10,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import VERSE, error_line, tiny_args, train_rows, write_corpus
 from safetensors import safe_open
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
+import hf as hf_cli
 import sample
 import train
+from core.errors import UserError
+from data.hf_tokenizer import write_tokenizer_files
 from data.tokenizers import CharTokenizer, build_tokenizer
-from errors import UserError
-from helpers import VERSE, error_line, tiny_args, train_rows, write_corpus
 from model import hf
 from model.checkpoint import load_checkpoint
 from model.gpt import GPT, GPTConfig
@@ -193,7 +195,7 @@ def test_missing_transformers_or_safetensors_is_a_one_line_install_hint(monkeypa
 def test_gpt2_tokenizer_files_load_in_transformers_and_encode_as_tiktoken(tmp_path):
     """vocab.json / merges.txt rebuilt from gpt2.tiktoken: 50,000 merges, and AutoTokenizer gives tiktoken's ids."""
     ours = build_tokenizer("gpt2")
-    hf.write_tokenizer_files(ours, tmp_path, max_length=1024)
+    write_tokenizer_files(ours, tmp_path, max_length=1024)
     assert len((tmp_path / "merges.txt").read_text(encoding="utf-8").splitlines()) == 1 + 50000
     theirs = AutoTokenizer.from_pretrained(str(tmp_path))
     assert len(theirs) == 50257 and theirs.eos_token_id == 50256 and theirs.model_max_length == 1024
@@ -206,21 +208,21 @@ def test_gpt2_tokenizer_files_load_in_transformers_and_encode_as_tiktoken(tmp_pa
 
 
 def test_cli_import_sample_export(tmp_path, capsys):
-    """python -m model.hf import -> sample.py -> python -m model.hf export -> from_pretrained: the same weights."""
+    """hf.py import -> sample.py -> hf.py export -> from_pretrained: the same weights."""
     theirs = small_gpt2(vocab_size=hf.GPT2_VOCAB_SIZE)
     theirs.save_pretrained(tmp_path / "gpt2")
-    assert hf.main(["import", "--hf", str(tmp_path / "gpt2"), "--out", str(tmp_path / "run")]) == 0
+    assert hf_cli.main(["import", "--hf", str(tmp_path / "gpt2"), "--out", str(tmp_path / "run")]) == 0
     assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'run'}")
     assert sample.main(["--run", str(tmp_path / "run"), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "40"]) == 0
     assert capsys.readouterr().out.startswith("ROMEO:")
-    assert hf.main(["export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 0
+    assert hf_cli.main(["export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 0
     back = GPT2LMHeadModel.from_pretrained(tmp_path / "hf").eval()
     x = ids(hf.GPT2_VOCAB_SIZE, (2, 32))
     with torch.no_grad():
         assert torch.equal(back(x).logits, theirs(x).logits)  # pure copies both ways: bit-identical
     text = "ROMEO: But soft, what light"
     assert AutoTokenizer.from_pretrained(str(tmp_path / "hf"))(text)["input_ids"] == build_tokenizer("gpt2").encode(text)
-    assert hf.main(["export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 2  # exists: refused
+    assert hf_cli.main(["export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 2  # exists: refused
     assert "not empty" in error_line(capsys)
 
 
@@ -229,9 +231,9 @@ def test_a_char_model_exports_with_its_own_tokenizer_file_and_imports_back(tmp_p
     chars = sorted(set(VERSE))
     torch.manual_seed(2)
     ours = GPT(GPTConfig(vocab_size=len(chars), block_size=32, n_layer=2, n_head=2, n_embd=32)).eval()
-    hf.export(ours, tmp_path / "hf", CharTokenizer(chars))
+    hf.export(ours, tmp_path / "hf", lambda folder: write_tokenizer_files(CharTokenizer(chars), folder))
     assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["config.json", "model.safetensors", "tinygpt_tokenizer.json"]
-    assert hf.main(["import", "--hf", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
+    assert hf_cli.main(["import", "--hf", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
     capsys.readouterr()
     assert sample.main(["--run", str(tmp_path / "run"), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "20"]) == 0
     tok = CharTokenizer(chars)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-import faults
 import list_runs
-from config import RunConfig
+from training import faults
+from training.config import RunConfig
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from errors import UserError
+from core.errors import UserError
 from model.checkpoint import load_checkpoint, load_model_state, save_checkpoint
 from model.gpt import GPT, GPTConfig
 

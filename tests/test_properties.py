@@ -26,10 +26,10 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import train
-from config import SECTIONS, RunConfig, parse_config
+from core.errors import UserError
 from data.tokenizers import CharTokenizer, GPT2Tokenizer, find_gpt2_bpe
-from errors import UserError
 from model.checkpoint import load_checkpoint, save_checkpoint
+from training.config import SECTIONS, RunConfig, parse_config
 
 # Real section and key names most of the time, so examples reach the type and value checks.
 VALID_KEYS = {name: [f.name for f in dataclasses.fields(cls)] for name, cls in SECTIONS.items()}

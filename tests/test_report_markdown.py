@@ -7,11 +7,9 @@ folders are written by hand (``fake_runs.py``) with known losses, baselines and 
 import re
 
 import pytest
-
-import compare
-import report
-import report_markdown
 from fake_runs import UNIGRAM, fake_experiment
+
+from experiment import report, report_markdown, runner
 
 
 @pytest.mark.parametrize("finals, behind", [
@@ -21,7 +19,7 @@ from fake_runs import UNIGRAM, fake_experiment
 def test_report_warns_first_when_a_run_has_not_beaten_the_unigram_baseline(tmp_path, finals, behind):
     """Before the verdict, a warning: not meaningful, which arm is behind, what to do; write_report flags it."""
     paths = fake_experiment(tmp_path, finals, [(UNIGRAM, UNIGRAM)] * len(finals))
-    out, meaningful = compare.write_report(paths, tmp_path, prompts=[], title="t")
+    out, meaningful = runner.write_report(paths, tmp_path, prompts=[], title="t")
     md = out.read_text()
     warning = md.index("**Warning: this comparison is not meaningful.**")
     assert warning < md.index("**Verdict:**") and "not meaningful, see the warning above" in md

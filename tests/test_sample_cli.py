@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import VERSE, error_line
 
 import bench
 import sample
-from config import RunConfig
 from data.tokenizers import CharTokenizer, save_tokenizer
-from helpers import VERSE, error_line
 from model.checkpoint import save_checkpoint
-from model.gpt import GPT, GPTConfig
+from model.gpt import GPT
+from training.config import RunConfig
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -12,6 +12,7 @@ import json
 import pytest
 
 import data.tokenizers as T
+from core.errors import UserError
 from data.tokenizers import (
     GPT2_BPE_SHA256,
     CharTokenizer,
@@ -22,7 +23,6 @@ from data.tokenizers import (
     save_tokenizer,
     tokenizer_from_dict,
 )
-from errors import UserError
 
 
 @pytest.fixture(scope="session")

@@ -10,13 +10,15 @@ import re
 
 import pytest
 import torch
+from helpers import VERSE, error_line, tiny_args, train_rows, write_corpus
 
 import train
-from config import RunConfig, TrainConfig, parse_config
-from errors import UserError
+from core.errors import UserError
 from model.checkpoint import load_checkpoint
-from helpers import VERSE, error_line, tiny_args, train_rows, write_corpus
-from runs import read_metrics
+from training import schedule, setup, step
+from training.config import RunConfig, TrainConfig, parse_config
+from training.runs import read_metrics
+
 
 @pytest.fixture
 def corpus(tmp_path):
@@ -30,7 +32,7 @@ def corpus(tmp_path):
 def test_lr_warms_up_linearly_then_decays_to_min_lr():
     """get_lr rises linearly during warmup, peaks at learning_rate, and ends at min_lr."""
     cfg = TrainConfig(max_iters=100, warmup_iters=10, learning_rate=1e-3, min_lr=1e-4)
-    lrs = [train.get_lr(s, cfg) for s in range(120)]
+    lrs = [schedule.get_lr(s, cfg) for s in range(120)]
     assert lrs[0] < lrs[5] < lrs[9] < 1e-3
     assert max(lrs) == pytest.approx(1e-3)
     assert lrs[10] == pytest.approx(1e-3)
@@ -155,12 +157,12 @@ def test_resume_refuses_changing_the_maths(tmp_path, corpus, capsys):
 def test_schedule_note_says_what_the_learning_rate_does_past_or_short_of_its_horizon():
     """Extending past lr_decay_iters leaves the lr at min_lr; stopping short leaves it undecayed: both say the fix."""
     longer = TrainConfig(max_iters=800, lr_decay_iters=400, learning_rate=1e-3, min_lr=1e-4, warmup_iters=10)
-    assert "steps 400..800 train at min_lr=0.0001" in train.schedule_note(longer)
-    assert train.schedule_note(longer).endswith("--train.lr_decay_iters=800")
+    assert "steps 400..800 train at min_lr=0.0001" in schedule.schedule_note(longer)
+    assert schedule.schedule_note(longer).endswith("--train.lr_decay_iters=800")
     shorter = TrainConfig(max_iters=40, lr_decay_iters=400, learning_rate=1e-3, min_lr=1e-4, warmup_iters=10)
-    note = train.schedule_note(shorter)
-    assert f"last learning rate is {train.get_lr(39, shorter):.3g}" in note and "--train.lr_decay_iters=40" in note
-    assert train.schedule_note(TrainConfig(max_iters=400, lr_decay_iters=400)) is None
+    note = schedule.schedule_note(shorter)
+    assert f"last learning rate is {schedule.get_lr(39, shorter):.3g}" in note and "--train.lr_decay_iters=40" in note
+    assert schedule.schedule_note(TrainConfig(max_iters=400, lr_decay_iters=400)) is None
 
 
 def test_resume_that_extends_a_run_prints_the_schedule_note_and_may_move_the_horizon(tmp_path, corpus, capsys):
@@ -249,7 +251,7 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path, corpus):
         args = tiny_args(tmp_path, corpus, f"--train.grad_accum_steps={accum}", f"--train.batch_size={batch}",
                          "--train.grad_clip=0")
         cfg = parse_config(None, train.parse_args(args)[1])
-        s = train.build(cfg)
+        s = setup.build(cfg)
         grads = {}
         real_step = s.optimizer.step
 
@@ -258,7 +260,7 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path, corpus):
             return real_step(*a, **k)
 
         s.optimizer.step = capture  # see the gradient AdamW receives (Adam itself is scale-invariant)
-        result = train.train_step(s.step_model, s.optimizer, s.data, s.data_gen, cfg, s.device, s.amp_dtype, lr=1e-2)
+        result = step.train_step(s.step_model, s.optimizer, s.data, s.data_gen, cfg, s.device, s.amp_dtype, lr=1e-2)
         results.append((result.loss, grads))
     assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
     for name, grad in results[0][1].items():

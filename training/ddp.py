@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from errors import UserError
+from core.errors import UserError
 
 
 class FollowerError(UserError):

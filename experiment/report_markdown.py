@@ -1,6 +1,6 @@
 """The tied-vs-untied report worded as Markdown, from an :class:`report.Experiment`.
 
-``report.py`` reads the run folders, checks they are a fair experiment and does the
+``experiment/report.py`` reads the run folders, checks they are a fair experiment and does the
 statistics; this module only says what they mean, in order: a warning when the runs learned
 too little for the comparison to mean anything, the verdict, the setup, the per-arm table
 (timings marked as measured under whatever load the machine had), the paired differences,
@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 import statistics
 
-from report import ARMS, SIZE_KEYS, Experiment, arm_table, paired_difference
+from experiment.report import ARMS, SIZE_KEYS, Experiment, arm_table, paired_difference
 
 TIMING_NOTE = ("‡ Timings were measured under whatever load the machine had while each run trained (other "
                "processes on shared cores included), so they are given as the median and the range (min–max) "

@@ -16,6 +16,8 @@ for each fault and the test that injects it (``tests/test_faults.py``)::
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import os
 import shutil
@@ -29,11 +31,11 @@ from pathlib import Path
 import filelock
 import torch
 
-from config import RunConfig, TrainConfig
-from errors import UserError
+from core.errors import UserError
+from core.files import file_lock, write_json
 from model.checkpoint import save_checkpoint
 from model.gpt import GPT
-from runs import write_json
+from training.config import RunConfig, TrainConfig
 
 
 class RunLock:
@@ -55,10 +57,7 @@ class RunLock:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
         self.owner_path = self.run_dir / "lock.json"
-        try:  # filelock >= 4 would fall back to a plain lock file where flock is missing: no stale detection
-            self._lock = filelock.FileLock(self.run_dir / ".lock", timeout=0, fallback_to_soft=False)
-        except TypeError:  # filelock 3.x has no fallback
-            self._lock = filelock.FileLock(self.run_dir / ".lock", timeout=0)
+        self._lock = file_lock(self.run_dir / ".lock", timeout=0)
         self.stale_owner: dict | None = None  # the dead owner taken over, if any
 
     def _read_owner(self) -> dict | None:
@@ -241,3 +240,49 @@ def claim_run_folder(run_dir: Path, resume: bool, cleanup: contextlib.ExitStack)
         cleanup.push(remove_if_unstarted)  # runs after the lock below is released
     cleanup.enter_context(RunLock(run_dir))
     remove_stale_temp_files(run_dir)
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (signal 0 checks without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by someone else
+        return True
+    return True
+
+
+def lock_is_live(run_dir: Path) -> bool:
+    """Whether a live process holds ``run_dir``'s lock, found without taking it.
+
+    :class:`RunLock` holds an flock on ``<run>/.lock`` and keeps ``lock.json`` (pid,
+    host) while it does; the kernel drops the flock when the process dies.  No ``lock.json``:
+    nobody holds it.  A ``lock.json`` naming a process of this host that is gone: stale.
+    Otherwise the flock itself decides: a shared non-blocking flock on a read-only descriptor
+    is refused while the owner holds its exclusive one (and is dropped at once when granted).
+    """
+    try:
+        owner = json.loads((run_dir / "lock.json").read_text())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        owner = {}
+    owner = owner if isinstance(owner, dict) else {}
+    pid = owner.get("pid")
+    on_this_host = owner.get("host") == socket.gethostname() and type(pid) is int and pid > 0
+    if on_this_host and not _pid_alive(pid):
+        return False
+    try:
+        fd = os.open(run_dir / ".lock", os.O_RDONLY)
+    except OSError:  # no lock file: nothing to hold
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+            return True
+        return on_this_host  # no working flock here (e.g. ENOLCK): trust the live pid
+    finally:
+        os.close(fd)  # releases the shared flock if it was granted

@@ -6,157 +6,28 @@ hardware), ``metrics.jsonl`` (one JSON object per log/eval step), ``tokenizer.js
 (+ ``gpt2.tiktoken`` for the BPE tokenizer), ``ckpt_last.pt``, ``ckpt_best.pt`` and, once
 the run finishes, ``summary.json`` (final and best val loss, unigram baseline, tokens/s).
 
-This module also picks the device and autocast dtype and provides the experiment loggers
-(:class:`MetricsLog`, always on, local JSONL; a wandb logger that is a no-op when wandb is
-disabled).  The guards a long run needs (lock, stop signals, path checks) are in ``faults.py``.
+This module also provides the experiment loggers (:class:`MetricsLog`, always on, local
+JSONL; a wandb logger that is a no-op when wandb is disabled).  The guards a long run needs
+(lock, stop signals, path checks) are in :mod:`training.faults`; the device and the
+environment record in :mod:`core.device`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import math
 import os
-import platform
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import torch
 
-from config import RunConfig
-from data.tokenizers import atomic_write_bytes, load_tokenizer
-from errors import UserError, first_line
+from core.errors import UserError, first_line
+from core.files import atomic_write_bytes, read_json, write_text_atomic
+from data.tokenizers import load_tokenizer
 from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
-
-REPO_ROOT = Path(__file__).resolve().parent
-
-
-# ----------------------------------------------------------------------------- device
-
-
-def pick_device(name: str = "auto") -> torch.device:
-    """``'auto'`` -> cuda if available, else mps, else cpu; other names are checked to exist.
-
-    Raises :class:`UserError` if the requested device is not available.
-    """
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"unknown device {name!r}: use auto, cpu, cuda, cuda:N or mps") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise UserError(f"device {name!r} requested but CUDA is not available: use --train.device=cpu")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise UserError(f"device {name!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    elif device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise UserError("device 'mps' requested but MPS is not available: use --train.device=cpu")
-    elif device.type not in ("cpu", "cuda", "mps"):
-        raise UserError(f"unsupported device {name!r}: use auto, cpu, cuda, cuda:N or mps")
-    return device
-
-
-def keep_freed_memory_on_cpu() -> bool:
-    """Stop glibc from handing large freed blocks back to the OS (Linux only); True if applied.
-
-    glibc serves allocations above its mmap threshold (at most 32 MiB) with a fresh ``mmap``
-    and unmaps them on free, so every training step page-faults its big tensors in anew --
-    with a 50257-token vocabulary the logits alone are ``B*T*vocab_size*4`` bytes (400 MiB at
-    B=16, T=128).  ``mallopt(M_MMAP_MAX, 0)`` plus a high ``M_TRIM_THRESHOLD`` keeps that memory
-    in the heap for reuse (glibc manual, "Malloc Tunable Parameters").  Measured with
-    ``python bench.py`` on a 2-core CPU: 1144 -> 725 ms/iter, at ~0.7 GiB more peak RSS.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_max = -1, -4  # from glibc's malloc.h
-        return bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 2**31 - 1))
-    except (OSError, AttributeError):  # not glibc (e.g. musl): leave the allocator alone
-        return False
-
-
-def autocast_dtype(device: torch.device, dtype: str) -> torch.dtype | None:
-    """The autocast dtype for ``dtype`` ('auto' -> bf16 on CUDA with bf16 support, else None = fp32)."""
-    if dtype == "float32":
-        return None
-    if dtype == "bfloat16":
-        return torch.bfloat16
-    if device.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return None
-
-
-def autocast(device: torch.device, dtype: torch.dtype | None):
-    """A ``torch.autocast`` context for ``dtype``, or a null context for float32."""
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def peak_memory_mib(device: torch.device) -> float:
-    """Peak memory so far in MiB: CUDA's max allocated bytes, else the process's max RSS (Linux: KiB)."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    import resource  # POSIX only; imported here so the module still loads elsewhere
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-# ----------------------------------------------------------------------------- run folder
-
-
-def environment(device: torch.device) -> dict:
-    """What a reader needs to reproduce a run: git commit, versions, hardware (modded-nanogpt style)."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
-        ).stdout.strip() or None
-        dirty = bool(subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-            capture_output=True, text=True, timeout=10,
-        ).stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        commit, dirty = None, None
-    versions = {"python": platform.python_version(), "torch": torch.__version__}
-    for mod in ("numpy", "tiktoken", "datasets", "tqdm", "wandb"):
-        try:
-            versions[mod] = __import__(mod).__version__
-        except Exception:  # an optional library that is absent or broken is recorded as such
-            versions[mod] = None
-    env = {
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "versions": versions,
-        "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "platform": platform.platform(),
-        "hostname": platform.node(),
-        "argv": sys.argv,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-    return env
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) atomically, so a crash never leaves half a file (:func:`atomic_write_bytes`)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def write_json(path: Path, obj) -> None:
-    """Write JSON atomically (temp file + rename), so a crash never leaves half a file."""
-    write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
+from training.config import RunConfig
 
 
 @contextlib.contextmanager
@@ -170,16 +41,6 @@ def _env_default(name: str, value: str):
         yield
     finally:
         os.environ.pop(name, None)
-
-
-def read_json(path: Path, what: str) -> dict:
-    """Read a JSON file or raise :class:`UserError` naming it."""
-    if not path.is_file():
-        raise UserError(f"{what} {path} does not exist: is this a tinygpt run folder?")
-    try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{what} {path} is not valid JSON ({e}): restore it from the run's checkpoint") from None
 
 
 def load_run_config(run_dir: Path) -> RunConfig:
@@ -236,9 +97,38 @@ def _kept_on_resume(line: str, resume_step: int) -> bool:
     return isinstance(row, dict) and row.get("step", 0) <= resume_step and row.get("kind") != "stop"
 
 
+class Unreadable(UserError):
+    """A run folder file that cannot be read as train.py writes it; the message names file and problem."""
+
+
 def read_metrics(path: Path) -> list[dict]:
-    """All rows of a ``metrics.jsonl`` file."""
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    """The rows of a ``metrics.jsonl`` ([] if it does not exist).
+
+    A last line with no newline that is not JSON is a write in progress (or one cut short by a
+    crash, which ``train.py --resume`` drops too) and is left out.  Raises :class:`Unreadable`
+    for any other line that is not a JSON object with a ``kind`` and an integer ``step``.
+    """
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as e:
+        raise Unreadable(f"{path.name} cannot be read ({type(e).__name__}: {e})") from None
+    lines = text.split("\n")
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            if number == len(lines):  # unterminated last line: being written
+                break
+            raise Unreadable(f"{path.name} line {number} is not JSON") from None
+        if not (isinstance(row, dict) and isinstance(row.get("kind"), str) and type(row.get("step")) is int):
+            raise Unreadable(f"{path.name} line {number} is not a metrics row (no kind or integer step)")
+        rows.append(row)
+    return rows
 
 
 class NullLogger:

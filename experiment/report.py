@@ -4,7 +4,7 @@ Everything here works from the run folders alone (``config.json``, ``metrics.jso
 ``summary.json``, ``ckpt_best.pt``): no network, no wandb account.  ``compare.py`` is the
 command line; this module is the library it calls::
 
-    from report import load_runs, check_experiment, paired_difference, plot_curves
+    from experiment.report import load_runs, check_experiment, paired_difference, plot_curves
     runs = load_runs([Path("runs/exp/tied-s0"), Path("runs/exp/untied-s0"), ...])
     exp = check_experiment(runs)           # raises UserError if the runs are not a fair pair set
     plot_curves(exp, Path("runs/exp"))     # PNG figures
@@ -21,9 +21,10 @@ from pathlib import Path
 
 import torch
 
-import config
-from errors import UserError
-from runs import load_run_config, read_json, read_metrics
+from core.errors import UserError
+from core.files import read_json
+from training import config
+from training.runs import load_run_config, read_metrics
 
 ARMS = ("tied", "untied")
 # Keys that may differ between runs of one experiment without making it unfair: bookkeeping,
@@ -321,7 +322,7 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
     Prompts the tokenizer cannot encode are skipped.  Top-k 50, temperature 0.8.
     """
     from model.generation import generate_text
-    from runs import load_run
+    from training.runs import load_run
 
     out: dict = {}
     for arm in ARMS:

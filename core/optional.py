@@ -1,0 +1,32 @@
+"""Optional libraries, imported on first use: transformers and safetensors (GPT-2 interop only).
+
+Training needs neither; a command that does gets a one-line :class:`UserError` saying what
+to install instead of an ImportError traceback.
+"""
+
+from __future__ import annotations
+
+from core.errors import UserError
+
+
+def transformers():
+    """The ``transformers`` module, or a one-line :class:`UserError` saying how to install it."""
+    try:
+        import transformers
+    except ImportError:
+        raise UserError("GPT-2 import/export needs Hugging Face transformers: pip install transformers safetensors") from None
+    transformers.logging.set_verbosity_error()  # its notices and progress bars would break our one-line output
+    transformers.logging.disable_progress_bar()
+    import huggingface_hub.utils
+
+    huggingface_hub.utils.logging.set_verbosity_error()  # its "Retrying in Ns" lines too
+    return transformers
+
+
+def safetensors_torch():
+    """``safetensors.torch``, or a one-line :class:`UserError` saying how to install it."""
+    try:
+        import safetensors.torch
+    except ImportError:
+        raise UserError("GPT-2 export needs safetensors: pip install transformers safetensors") from None
+    return safetensors.torch

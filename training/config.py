@@ -1,0 +1,181 @@
+"""A run's whole configuration: the model, data, train and wandb sections, TOML files and CLI overrides.
+
+A run's configuration is four sections -- ``model`` (:class:`model.gpt.GPTConfig`), ``data``
+(:class:`data.config.DataConfig`), ``train`` and ``wandb`` -- each a dataclass validated in
+``__post_init__``.  Values come, in increasing priority, from the dataclass defaults, a TOML
+file (``--config configs/x.toml``, data that is never executed) and command-line overrides
+such as ``--model.tie_embeddings=false`` (the machinery is :mod:`core.settings`).  An unknown
+key or a badly typed value is a :class:`UserError` that names the valid keys.
+
+    from training.config import RunConfig, parse_config
+    cfg = parse_config("configs/shakespeare.toml", {"train": {"max_iters": 100}})
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.errors import UserError
+from core.settings import Schema, doc_field, load_toml, merge
+from data.config import DataConfig
+from model.gpt import GPTConfig
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation, schedule, evaluation and bookkeeping.  Defaults fit a 2-core CPU in < 10 minutes."""
+
+    max_iters: int = doc_field(500, "Optimizer steps to train for.")
+    batch_size: int = doc_field(16, "Sequences per micro-batch (B).")
+    grad_accum_steps: int = doc_field(1, "Micro-batches per optimizer step; tokens/step = grad_accum_steps * batch_size * block_size.")
+    learning_rate: float = doc_field(2e-3, "Peak learning rate, reached after warmup_iters.")
+    min_lr: float = doc_field(2e-4, "Learning rate at the end of the cosine decay (nanoGPT: learning_rate / 10).")
+    warmup_iters: int = doc_field(30, "Steps of linear warmup from 0 to learning_rate.")
+    lr_decay_iters: int = doc_field(0, "Step at which the cosine decay reaches min_lr; 0 means max_iters. Resolved and saved with the run.")
+    weight_decay: float = doc_field(0.1, "AdamW weight decay, applied to weights with dim >= 2 only.")
+    embedding_weight_decay: bool = doc_field(True, "Decay the embedding matrices too (wte, wpe, lm_head tied or not): true is nanoGPT's policy, false minGPT's.")
+    beta1: float = doc_field(0.9, "AdamW beta1.")
+    beta2: float = doc_field(0.99, "AdamW beta2 (nanoGPT uses 0.99 for small models, 0.95 for GPT-2 scale).")
+    grad_clip: float = doc_field(1.0, "Clip the global gradient norm to this; 0 disables clipping.")
+    eval_interval: int = doc_field(50, "Evaluate train/val loss every this many steps (and at the last step).")
+    eval_iters: int = doc_field(10, "Fixed batches per split in each evaluation.")
+    log_interval: int = doc_field(10, "Write a training row to metrics.jsonl every this many steps.")
+    checkpoint_interval: int = doc_field(0, "Write ckpt_last.pt every this many steps (a crash loses at most this many); 0 means every eval_interval.")
+    max_skipped_steps: int = doc_field(0, "Steps with a non-finite loss or gradient that may be skipped (no update; counted in metrics.jsonl and summary.json) before the run stops; 0 stops at the first.")
+    seed: int = doc_field(1337, "Seed for init, dropout and the data order.")
+    device: str = doc_field("auto", "'auto' (cuda, then mps, then cpu), 'cpu', 'cuda', 'cuda:N' or 'mps'.")
+    dtype: str = doc_field("auto", "'auto' (bfloat16 autocast on CUDA, else float32), 'float32' or 'bfloat16'.")
+    compile: bool = doc_field(False, "Wrap the model in torch.compile (faster on GPU; the first steps are slow).")
+    out_dir: str = doc_field("runs", "Folder holding run folders: a run writes to <out_dir>/<run-name>/.")
+    sample_prompt: str = doc_field("\n", "Prompt for the sample printed at the end of training.")
+    sample_tokens: int = doc_field(200, "Tokens in the sample printed at the end of training; 0 prints none.")
+
+    def __post_init__(self) -> None:
+        positive = ("max_iters", "batch_size", "grad_accum_steps", "eval_interval", "eval_iters", "log_interval")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise UserError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("warmup_iters", "lr_decay_iters", "checkpoint_interval", "max_skipped_steps", "sample_tokens"):
+            if getattr(self, name) < 0:
+                raise UserError(f"train.{name} must be >= 0, got {getattr(self, name)}")
+        if not self.learning_rate > 0 or self.min_lr < 0 or self.min_lr > self.learning_rate:
+            raise UserError(
+                f"need 0 <= train.min_lr <= train.learning_rate and learning_rate > 0, "
+                f"got learning_rate={self.learning_rate}, min_lr={self.min_lr}"
+            )
+        if self.lr_decay_iters and self.lr_decay_iters < self.warmup_iters:
+            raise UserError(
+                f"train.lr_decay_iters={self.lr_decay_iters} is before the end of warmup "
+                f"(train.warmup_iters={self.warmup_iters}): raise it, or set 0 for max_iters"
+            )
+        if self.sample_tokens and not self.sample_prompt:
+            raise UserError("train.sample_prompt is empty: give a prompt, or set train.sample_tokens=0")
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise UserError("train.weight_decay and train.grad_clip must be >= 0")
+        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
+            raise UserError(f"train.beta1 and train.beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
+        if self.dtype not in ("auto", "float32", "bfloat16"):
+            raise UserError(f"train.dtype must be 'auto', 'float32' or 'bfloat16', got {self.dtype!r}")
+        if not (self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:")):
+            raise UserError(f"train.device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
+
+
+@dataclass
+class WandbConfig:
+    """Weights & Biases logging.  Off by default; 'offline' needs no network or account."""
+
+    mode: str = doc_field("disabled", "'online', 'offline' (sync later with `wandb sync`) or 'disabled'.")
+    project: str = doc_field("tinygpt", "wandb project.")
+    group: str = doc_field("", "wandb group (e.g. one tied-vs-untied experiment); empty for none.")
+    name: str = doc_field("", "wandb run name; empty means the run folder's name.")
+    tags: list = doc_field([], "wandb tags, e.g. ['tied']; 'tied' or 'untied' is always added.")
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("online", "offline", "disabled"):
+            raise UserError(f"wandb.mode must be 'online', 'offline' or 'disabled', got {self.mode!r}")
+
+
+# Keys a user may not set: derived from something else and filled in by train.py.
+DERIVED = {"model.vocab_size": "it is set by the tokenizer (choose --data.tokenizer instead)"}
+SECTIONS: dict[str, type] = {"model": GPTConfig, "data": DataConfig, "train": TrainConfig, "wandb": WandbConfig}
+SCHEMA = Schema(SECTIONS, DERIVED)
+
+
+# The one list of settings that change neither the weights a run trains nor what it measures:
+# where it runs and writes, what it prints and logs, how the data is read (not which data).
+# A resume may change them (RESUME_OVERRIDABLE) and a comparison ignores them
+# (experiment.report.BOOKKEEPING); each of those adds its own few keys.
+BOOKKEEPING = frozenset({
+    "train.out_dir", "train.device", "train.compile", "train.sample_prompt", "train.sample_tokens",
+    "train.log_interval", "train.checkpoint_interval", "data.num_proc", "data.streaming",
+    "wandb.mode", "wandb.name", "wandb.tags", "wandb.group", "wandb.project",
+})
+
+# What may change when a run is resumed: bookkeeping, and the length, schedule horizon, eval
+# spacing and skip budget of the steps still to come; never the maths of a step.
+RESUME_OVERRIDABLE = BOOKKEEPING | {"train.max_iters", "train.lr_decay_iters", "train.eval_interval",
+                                    "train.max_skipped_steps"}
+
+# Settings whose default means "derive it"; a new run records the derived value (training.setup.setup_run).
+RESOLVED_AT_START = ("train.lr_decay_iters", "train.checkpoint_interval", "train.dtype")
+
+
+def describe_config(cfg: "RunConfig") -> str:
+    """A short readable block: the settings that differ from the defaults, one ``key = value`` per line.
+
+    Values are written as TOML writes them (``true``, ``"iambic"``, ``0.002``), so a line can be
+    pasted into a config file.  ``model.vocab_size`` (set by the tokenizer) is left out, and the
+    settings derived at the start of a run go on one ``resolved:`` line.
+    """
+    default, have = RunConfig().to_dict(), cfg.to_dict()
+    changed, resolved = [], []
+    for section, values in have.items():
+        for key, value in values.items():
+            full = f"{section}.{key}"
+            if full in DERIVED or value == default[section][key]:
+                continue
+            (resolved if full in RESOLVED_AT_START else changed).append(f"{full} = {json.dumps(value)}")
+    lines = [f"  {line}" for line in changed] or ["  (all defaults)"]
+    if resolved:
+        lines.append(f"  resolved: {', '.join(resolved)}")
+    return "\n".join(lines)
+
+
+@dataclass
+class RunConfig:
+    """The whole resolved configuration of one run (what ``config.json`` holds)."""
+
+    model: GPTConfig = field(default_factory=GPTConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+
+    def to_dict(self) -> dict:
+        """Plain nested dict (JSON- and TOML-friendly)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "config") -> "RunConfig":
+        """Build from a nested dict, checking every key and type; raises :class:`UserError`."""
+        return cls(**SCHEMA.build(d, where))
+
+
+def parse_config(toml_path: str | Path | None, overrides: dict) -> RunConfig:
+    """Resolve defaults <- TOML file <- CLI overrides into a validated :class:`RunConfig`."""
+    file_values = load_toml(toml_path) if toml_path else {}
+    where = str(toml_path) if toml_path else "command line"
+    # Keys and types are checked against the file's name; cross-field rules (n_embd % n_head, ...)
+    # only on the merged result, since the command line may complete what the file starts.
+    SCHEMA.check_keys_and_types(file_values, where)
+    return RunConfig.from_dict(merge(file_values, overrides), f"{where} + command line" if overrides else where)
+
+
+def parse_cli(parser: argparse.ArgumentParser, argv: list[str] | None,
+              exclude: typing.Iterable[str] = ()) -> tuple[argparse.Namespace, dict]:
+    """:meth:`core.settings.Schema.parse_cli` for a run's four sections: ``(namespace, overrides)``."""
+    return SCHEMA.parse_cli(parser, argv, exclude)

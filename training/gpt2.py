@@ -1,0 +1,105 @@
+"""GPT-2 weights and run folders: ``train.py --init-from`` and the ``hf.py`` import / export commands.
+
+:mod:`model.hf` converts the weights; this module fits them to a run's configuration and
+moves them between Hugging Face folders and run folders (with the tokenizer).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from core import optional
+from core.errors import UserError
+from core.files import write_json
+from core.settings import load_toml, merge
+from data.hf_tokenizer import TOKENIZER_FILE, write_tokenizer_files
+from data.tokenizers import build_tokenizer, save_tokenizer, tokenizer_from_dict
+from model import hf
+from model.checkpoint import save_checkpoint
+from training.config import RunConfig
+from training.runs import load_run
+
+
+def init_from_overrides(source: str, config_path: str | None, overrides: dict) -> dict:
+    """The config overrides of a ``train.py --init-from`` run: the model shape comes from the GPT-2 config.
+
+    ``n_layer``, ``n_head``, ``n_embd``, ``block_size`` (``n_positions``) and ``bias`` are
+    set from ``source``'s config (read without loading weights); ``tie_embeddings`` from
+    ``tie_word_embeddings`` unless the user chose (untied from tied copies the matrix).  A
+    smaller ``block_size`` is allowed (the position table is cropped).  Raises
+    :class:`UserError` when the TOML file or ``--model.*`` sets another shape, the tokenizer
+    is not gpt2, or the vocabulary is not GPT-2's 50257 tokens.
+    """
+    transformers = optional.transformers()
+    if not Path(source).expanduser().exists() and not hf.is_hub_id(source):
+        raise UserError(f"--init-from {source} does not exist: give a folder written by save_pretrained (config.json + weights)")
+    hf_cfg = hf.read_hf(lambda: transformers.AutoConfig.from_pretrained(hf.where(source)), source)
+    hf.config_from_hf(hf_cfg)  # refuses what tinygpt cannot represent
+    user = merge(load_toml(config_path) if config_path else {}, overrides)
+    tokenizer = user.get("data", {}).get("tokenizer", "gpt2")
+    if tokenizer != "gpt2":
+        raise UserError(f"--init-from needs the gpt2 tokenizer the weights were trained with, not {tokenizer!r}: "
+                        "use --data.tokenizer=gpt2")
+    if hf_cfg.vocab_size != hf.GPT2_VOCAB_SIZE:
+        raise UserError(f"--init-from {source} has {hf_cfg.vocab_size} tokens, not the gpt2 tokenizer's {hf.GPT2_VOCAB_SIZE}: "
+                        "give a GPT-2 checkpoint")
+    shape = {"n_layer": hf_cfg.n_layer, "n_head": hf_cfg.n_head, "n_embd": hf_cfg.n_embd, "block_size": hf_cfg.n_positions, "bias": True}
+    model = dict(user.get("model", {}))
+    for key, value in shape.items():
+        if key in model and model[key] != value and not (key == "block_size" and 1 <= model[key] < value):
+            where = f"{config_path} or the command line" if config_path else "the command line"
+            raise UserError(f"model.{key}={model[key]} (from {where}) conflicts with --init-from {source}, which has "
+                            f"{key}={value}: drop it, the shape comes from the imported weights")
+        model.setdefault(key, value)
+    if model.get("tie_embeddings") and not hf_cfg.tie_word_embeddings:
+        where = f"{config_path} or the command line" if config_path else "the command line"
+        raise UserError(f"--init-from {source} has an untied lm_head but model.tie_embeddings=true (from {where}): "
+                        "drop it, or set it to false")
+    model.setdefault("tie_embeddings", bool(hf_cfg.tie_word_embeddings))
+    return merge(overrides, {"model": model})
+
+
+def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Path:
+    """Write a run folder ``sample.py`` and ``export`` read (config, tokenizer, ``ckpt_best.pt``) from GPT-2 weights.
+
+    The tokenizer is gpt2 for a 50257-token model, or the ``tinygpt_tokenizer.json`` of a
+    folder tinygpt exported.  The checkpoint records the source (step 0, no val loss).  It
+    holds no optimizer state, so ``train.py --resume`` refuses it: fine-tune with
+    ``train.py --init-from`` instead.  Raises :class:`UserError` if ``out_dir`` exists or no
+    tokenizer fits.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        raise UserError(f"{out_dir} already exists: give a new --out folder")
+    model = hf.from_hf(source, tie_embeddings)
+    folder = Path(str(source)).expanduser()
+    if (folder / TOKENIZER_FILE).is_file():
+        tokenizer = tokenizer_from_dict(json.loads((folder / TOKENIZER_FILE).read_text(encoding="utf-8")), search_dirs=(folder,))
+    elif model.config.vocab_size == hf.GPT2_VOCAB_SIZE:
+        tokenizer = build_tokenizer("gpt2", search_dirs=(folder,) if folder.is_dir() else ())
+    else:
+        raise UserError(f"{source} has {model.config.vocab_size} tokens and no {TOKENIZER_FILE}: tinygpt cannot tell its tokenizer")
+    if tokenizer.vocab_size != model.config.vocab_size:
+        raise UserError(f"{source}: its tokenizer has {tokenizer.vocab_size} tokens but the model {model.config.vocab_size}")
+    cfg = RunConfig.from_dict({"model": vars(model.config), "data": {"tokenizer": tokenizer.name}}, str(source))
+    out_dir.mkdir(parents=True)
+    save_tokenizer(tokenizer, out_dir)
+    write_json(out_dir / "config.json", cfg.to_dict())
+    save_checkpoint(out_dir / "ckpt_best.pt", {
+        "model": model.state_dict(), "step": 0, "tie_embeddings": model.config.tie_embeddings,
+        "tokenizer": tokenizer.to_dict(), "config": cfg.to_dict(), "val_loss": None,
+        "imported_from": str(folder.resolve()) if folder.is_dir() else str(source),
+    })
+    return out_dir
+
+
+def export_run(run_dir: Path, which: str, out_dir: Path) -> Path:
+    """Write the ``which`` ("best" or "last") checkpoint of ``run_dir`` with its tokenizer as a GPT-2 folder.
+
+    Raises :class:`UserError` for a bad run folder or an ``out_dir`` that exists and is not empty.
+    """
+    model, tokenizer, _ = load_run(Path(run_dir), which, torch.device("cpu"))
+    return hf.export(model, out_dir, lambda folder: write_tokenizer_files(tokenizer, folder, model.config.block_size))

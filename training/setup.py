@@ -1,0 +1,230 @@
+"""Before the first step: resolve a run's config and folder, build model, optimizer and data, or restore them.
+
+- :func:`setup_run`: the config and run folder of a command line; refuses to overwrite a run
+  or to change one's maths on ``--resume``.
+- :func:`build`: data, model, optimizer and data order for a config (shared with ``bench.py``).
+- :func:`restore`: a resume's model, optimizer, RNG states, data position and counters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from core import hardware
+from core.errors import UserError
+from data.loader import TokenData
+from data.prepare import prepare_from_config
+from data.tokenizers import load_tokenizer
+from model.checkpoint import load_checkpoint, load_model_state
+from model.gpt import GPT
+from training import ddp, faults, runs
+from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, parse_config
+from training.gpt2 import init_from_overrides
+from training.schedule import schedule_note
+
+
+def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SINGLE) -> tuple[RunConfig, Path]:
+    """Resolve the config and the run folder; refuse to overwrite or to silently change a run.
+
+    Nothing is written here.  For a new run, settings that default to "derive it" (lr decay
+    horizon, checkpoint interval, autocast dtype) are resolved so ``config.json`` records what ran.
+    Under torchrun (``dist``) a new run needs ``--run-name``, and only rank 0 checks that the
+    folder does not exist yet (it may already have created it when a peer looks).
+    """
+    if args.resume:
+        if not args.run_name:
+            raise UserError("--resume needs --run-name: name the run folder to continue")
+        if args.config or args.init_from:
+            raise UserError("--resume takes the config and weights saved in the run folder: drop --config / --init-from")
+        out_dir = Path(overrides.get("train", {}).get("out_dir", TrainConfig.out_dir))
+        run_dir = out_dir / args.run_name
+        faults.check_run_name(args.run_name)
+        if not (run_dir / "ckpt_last.pt").is_file():
+            raise UserError(f"nothing to resume: {run_dir / 'ckpt_last.pt'} does not exist; start the run without --resume")
+        cfg = runs.load_run_config(run_dir)
+        for section, values in overrides.items():
+            for key, value in values.items():
+                full = f"{section}.{key}"
+                if full == "train.out_dir":
+                    continue
+                if full not in RESUME_OVERRIDABLE:
+                    raise UserError(
+                        f"--{full} cannot change on --resume (it would change the run's maths): "
+                        f"start a new run instead; resumable options: {', '.join(sorted(RESUME_OVERRIDABLE))}"
+                    )
+                setattr(getattr(cfg, section), key, value)
+        cfg = RunConfig.from_dict(cfg.to_dict(), "resumed config")  # re-validate after the overrides
+        train_keys = overrides.get("train", {})
+        if dist.is_main and ("max_iters" in train_keys or "lr_decay_iters" in train_keys):
+            note = schedule_note(cfg.train)
+            if note:
+                print(note, file=sys.stderr, flush=True)
+        cfg.train.out_dir = str(out_dir)  # the folder it lives in now, even if it was moved
+        faults.check_paths(cfg, run_dir)
+        return cfg, run_dir
+
+    if args.init_from:  # the model's shape comes from the GPT-2 config; conflicting settings are refused
+        overrides = init_from_overrides(args.init_from, args.config, overrides)
+    cfg = parse_config(args.config, overrides)
+    tc = cfg.train
+    tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters
+    tc.checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
+    if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
+        tc.dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
+    name = args.run_name
+    if name is not None:
+        faults.check_run_name(name)
+    elif dist.enabled:  # a time-stamped name could differ between ranks
+        raise UserError("under torchrun give --run-name: every rank must name the same run folder")
+    if not name:
+        stem = Path(args.config).stem + "-" if args.config else ""
+        arm = "tied" if cfg.model.tie_embeddings else "untied"
+        name = f"{stem}{arm}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(tc.out_dir) / name
+    faults.check_paths(cfg, run_dir)
+    if dist.is_main and run_dir.exists():
+        raise UserError(
+            f"run folder {run_dir} already exists: pick another --run-name, or add --resume to continue it"
+        )
+    return cfg, run_dir
+
+
+@dataclass
+class Setup:
+    """Everything a training step needs, built from a config by :func:`build`."""
+
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    data: TokenData
+    tokenizer: object
+    model: GPT  # the plain module: its state_dict is what checkpoints hold
+    eval_model: torch.nn.Module  # `model`, or its torch.compile wrapper
+    step_model: torch.nn.Module  # `eval_model`, wrapped in DistributedDataParallel under torchrun
+    optimizer: torch.optim.Optimizer
+    data_gen: torch.Generator  # the data order (the same on every rank); its state is the data position
+    dist: ddp.Dist
+
+
+def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
+    """Prepare the data and build model, optimizer and data order for ``cfg`` (seeded).
+
+    Sets ``cfg.model.vocab_size`` from the tokenizer.  Writes nothing but the data cache
+    (prepared by rank 0 alone under torchrun).  Shared by ``train.py`` and ``bench.py`` so the
+    benchmark times the training set-up exactly.  Under torchrun the model is wrapped in
+    ``DistributedDataParallel``; the tied head stays one Parameter inside it.
+    Raises :class:`UserError` for a bad device, corpus or ``block_size``.
+    """
+    tc, mc = cfg.train, cfg.model
+    device = ddp.init(dist, tc.device) or hardware.pick_device(tc.device)
+    amp_dtype = hardware.autocast_dtype(device, tc.dtype)
+    if device.type == "cpu":
+        hardware.keep_freed_memory_on_cpu()
+    data_dir = ddp.on_main(lambda: prepare_from_config(cfg.data), dist)  # one writer for the cache
+    data = TokenData(data_dir)
+    data.check_block_size(mc.block_size)
+    tokenizer = load_tokenizer(data_dir)
+    if tokenizer.vocab_size != data.vocab_size:
+        raise UserError(
+            f"{data_dir / 'meta.json'} says vocab_size {data.vocab_size} but its tokenizer.json has "
+            f"{tokenizer.vocab_size} tokens: re-run python -m data.prepare --source {shlex.quote(cfg.data.source)} "
+            f"--tokenizer {cfg.data.tokenizer} --force"
+        )
+    mc.vocab_size = data.vocab_size
+    torch.manual_seed(tc.seed)
+    model = GPT(mc).to(device)
+    optimizer = torch.optim.AdamW(
+        model.param_groups(tc.weight_decay, tc.embedding_weight_decay), lr=tc.learning_rate, betas=(tc.beta1, tc.beta2),
+        fused=device.type == "cuda",
+    )
+    # torch.compile wraps the module; checkpoints always save the uncompiled `model`'s state dict.
+    eval_model = torch.compile(model) if tc.compile else model
+    step_model = eval_model
+    if dist.enabled:
+        step_model = DistributedDataParallel(eval_model, device_ids=[device.index] if device.type == "cuda" else None)
+        if dist.rank:  # dropout noise differs per rank; rank 0 keeps a single process's stream
+            torch.manual_seed(tc.seed + dist.rank)
+    return Setup(device, amp_dtype, data, tokenizer, model, eval_model, step_model, optimizer,
+                 torch.Generator().manual_seed(tc.seed), dist)
+
+
+def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int, path: Path) -> None:
+    """Refuse a resume that would continue on other data, another tokenizer, or past its end."""
+    missing = [k for k in ("optimizer", "rng", "step", "data_sha256") if k not in ckpt]
+    if missing:
+        raise UserError(f"{path} lacks {', '.join(missing)} and cannot be resumed: use a ckpt_last.pt written by train.py")
+    if saved_vocab_size != s.data.vocab_size or ckpt.get("tokenizer") != s.tokenizer.to_dict():
+        raise UserError(f"the prepared data's tokenizer differs from the one {path} was trained with: start a new run")
+    if ckpt["data_sha256"] != s.data.meta.get("source_sha256"):
+        raise UserError(f"the corpus {cfg.data.source!r} changed since {path} was written: start a new run on it")
+    # Another number of ranks would change the global batch, the eval windows and the token count.
+    saved_world = ckpt.get("world_size", 1)
+    if saved_world != s.dist.world_size:
+        raise UserError(f"{path} was written by {saved_world} rank(s), this resume has {s.dist.world_size}: resume with "
+                        f"the same number ({'torchrun, ' + str(saved_world) + ' processes in all' if saved_world > 1 else 'python train.py, no torchrun'})")
+    saved, now = ckpt.get("config", {}), cfg.to_dict()
+    for section, values in now.items():
+        for key, value in values.items():
+            full = f"{section}.{key}"
+            if full in RESUME_OVERRIDABLE or full == "train.out_dir":
+                continue
+            was = saved.get(section, {})
+            if key in was and was[key] != value:  # a hand-edited config.json; keys newer than the run are skipped
+                raise UserError(
+                    f"config.json says {full}={value!r} but {path} was trained with "
+                    f"{saved.get(section, {}).get(key)!r}: restore config.json, or start a new run"
+                )
+    if ckpt["step"] >= cfg.train.max_iters:
+        raise UserError(
+            f"{path} is at step {ckpt['step']}, already >= train.max_iters={cfg.train.max_iters}: "
+            f"pass --train.max_iters=N with N > {ckpt['step']} to train further"
+        )
+
+
+@dataclass
+class Progress:
+    """The loop's counters: saved in ``ckpt_last.pt`` so a resume continues them exactly."""
+
+    step: int = 0  # optimizer steps done
+    best_val: float = float("inf")
+    last_val: float | None = None
+    elapsed_before: float = 0.0  # seconds of training before this process started
+    skipped: int = 0  # non-finite steps skipped so far
+    window_loss: float = 0.0  # sum of train losses since the last train row
+    window_steps: int = 0  # ... and how many, so a resumed run logs the same means
+
+
+def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Progress:
+    """Load model, optimizer, RNG states and data position from ``path``; returns the counters.
+
+    Each rank takes back its own dropout RNG state (the world size cannot change: see
+    :func:`check_resumable`); a checkpoint with a single state (from before per-rank states)
+    gives it to rank 0, and the others reseed.
+    """
+    ckpt = load_checkpoint(path, map_location=s.device)
+    check_resumable(ckpt, cfg, s, saved_vocab_size, path)
+    load_model_state(s.model, ckpt, source=str(path))
+    rng, rank = ckpt["rng"], s.dist.rank
+    try:
+        s.optimizer.load_state_dict(ckpt["optimizer"])
+        s.data_gen.set_state(rng["data"].cpu())
+        per_rank = rng.get("torch_ranks") or [rng["torch"]]
+        if rank < len(per_rank) and len(per_rank) in (1, s.dist.world_size):
+            torch.set_rng_state(per_rank[rank].cpu())
+        else:
+            torch.manual_seed(cfg.train.seed + rank + ckpt["step"])
+        cuda_states = rng.get("cuda_ranks") or [rng.get("cuda")]
+        if s.device.type == "cuda" and rank < len(cuda_states) and cuda_states[rank] is not None:
+            torch.cuda.set_rng_state(cuda_states[rank].cpu(), s.device)
+    except (ValueError, KeyError, RuntimeError, TypeError, AttributeError) as e:
+        raise UserError(f"{path} has a broken optimizer or RNG state ({e}): resume from another checkpoint") from None
+    window_loss, window_steps = ckpt.get("train_window", (0.0, 0))
+    return Progress(ckpt["step"], ckpt["best_val_loss"], ckpt["val_loss"], ckpt["elapsed_s"],
+                    ckpt.get("skipped_steps", 0), window_loss, window_steps)

@@ -1,0 +1,89 @@
+"""One optimizer step and one evaluation: the arithmetic a run repeats, shared with ``bench.py``.
+
+    result = train_step(model, optimizer, data, data_gen, cfg, device, amp_dtype, lr)
+    losses = evaluate(model, data, offsets, cfg, device, amp_dtype)   # {"train": ..., "val": ...}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import NamedTuple
+
+import torch
+
+from core import hardware
+from data.loader import TokenData
+from training import ddp
+from training.config import RunConfig
+
+
+class StepResult(NamedTuple):
+    """What one optimizer step did."""
+
+    loss: float  # mean train loss over the micro-batches (nats/token)
+    grad_norm: float  # global L2 norm of the gradient, before clipping
+    applied: bool  # False when the loss or gradient was non-finite and the update was skipped
+
+
+def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg: RunConfig,
+               device: torch.device, amp_dtype, lr: float, dist: ddp.Dist = ddp.SINGLE) -> StepResult:
+    """One optimizer step over ``grad_accum_steps`` micro-batches.
+
+    Sets the learning rate, accumulates gradients (each micro-batch's loss scaled by
+    1/grad_accum_steps so the sum is the mean), clips the global norm, steps AdamW and
+    frees the gradients.  A non-finite loss or gradient norm is never applied: the
+    gradients are dropped, the weights and AdamW moments stay as they were, and the result
+    says ``applied=False`` (the caller stops or counts the skip).  The data position moves
+    on either way.  Shared with ``bench.py`` so the benchmark times exactly this.
+
+    Under DDP (``model`` wrapped, ``dist.enabled``) each rank reads its slice of the global
+    batch, gradients are all-reduced once per step (``no_sync`` on all but the last
+    micro-batch), and the returned loss is the mean over ranks, so every rank takes the same
+    skip decision.
+    """
+    tc = cfg.train
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    loss_sum = 0.0
+    for micro in range(tc.grad_accum_steps):
+        x, y = data.get_batch("train", tc.batch_size, cfg.model.block_size, data_gen, device,
+                              rank=dist.rank, world_size=dist.world_size)  # (B, T): this rank's rows of the global batch
+        # All-reducing every micro-batch's gradients would be wasted bandwidth: only the sum counts.
+        last = micro == tc.grad_accum_steps - 1
+        with (model.no_sync() if dist.enabled and not last else contextlib.nullcontext()):
+            with hardware.autocast(device, amp_dtype):
+                _, loss = model(x, y)
+            (loss / tc.grad_accum_steps).backward()
+        loss_sum += loss.item()
+    # With clipping off, an infinite max_norm still returns the norm (and scales by exactly 1).
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip or math.inf).item()
+    loss = ddp.mean(loss_sum / tc.grad_accum_steps, dist, device)
+    applied = math.isfinite(loss) and math.isfinite(grad_norm)
+    if applied:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return StepResult(loss, grad_norm, applied)
+
+
+@torch.no_grad()
+def evaluate(model, data: TokenData, offsets: dict, cfg: RunConfig, device, amp_dtype,
+             dist: ddp.Dist = ddp.SINGLE) -> dict:
+    """Mean loss per split over the fixed evaluation batches ``offsets[split]`` ``(eval_iters, world_size * B)``.
+
+    Each rank evaluates its ``B`` columns of every batch; the per-rank means are averaged
+    over ranks (equal sizes, so this is the mean over the whole batch).
+    """
+    model.eval()
+    out = {}
+    B = cfg.train.batch_size
+    for split, split_offsets in offsets.items():
+        losses = []
+        for batch_offsets in split_offsets[:, dist.rank * B:(dist.rank + 1) * B]:
+            x, y = data.batch_at(split, batch_offsets, cfg.model.block_size, device)
+            with hardware.autocast(device, amp_dtype):
+                _, loss = model(x, y)
+            losses.append(loss.item())
+        out[split] = ddp.mean(sum(losses) / len(losses), dist, device)
+    model.train()
+    return out
