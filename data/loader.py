@@ -240,6 +240,17 @@ class TokenData:
         g = torch.Generator().manual_seed(seed)
         return torch.randint(n, (n_batches, batch_size), generator=g)
 
+    def tiling_offsets(self, split: str, block_size: int, max_tokens: int) -> torch.Tensor:
+        """Positions of non-overlapping windows from the start of ``split``, shape (N,), int64 (for :meth:`batch_at`).
+
+        Every ``block_size``-th position, at most ``max_tokens // block_size`` of them (at least
+        one): the same windows for every run on this data, so a final score compares runs on
+        identical tokens.  With one shard they tile the split exactly.
+        """
+        n = self.num_positions(split, block_size)
+        count = min(-(-n // block_size), max(1, max_tokens // block_size))
+        return torch.arange(count, dtype=torch.int64) * block_size
+
     def _head(self, split: str, limit: int):
         """Arrays of at most CHUNK_TOKENS tokens covering the first ``limit`` tokens of ``split``, in order."""
         left = limit

@@ -5,6 +5,7 @@ Imports ``core`` only (never ``data``, ``training`` or a command): a model knows
     from model import GPT, GPTConfig
 """
 
-from model.gpt import GPT, MLP, Block, CausalSelfAttention, GPTConfig, KVCache
+from model.config import GPTConfig
+from model.gpt import GPT, MLP, Block, CausalSelfAttention, KVCache
 
 __all__ = ["GPT", "GPTConfig", "CausalSelfAttention", "KVCache", "MLP", "Block"]

@@ -114,7 +114,7 @@ def load_model_state(model: GPT, ckpt: dict, source: str = "checkpoint") -> None
     Raises :class:`UserError` on a tie mismatch, on a checkpoint labelled tied whose ``wte`` and
     ``lm_head`` matrices differ, or on missing / unexpected / misshapen keys.
     """
-    want = model.config.tie_embeddings
+    want = model.tied  # after a tie-then-untie switch the model is untied though its config began tied
     have = ckpt.get("tie_embeddings")
     if have is not want:
         raise UserError(

@@ -16,8 +16,8 @@ Use it from Python::
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Iterator
 
 import torch
@@ -25,35 +25,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from core.errors import UserError
-from core.settings import doc_field
+from model.config import GPTConfig
 from model.sampling import check_sampling, row_generators, sample_next
-
-
-@dataclass
-class GPTConfig:
-    """Shape of the model.  Validated on construction; a bad value raises :class:`UserError`."""
-
-    vocab_size: int = doc_field(50257, "Vocabulary size; set from the tokenizer, never by hand.")
-    block_size: int = doc_field(128, "Context length in tokens (T); also the number of learned positions.")
-    n_layer: int = doc_field(4, "Number of transformer blocks.")
-    n_head: int = doc_field(4, "Attention heads per block; must divide n_embd.")
-    n_embd: int = doc_field(128, "Width of the residual stream (embedding size).")
-    dropout: float = doc_field(0.0, "Dropout probability on attention weights and residual branches, in [0, 1).")
-    bias: bool = doc_field(True, "Use biases in the Linear layers and LayerNorms (GPT-2 does).")
-    tie_embeddings: bool = doc_field(True, "Share one matrix between the token embedding and lm_head (W = E).")
-
-    def __post_init__(self) -> None:
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"model.{name} must be a positive integer, got {value!r}")
-        if self.n_embd % self.n_head:
-            raise UserError(
-                f"model.n_embd={self.n_embd} is not divisible by model.n_head={self.n_head}: "
-                "pick n_head that divides n_embd"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise UserError(f"model.dropout must be in [0, 1), got {self.dropout!r}")
 
 
 class CausalSelfAttention(nn.Module):
@@ -174,12 +147,19 @@ class GPT(nn.Module):
     ``(vocab_size, n_embd)``, listed once by ``parameters()``, so the tied model has exactly
     ``vocab_size * n_embd`` fewer parameters than the untied one.
 
-    Initialisation policy (the same for both arms; GPT-2 paper sec. 2.3 / nanoGPT):
-    every Linear and Embedding weight ~ N(0, 0.02), biases zero, LayerNorm weight one;
-    the residual projections (``attn.out_proj``, ``mlp.down_proj``) ~ N(0, 0.02 / sqrt(2 n_layer))
-    so the residual stream's variance does not grow with depth.  Untied, the embedding
-    and the head are two independent N(0, 0.02) draws; tied, the one shared matrix is drawn
-    once from N(0, 0.02).
+    Initialisation policy (``config.init``, the same for both arms).  ``'gpt2'`` (GPT-2 paper
+    sec. 2.3 / nanoGPT): every Linear and Embedding weight ~ N(0, 0.02), biases zero,
+    LayerNorm weight one; the residual projections (``attn.out_proj``, ``mlp.down_proj``)
+    ~ N(0, 0.02 / sqrt(2 n_layer)) so the residual stream's variance does not grow with depth.
+    Untied, the embedding and the head are two independent N(0, 0.02) draws; tied, the one
+    shared matrix is drawn once.  ``'pytorch'``: the layers' own defaults (``nn.Linear``
+    Kaiming-uniform U(-1/sqrt(in), 1/sqrt(in)), ``nn.Embedding`` N(0, 1)); a tied matrix is then
+    the embedding's N(0, 1) draw, so its initial logits are about sqrt(n_embd) times larger
+    than an untied head's.  ``config.zero_init_head`` zeroes an untied head (nanochat).
+
+    ``config.lm_head_bias`` adds a learned ``(vocab_size,)`` bias to the head: a free unigram
+    offset, which a tied model otherwise has to encode in its shared matrix.
+    :meth:`untie` turns a tied model into an untied one mid-run (tie-then-untie).
     """
 
     def __init__(self, config: GPTConfig) -> None:
@@ -190,17 +170,40 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList([Block(config, i) for i in range(config.n_layer)])
         self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=config.lm_head_bias)
         if config.tie_embeddings:
             # One Parameter in two places: nn.Linear computes x @ W.T with W (vocab_size, n_embd),
             # exactly the embedding's shape, so no transpose copy is needed.
             self.lm_head.weight = self.wte.weight
         self.loss_fn = nn.CrossEntropyLoss()
-        self.apply(self._init_weights)
-        residual_std = 0.02 / math.sqrt(2 * config.n_layer)
-        for block in self.blocks:
-            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=residual_std)
-            nn.init.normal_(block.mlp.down_proj.weight, mean=0.0, std=residual_std)
+        if config.init == "gpt2":
+            self.apply(self._init_weights)
+            residual_std = 0.02 / math.sqrt(2 * config.n_layer)
+            for block in self.blocks:
+                nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=residual_std)
+                nn.init.normal_(block.mlp.down_proj.weight, mean=0.0, std=residual_std)
+        if self.lm_head.bias is not None:
+            nn.init.zeros_(self.lm_head.bias)  # the offset starts neutral under either policy
+        if config.zero_init_head:
+            nn.init.zeros_(self.lm_head.weight)
+
+    @property
+    def tied(self) -> bool:
+        """Whether ``lm_head.weight`` *is* ``wte.weight`` now (False after :meth:`untie`)."""
+        return self.lm_head.weight is self.wte.weight
+
+    def untie(self) -> torch.nn.Parameter:
+        """Give ``lm_head`` its own copy of the tied matrix; returns the new Parameter.
+
+        The logits do not change at this moment; from now on the head and the embedding train
+        apart.  ``self.config`` becomes a copy with ``tie_embeddings=False`` (the run's config
+        still says how the run began).  Raises :class:`UserError` if the model is not tied.
+        """
+        if not self.tied:
+            raise UserError("untie() needs a tied model: this one's lm_head is already its own matrix")
+        self.lm_head.weight = nn.Parameter(self.wte.weight.detach().clone())
+        self.config = dataclasses.replace(self.config, tie_embeddings=False)
+        return self.lm_head.weight
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -219,8 +222,10 @@ class GPT(nn.Module):
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:
             n -= self.wte.weight.numel() + self.wpe.weight.numel()
-            if self.lm_head.weight is not self.wte.weight:
+            if not self.tied:
                 n -= self.lm_head.weight.numel()
+            if self.lm_head.bias is not None:
+                n -= self.lm_head.bias.numel()
         return n
 
     def forward(
@@ -271,15 +276,24 @@ class GPT(nn.Module):
         x = self.hidden(idx, cache)  # (B, T, n_embd)
         cache.length += idx.size(1)
         x = self.ln_f(x[:, -1])  # (B, n_embd)
-        return self.lm_head(x) if head_t is None else x @ head_t  # (B, vocab_size); lm_head has no bias
+        if head_t is None:
+            return self.lm_head(x)  # (B, vocab_size)
+        logits = x @ head_t  # (B, vocab_size)
+        return logits if self.lm_head.bias is None else logits + self.lm_head.bias
 
-    def param_groups(self, weight_decay: float, embedding_weight_decay: bool = True) -> list[dict]:
+    def param_groups(self, weight_decay: float, embedding_weight_decay: bool = True,
+                     embedding_lr_scale: float = 1.0, head_lr_scale: float = 1.0) -> list[dict]:
         """AdamW parameter groups: decay weights with ``dim >= 2``; never biases or LayerNorm gains.
 
         ``embedding_weight_decay`` sets the policy for the embedding matrices -- ``wte``, ``wpe``
         and ``lm_head`` (the output embedding), tied or not, so both arms of a comparison get the
         same treatment: True decays them (nanoGPT), False does not (minGPT).  ``named_parameters()``
         de-duplicates shared parameters, so a tied matrix lands in exactly one group, once.
+
+        Each group carries ``lr_scale``, its learning rate as a multiple of the schedule's.  With
+        both scales 1 there are two groups (decayed, not decayed).  Otherwise ``wte`` (the tied
+        matrix, if tied) gets a group at ``embedding_lr_scale`` and an untied ``lm_head.weight``
+        one at ``head_lr_scale`` (nanochat's separate embedding / unembedding learning rates).
         """
         embeddings = {id(self.wte.weight), id(self.wpe.weight), id(self.lm_head.weight)}
         params = [p for _, p in self.named_parameters() if p.requires_grad]
@@ -287,10 +301,20 @@ class GPT(nn.Module):
         def decays(p: torch.Tensor) -> bool:
             return p.dim() >= 2 and (embedding_weight_decay or id(p) not in embeddings)
 
-        return [
-            {"params": [p for p in params if decays(p)], "weight_decay": weight_decay},
-            {"params": [p for p in params if not decays(p)], "weight_decay": 0.0},
-        ]
+        def group(ps: list, scale: float = 1.0) -> dict:
+            return {"params": ps, "weight_decay": weight_decay if decays(ps[0]) else 0.0, "lr_scale": scale}
+
+        if embedding_lr_scale == 1.0 and head_lr_scale == 1.0:
+            return [{"params": [p for p in params if decays(p)], "weight_decay": weight_decay, "lr_scale": 1.0},
+                    {"params": [p for p in params if not decays(p)], "weight_decay": 0.0, "lr_scale": 1.0}]
+        own = {id(self.wte.weight), id(self.lm_head.weight)}
+        body = [p for p in params if id(p) not in own]
+        groups = [{"params": [p for p in body if decays(p)], "weight_decay": weight_decay, "lr_scale": 1.0},
+                  {"params": [p for p in body if not decays(p)], "weight_decay": 0.0, "lr_scale": 1.0},
+                  group([self.wte.weight], embedding_lr_scale)]
+        if not self.tied:
+            groups.append(group([self.lm_head.weight], head_lr_scale))
+        return groups
 
     def flops_per_token(self, seq_len: int | None = None) -> float:
         """Training FLOPs per token: ``6 N + 12 L H Q T`` (PaLM appendix B, as in nanoGPT).

@@ -30,7 +30,8 @@ import torch
 from core import optional
 from core.errors import UserError, first_line
 from core.files import sha256_file, swap_in_folder
-from model.gpt import GPT, GPTConfig
+from model.config import GPTConfig
+from model.gpt import GPT
 
 GPT2_VOCAB_SIZE = 50257  # the gpt2 tokenizer: 50,000 merges + 256 bytes + <|endoftext|>
 LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which tinygpt uses; GPT-2's layer_norm_epsilon
@@ -80,10 +81,13 @@ def config_from_hf(hf_config, tie_embeddings: bool | None = None, block_size: in
 
 
 def config_to_hf(config: GPTConfig):
-    """The ``transformers.GPT2Config`` of our ``config``; ``UserError`` for ``bias=False`` (GPT-2 always has biases)."""
+    """The ``transformers.GPT2Config`` of our ``config``; ``UserError`` for ``bias=False`` or ``lm_head_bias=True``."""
     if not config.bias:
         raise UserError("model.bias=false has no GPT-2 equivalent (GPT-2's Linears and LayerNorms all have biases): "
                         "export a model trained with model.bias=true")
+    if config.lm_head_bias:
+        raise UserError("model.lm_head_bias=true has no GPT-2 equivalent (GPT2LMHeadModel's lm_head has no bias): "
+                        "export a model trained without it")
     eot = GPT2_VOCAB_SIZE - 1 if config.vocab_size == GPT2_VOCAB_SIZE else None  # <|endoftext|> for gpt2
     return optional.transformers().GPT2Config(
         vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.n_embd, n_layer=config.n_layer,

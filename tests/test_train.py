@@ -110,11 +110,14 @@ def test_run_folder_contents(tmp_path, corpus):
     rows = read_metrics(run / "metrics.jsonl")
     assert rows[0]["kind"] == "eval" and rows[0]["step"] == 0
     assert abs(rows[0]["val_loss"] - math.log(cfg.model.vocab_size)) < 0.3
-    for r in rows:
+    for r in rows[:-1]:
         assert {"step", "tokens", "train_loss", "lr", "elapsed_s"} <= set(r)
     assert all("tokens_per_s" in r for r in rows if r["kind"] == "train")
     assert all("val_loss" in r and "val_ppl" in r for r in rows if r["kind"] == "eval")
-    assert rows[-1]["tokens"] == 4 * 4 * 32
+    assert rows[-2]["tokens"] == 4 * 4 * 32
+    final = rows[-1]  # the last row: the final score on the same val windows for every run
+    assert final["kind"] == "final_eval" and final["step"] == 4 and final["tokens_scored"] > 0
+    assert json.loads((run / "summary.json").read_text())["final_val_loss"] == final["val_loss"]
     ckpt = load_checkpoint(run / "ckpt_last.pt")
     assert ckpt["step"] == 4 and ckpt["tie_embeddings"] is True
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.settings import Schema, doc_field, load_toml, merge
 from data.config import DataConfig
-from model.gpt import GPTConfig
+from model.config import GPTConfig
 
 
 @dataclass
@@ -39,6 +39,9 @@ class TrainConfig:
     lr_decay_iters: int = doc_field(0, "Step at which the cosine decay reaches min_lr; 0 means max_iters. Resolved and saved with the run.")
     weight_decay: float = doc_field(0.1, "AdamW weight decay, applied to weights with dim >= 2 only.")
     embedding_weight_decay: bool = doc_field(True, "Decay the embedding matrices too (wte, wpe, lm_head tied or not): true is nanoGPT's policy, false minGPT's.")
+    embedding_lr_scale: float = doc_field(1.0, "Learning rate of the token embedding (wte; the tied matrix when tied) as a multiple of learning_rate. nanochat trains its embedding at 10x its matrix learning rate.")
+    head_lr_scale: float = doc_field(1.0, "Learning rate of an untied lm_head as a multiple of learning_rate. nanochat trains its unembedding at 0.2x its matrix learning rate.")
+    untie_at: float = doc_field(0.0, "Fraction of the schedule (lr_decay_iters, i.e. max_iters by default) after which a tied model unties: lm_head becomes its own copy of the matrix, with a copy of its AdamW state (modded-nanogpt unties at 2/3); 0 never. Needs model.tie_embeddings=true.")
     beta1: float = doc_field(0.9, "AdamW beta1.")
     beta2: float = doc_field(0.99, "AdamW beta2 (nanoGPT uses 0.99 for small models, 0.95 for GPT-2 scale).")
     grad_clip: float = doc_field(1.0, "Clip the global gradient norm to this; 0 disables clipping.")
@@ -54,13 +57,15 @@ class TrainConfig:
     out_dir: str = doc_field("runs", "Folder holding run folders: a run writes to <out_dir>/<run-name>/.")
     sample_prompt: str = doc_field("\n", "Prompt for the sample printed at the end of training.")
     sample_tokens: int = doc_field(200, "Tokens in the sample printed at the end of training; 0 prints none.")
+    final_eval_tokens: int = doc_field(2_000_000, "Tokens of the val split scored once at the end: non-overlapping block_size windows from its start, the same for every seed and arm (summary.json's final_val_loss); 0 skips it.")
 
     def __post_init__(self) -> None:
         positive = ("max_iters", "batch_size", "grad_accum_steps", "eval_interval", "eval_iters", "log_interval")
         for name in positive:
             if getattr(self, name) < 1:
                 raise UserError(f"train.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_iters", "lr_decay_iters", "checkpoint_interval", "max_skipped_steps", "sample_tokens"):
+        for name in ("warmup_iters", "lr_decay_iters", "checkpoint_interval", "max_skipped_steps", "sample_tokens",
+                     "final_eval_tokens"):
             if getattr(self, name) < 0:
                 raise UserError(f"train.{name} must be >= 0, got {getattr(self, name)}")
         if not self.learning_rate > 0 or self.min_lr < 0 or self.min_lr > self.learning_rate:
@@ -75,6 +80,11 @@ class TrainConfig:
             )
         if self.sample_tokens and not self.sample_prompt:
             raise UserError("train.sample_prompt is empty: give a prompt, or set train.sample_tokens=0")
+        if not (self.embedding_lr_scale > 0 and self.head_lr_scale > 0):
+            raise UserError(f"train.embedding_lr_scale and train.head_lr_scale must be > 0, got "
+                            f"{self.embedding_lr_scale}, {self.head_lr_scale}")
+        if not 0 <= self.untie_at < 1:
+            raise UserError(f"train.untie_at must be in [0, 1) (a fraction of the schedule; 0 never unties), got {self.untie_at}")
         if self.weight_decay < 0 or self.grad_clip < 0:
             raise UserError("train.weight_decay and train.grad_clip must be >= 0")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
@@ -119,7 +129,7 @@ BOOKKEEPING = frozenset({
 # What may change when a run is resumed: bookkeeping, and the length, schedule horizon, eval
 # spacing and skip budget of the steps still to come; never the maths of a step.
 RESUME_OVERRIDABLE = BOOKKEEPING | {"train.max_iters", "train.lr_decay_iters", "train.eval_interval",
-                                    "train.max_skipped_steps"}
+                                    "train.max_skipped_steps", "train.final_eval_tokens"}
 
 # Settings whose default means "derive it"; a new run records the derived value (training.setup.setup_run).
 RESOLVED_AT_START = ("train.lr_decay_iters", "train.checkpoint_interval", "train.dtype")
@@ -154,6 +164,24 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
+
+    def __post_init__(self) -> None:
+        """Rules across sections; each section has checked its own values already."""
+        tied, tc = self.model.tie_embeddings, self.train
+        if tc.untie_at and not tied:
+            raise UserError("train.untie_at unties a tied model: set model.tie_embeddings=true, or drop train.untie_at")
+        if tied and not tc.untie_at and tc.head_lr_scale != 1.0:
+            raise UserError("train.head_lr_scale needs an lm_head of its own: a tied matrix has one learning rate "
+                            "(train.embedding_lr_scale); set model.tie_embeddings=false, or drop train.head_lr_scale")
+
+    def untie_step(self) -> int | None:
+        """The optimizer step after which a tie-then-untie run unties, or None.
+
+        ``train.untie_at`` of the schedule's horizon (``lr_decay_iters``, resolved and saved when the
+        run starts), so extending a run with ``--resume --train.max_iters`` does not move it.
+        """
+        horizon = self.train.lr_decay_iters or self.train.max_iters
+        return max(1, round(self.train.untie_at * horizon)) if self.train.untie_at else None
 
     def to_dict(self) -> dict:
         """Plain nested dict (JSON- and TOML-friendly)."""

@@ -29,7 +29,7 @@ from training import ddp, faults, runs
 from training.config import RunConfig, TrainConfig, describe_config
 from training.schedule import get_lr
 from training.setup import Progress, build, restore
-from training.step import StepResult, evaluate, train_step
+from training.step import StepResult, evaluate, evaluate_windows, train_step
 
 
 def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SINGLE, init_from: str | None = None) -> dict:
@@ -103,7 +103,9 @@ class Trainer:
                     self.evaluate()  # the loss at init (~ln vocab_size) anchors every curve
                     self.save_last()  # resumable from the start: a run stopped before its first interval can --resume
                 self.loop()
-                summary = self.write_summary()
+                final_val = self.final_evaluation()
+                self.metrics.close()
+                summary = self.write_summary(final_val)
                 self.refuse_late_stop()
         except KeyboardInterrupt:  # a second signal: stop now, mid-step (every write is atomic)
             signum = (self.stop.received if self.stop is not None else None) or signal.SIGINT
@@ -169,6 +171,7 @@ class Trainer:
             dynamic_ncols=True, mininterval=0.1 if sys.stderr.isatty() else 30.0))
         while self.p.step < tc.max_iters:
             self.obey_stop()
+            self.untie_when_due()
             lr = get_lr(self.p.step, tc)
             result = self.step(lr)
             window_tokens += self.tokens_per_step
@@ -185,7 +188,17 @@ class Trainer:
             if self.p.step % tc.log_interval == 0:
                 window_t, window_tokens = time.perf_counter(), 0  # eval and checkpoint time stay out of tokens/s
         pbar.close()
-        self.metrics.close()
+
+    def untie_when_due(self) -> None:
+        """Tie-then-untie: past ``train.untie_at`` of the run, the head gets its own matrix (:meth:`Setup.untie`)."""
+        step = self.cfg.untie_step()
+        if step is None or self.p.step < step or not self.s.model.tied:
+            return
+        self.s.untie(self.cfg)
+        self.log({"kind": "untie", "step": self.p.step, "elapsed_s": self.elapsed()}, to_wandb=False)
+        if self.main:
+            tqdm.write(f"step {self.p.step}: untied: lm_head is now its own copy of the matrix (train.untie_at="
+                       f"{self.cfg.train.untie_at:g})")
 
     def obey_stop(self) -> None:
         """After a SIGINT / SIGTERM on any rank: save ckpt_last.pt and raise :class:`Interrupted` on every rank."""
@@ -286,10 +299,10 @@ class Trainer:
 
     def payload(self, torch_ranks: list, cuda_ranks: list, with_optimizer: bool) -> dict:
         """What a checkpoint holds: the uncompiled model's state dict, counters, RNG states, config, tokenizer."""
-        s, p, mc = self.s, self.p, self.cfg.model
+        s, p = self.s, self.p
         out = {
             "model": s.model.state_dict(), "step": p.step, "tokens": p.step * self.tokens_per_step,
-            "config": self.cfg.to_dict(), "tie_embeddings": mc.tie_embeddings, "tokenizer": s.tokenizer.to_dict(),
+            "config": self.cfg.to_dict(), "tie_embeddings": s.model.tied, "tokenizer": s.tokenizer.to_dict(),
             "data_sha256": s.data.meta.get("source_sha256"),
             "val_loss": p.last_val, "best_val_loss": p.best_val, "elapsed_s": self.elapsed(),
             "skipped_steps": p.skipped, "train_window": [p.window_loss, p.window_steps],
@@ -303,10 +316,25 @@ class Trainer:
 
     # ------------------------------------------------------------------ the end
 
-    def write_summary(self) -> dict:
+    def final_evaluation(self) -> dict:
+        """The run's final score: val loss on the same tiling windows for every run (``train.final_eval_tokens``)."""
+        tc, s = self.cfg.train, self.s
+        if not tc.final_eval_tokens:
+            return {}
+        positions = s.data.tiling_offsets("val", self.cfg.model.block_size, tc.final_eval_tokens)
+        loss = evaluate_windows(s.eval_model, s.data, positions, self.cfg, s.device, s.amp_dtype, self.dist)
+        scored = (len(positions) - len(positions) % self.dist.world_size) * self.cfg.model.block_size
+        row = {"kind": "final_eval", "step": self.p.step, "val_loss": loss, "tokens_scored": scored,
+               "elapsed_s": self.elapsed()}
+        self.log(row)
+        if self.main:
+            tqdm.write(f"final val loss {loss:.4f} on {scored:,} val tokens (the same windows for every run)")
+        return {"final_val_loss": loss, "final_val_tokens": scored}
+
+    def write_summary(self, final_val: dict) -> dict:
         """summary.json (with the median tokens/s of the train rows) and the final loss.png; returns the summary."""
         s, p = self.s, self.p
-        summary = {
+        summary = {**final_val,
             "step": p.step, "tokens": p.step * self.tokens_per_step, "val_loss": p.last_val, "best_val_loss": p.best_val,
             "best_val_ppl": math.exp(min(p.best_val, 50)), "unigram_val_loss": self.unigram,
             "elapsed_s": round(self.elapsed(), 1), "peak_memory_mib": hardware.peak_memory_mib(s.device),

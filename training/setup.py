@@ -112,6 +112,34 @@ class Setup:
     data_gen: torch.Generator  # the data order (the same on every rank); its state is the data position
     dist: ddp.Dist
 
+    def untie(self, cfg: RunConfig) -> None:
+        """Tie-then-untie: ``lm_head`` gets its own copy of the matrix and of its AdamW moments.
+
+        The copy joins the optimizer as its own group (at ``train.head_lr_scale``), so from
+        here the head and the embedding train apart; the model is wrapped anew for
+        ``torch.compile`` / DDP, whose wrappers know the old parameters.
+        """
+        tied = self.model.wte.weight
+        group = next(g for g in self.optimizer.param_groups if any(p is tied for p in g["params"]))
+        head = self.model.untie()
+        self.optimizer.add_param_group({"params": [head], "weight_decay": group["weight_decay"],
+                                        "lr_scale": cfg.train.head_lr_scale})
+        if tied in self.optimizer.state:
+            self.optimizer.state[head] = {k: v.clone() for k, v in self.optimizer.state[tied].items()}
+        self.eval_model, self.step_model = wrap(self.model, cfg, self.device, self.dist)
+
+
+def wrap(model: GPT, cfg: RunConfig, device: torch.device, dist: ddp.Dist) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """``(eval_model, step_model)``: ``model`` compiled if ``train.compile``, and that wrapped in DDP under torchrun.
+
+    Checkpoints always save the uncompiled ``model``'s state dict; the tied head stays one
+    Parameter inside DDP.
+    """
+    eval_model = torch.compile(model) if cfg.train.compile else model
+    if not dist.enabled:
+        return eval_model, eval_model
+    return eval_model, DistributedDataParallel(eval_model, device_ids=[device.index] if device.type == "cuda" else None)
+
 
 def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     """Prepare the data and build model, optimizer and data order for ``cfg`` (seeded).
@@ -140,17 +168,11 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     mc.vocab_size = data.vocab_size
     torch.manual_seed(tc.seed)
     model = GPT(mc).to(device)
-    optimizer = torch.optim.AdamW(
-        model.param_groups(tc.weight_decay, tc.embedding_weight_decay), lr=tc.learning_rate, betas=(tc.beta1, tc.beta2),
-        fused=device.type == "cuda",
-    )
-    # torch.compile wraps the module; checkpoints always save the uncompiled `model`'s state dict.
-    eval_model = torch.compile(model) if tc.compile else model
-    step_model = eval_model
-    if dist.enabled:
-        step_model = DistributedDataParallel(eval_model, device_ids=[device.index] if device.type == "cuda" else None)
-        if dist.rank:  # dropout noise differs per rank; rank 0 keeps a single process's stream
-            torch.manual_seed(tc.seed + dist.rank)
+    groups = model.param_groups(tc.weight_decay, tc.embedding_weight_decay, tc.embedding_lr_scale, tc.head_lr_scale)
+    optimizer = torch.optim.AdamW(groups, lr=tc.learning_rate, betas=(tc.beta1, tc.beta2), fused=device.type == "cuda")
+    eval_model, step_model = wrap(model, cfg, device, dist)
+    if dist.rank:  # dropout noise differs per rank; rank 0 keeps a single process's stream
+        torch.manual_seed(tc.seed + dist.rank)
     return Setup(device, amp_dtype, data, tokenizer, model, eval_model, step_model, optimizer,
                  torch.Generator().manual_seed(tc.seed), dist)
 
@@ -210,6 +232,8 @@ def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Prog
     """
     ckpt = load_checkpoint(path, map_location=s.device)
     check_resumable(ckpt, cfg, s, saved_vocab_size, path)
+    if cfg.train.untie_at and ckpt.get("tie_embeddings") is False and s.model.tied:
+        s.untie(cfg)  # saved after the tie-then-untie switch: the same parameters and groups before loading
     load_model_state(s.model, ckpt, source=str(path))
     rng, rank = ckpt["rng"], s.dist.rank
     try:

@@ -44,7 +44,7 @@ def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg
     """
     tc = cfg.train
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)  # embedding / head groups may run at their own multiple
     loss_sum = 0.0
     for micro in range(tc.grad_accum_steps):
         x, y = data.get_batch("train", tc.batch_size, cfg.model.block_size, data_gen, device,
@@ -87,3 +87,25 @@ def evaluate(model, data: TokenData, offsets: dict, cfg: RunConfig, device, amp_
         out[split] = ddp.mean(sum(losses) / len(losses), dist, device)
     model.train()
     return out
+
+
+@torch.no_grad()
+def evaluate_windows(model, data: TokenData, positions: torch.Tensor, cfg: RunConfig, device, amp_dtype,
+                     dist: ddp.Dist = ddp.SINGLE) -> float:
+    """Mean val loss (nats/token) over the val windows at ``positions`` ``(N,)``: the final score of a run.
+
+    The windows are cut to a multiple of ``world_size`` and dealt out round-robin, so every
+    rank scores as many; each rank's mean is weighted by its rows and the rank means are
+    averaged, which is the mean over all the windows kept.
+    """
+    model.eval()
+    kept = positions[: len(positions) - len(positions) % dist.world_size][dist.rank::dist.world_size]
+    total, rows = 0.0, 0
+    for batch in kept.split(cfg.train.batch_size):
+        x, y = data.batch_at("val", batch, cfg.model.block_size, device)
+        with hardware.autocast(device, amp_dtype):
+            _, loss = model(x, y)
+        total += loss.item() * len(batch)
+        rows += len(batch)
+    model.train()
+    return ddp.mean(total / rows, dist, device)
