@@ -1,60 +1,109 @@
-"""Tied vs untied embeddings: run a fair experiment with one command and write a report.
+"""Should the embedding and the head share one matrix?  A fair, tuned, multi-arm experiment in one command.
 
-    python compare.py --config configs/shakespeare.toml --seeds 3                  # both arms, then the report
-    python compare.py --config configs/shakespeare.toml --seeds 3 --equal-params   # tied arm widened to match
-    python compare.py runs/exp/tied-s0 runs/exp/untied-s0 runs/exp/tied-s1 ...     # report on existing runs
-    python compare.py --config configs/debug.toml --seeds 2 --train.max_iters=50   # any train.py override
+    python compare.py --config configs/shakespeare.toml                      # tied vs untied, 5 seeds, then the report
+    python compare.py --config configs/shakespeare.toml --arms tied,untied,tied-bias,untied-split,tie-then-untie \
+        --lr-grid 1e-3,2e-3,4e-3,8e-3 --seeds 5 --margin 0.01               # every arm at its own tuned learning rate
+    python compare.py --config configs/shakespeare.toml --equal-params depth # tied arms deepened to the untied count
+    python compare.py runs/exp/tied-s0 runs/exp/untied-s0 ...                # report on existing runs (tune-* = grid)
 
-For each seed ``s`` it trains ``runs/<experiment>/tied-s<s>`` and ``untied-s<s>`` through
-``train.py`` with the same config, seed, data order, eval batches, token budget, schedule and
-optimizer settings -- only ``tie_embeddings`` differs (and, with ``--equal-params``, the tied
-arm's ``n_embd`` or ``n_layer``, sized so the parameter counts match within 2%).  Finished runs
-are reused and unfinished ones resumed, so an interrupted experiment continues where it stopped.
-Then it writes ``runs/<experiment>/report.md`` with PNG figures and prints the report.  wandb,
-when enabled, gets one ``group`` per experiment with ``tied`` / ``untied`` tags.
+Each arm is a set of ``train.py`` settings (docs/experiment.md): tied, untied, tied-bias (a
+learned lm_head bias), untied-split (zero-init head, own learning rates: nanochat's recipe),
+tie-then-untie (modded-nanogpt's schedule).  With ``--lr-grid`` every arm first trains at every
+grid learning rate on a tuning seed no reported run uses; each arm's best is then used for
+the reported seeds.  For each seed ``s`` every arm trains ``runs/<experiment>/<arm>[-lr<lr>]-s<s>``
+with the same config, seed, data order, eval windows, token budget and schedule; only the
+arms' own settings (and tuned learning rates) differ.  Finished runs are reused and
+unfinished ones resumed.  The report (``report.md`` + figures) compares each arm with
+``--reference`` paired by seed: better, worse, equivalent within ``--margin`` nats (declared
+before the runs), or inconclusive.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import shlex
 import sys
 from pathlib import Path
 
 from core.cli import ArgumentParser, run_command
 from core.errors import UserError
-from experiment.runner import run_experiment, write_report
+from core.files import read_json
+from experiment.arms import ARM_KEYS, ARMS, DEFAULT_ARMS, parse_arms
+from experiment.runner import Plan, run_experiment, write_report
 from training.config import parse_cli
 
-# Config keys compare.py sets for each run itself (the arm, the seed from --seeds): not offered as
-# --section.key options, and refused if given.
-SET_PER_RUN = ("model.tie_embeddings", "train.seed")
+# Config keys compare.py sets for each run itself (the arm's settings, the seed from --seeds): not
+# offered as --section.key options, and refused if given.
+SET_PER_RUN = (*ARM_KEYS, "train.seed")
+DEFAULT_MARGIN = 0.01  # nats/token
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     """Parse the command line; ``--section.key`` overrides are passed on to every train.py run."""
     p = ArgumentParser(prog="compare.py", description=__doc__)
-    p.add_argument("runs", nargs="*", type=Path, help="Existing run folders to report on (no training).")
-    p.add_argument("--config", help="TOML config both arms train with, e.g. configs/shakespeare.toml "
+    p.add_argument("runs", nargs="*", type=Path, help="Existing run folders to report on (no training); "
+                                                      "folders named tune-* are the learning-rate grid.")
+    p.add_argument("--config", help="TOML config every arm trains with, e.g. configs/shakespeare.toml "
                                     "(default: none, the built-in defaults).")
-    p.add_argument("--seeds", type=int, default=3,
-                   help="Seeds per arm, paired across arms: run i trains with the config's train.seed + i; "
-                        ">= 2 for a confidence interval.")
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"Comma-separated arms, from {', '.join(ARMS)}.")
+    p.add_argument("--reference", default="tied", help="The arm every other arm is compared with.")
+    p.add_argument("--seeds", type=int, default=5,
+                   help="Seeds per arm, paired across arms: run i trains with the config's train.seed + i.")
+    p.add_argument("--lr-grid", help="Comma-separated peak learning rates to tune each arm over, on a separate "
+                                     "tuning seed (default: none, every arm at train.learning_rate).")
+    p.add_argument("--margin", type=float,
+                   help=f"Equivalence margin in nats/token, declared before the runs: arms closer than this count "
+                        f"as equivalent (TOST). Default {DEFAULT_MARGIN}, or the margin the experiment folder declared.")
     p.add_argument("--equal-params", nargs="?", const="width", choices=("width", "depth"),
-                   help="Grow the tied arm (by n_embd, or n_layer with 'depth') to the untied arm's parameter count "
-                        "(default: off, both arms the same size).")
-    p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied).")
+                   help="Grow the arms that share one matrix (tied, tied-bias; by n_embd, or n_layer with 'depth') "
+                        "to the untied parameter count (default: off, every arm the same shape).")
+    p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied...).")
     p.add_argument("--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent).")
     p.add_argument("--prompt", action="append", help="Prompt for the side-by-side samples (repeatable; default: a newline and 'ROMEO:').")
     args, overrides = parse_cli(p, argv, exclude=SET_PER_RUN)
-    if args.runs and (args.config or args.equal_params or overrides or args.name):
-        raise UserError("give either run folders to report on, or --config/--name/overrides to train: not both")
+    args.arms = parse_arms(args.arms)
+    args.lr_grid = _parse_grid(args.lr_grid)
+    training = args.config or args.equal_params or overrides or args.name or args.lr_grid
+    if args.runs and training:
+        raise UserError("give either run folders to report on, or --config/--name/--lr-grid/overrides to train: not both")
     if not args.runs and args.report_dir:
         raise UserError("--report-dir is for reports on existing runs; a new experiment reports into its own folder")
     if args.prompt is not None and not all(args.prompt):
         raise UserError("an empty --prompt: give some text (e.g. --prompt 'ROMEO:')")
     if args.seeds < 1:
         raise UserError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.margin is not None and not (math.isfinite(args.margin) and args.margin > 0):
+        raise UserError(f"--margin must be a finite number > 0 nats, got {args.margin}: e.g. --margin 0.01")
+    if not args.runs and args.reference not in args.arms:
+        raise UserError(f"--reference {args.reference} is not among --arms {','.join(args.arms)}: add it")
+    if not args.runs and len(args.arms) < 2:
+        raise UserError(f"--arms {','.join(args.arms)} is one arm: a comparison needs two, e.g. --arms tied,untied")
     return args, overrides
+
+
+def _parse_grid(text: str | None) -> list[float]:
+    """``"1e-3,2e-3"`` -> ``[0.001, 0.002]`` (sorted, distinct, positive); [] for None."""
+    if text is None:
+        return []
+    try:
+        grid = sorted({float(t) for t in text.split(",") if t.strip()})
+    except ValueError:
+        raise UserError(f"--lr-grid {text!r} is not a comma-separated list of numbers: e.g. --lr-grid 1e-3,2e-3") from None
+    if not grid or grid[0] <= 0 or not all(math.isfinite(lr) for lr in grid):
+        raise UserError(f"--lr-grid needs positive learning rates, got {text!r}: e.g. --lr-grid 1e-3,2e-3,4e-3")
+    if len({f"{lr:g}" for lr in grid}) != len(grid):  # run folders are named by f"{lr:g}"
+        raise UserError(f"--lr-grid {text!r} has values too close to tell apart (same to 6 digits): space them out")
+    return grid
+
+
+def declared_margin(out_dir: Path, given: float | None) -> float:
+    """The experiment folder's declared margin (experiment.json), checked against ``--margin`` if given."""
+    saved = out_dir / "experiment.json"
+    declared = read_json(saved, "experiment settings").get("margin") if saved.is_file() else None
+    if declared is not None and given is not None and given != declared:
+        raise UserError(f"{saved} declared --margin {declared:g} before the runs: report with it (drop --margin)")
+    return declared if declared is not None else (given if given is not None else DEFAULT_MARGIN)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,12 +112,19 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> int:
         args, overrides = parse_args(argv)
         prompts = args.prompt if args.prompt is not None else ["\n", "ROMEO:"]
+        command = shlex.join(["python", "compare.py", *(sys.argv[1:] if argv is None else argv)])
         if args.runs:
             out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
-            path, meaningful = write_report(args.runs, out_dir, prompts, f"Tied vs untied: {out_dir.name}")
+            tuning = [p for p in args.runs if Path(p).name.startswith("tune-")]
+            reported = [p for p in args.runs if p not in tuning]
+            margin = declared_margin(Path(args.runs[0]).resolve().parent, args.margin)
         else:
-            paths, out_dir = run_experiment(args, overrides)
-            path, meaningful = write_report(paths, out_dir, prompts, f"Tied vs untied: {out_dir.name}")
+            margin = DEFAULT_MARGIN if args.margin is None else args.margin
+            plan = Plan(args.config, overrides, args.arms, args.seeds, args.lr_grid, args.equal_params, args.name,
+                        args.reference, margin)
+            reported, tuning, out_dir = run_experiment(plan)
+        path, meaningful = write_report(reported, tuning, out_dir, prompts, f"Should the embedding be tied? {out_dir.name}",
+                                        args.reference, margin, command)
         print(path.read_text())
         print(f"[compare] report: {path}")
         if not meaningful:

@@ -4,12 +4,14 @@ Everything here works from the run folders alone (``config.json``, ``metrics.jso
 ``summary.json``, ``ckpt_best.pt``): no network, no wandb account.  ``compare.py`` is the
 command line; this module is the library it calls::
 
-    from experiment.report import load_runs, check_experiment, paired_difference, plot_curves
-    runs = load_runs([Path("runs/exp/tied-s0"), Path("runs/exp/untied-s0"), ...])
-    exp = check_experiment(runs)           # raises UserError if the runs are not a fair pair set
-    plot_curves(exp, Path("runs/exp"))     # PNG figures
+    from experiment.report import load_runs, check_experiment, comparisons
+    exp = check_experiment(load_runs(paths), reference="tied", margin=0.01)  # UserError if unfair
+    for c in comparisons(exp): print(c.arm, c.verdict, c.ci)
 
-``report_markdown.render_markdown(exp, ...)`` words the result as Markdown.
+A run's arm is read from its config (:func:`experiment.arms.arm_of`); its score is the final
+val loss on the same val windows for every run (``summary.json``'s ``final_val_loss``; the
+last periodic eval for runs older than that).  ``experiment.figures`` draws it and
+``experiment.report_markdown`` words it.
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ import torch
 
 from core.errors import UserError
 from core.files import read_json
+from experiment import stats
+from experiment.arms import ARM_KEYS, ARMS, arm_of
 from training import config
 from training.runs import load_run_config, read_metrics
 
-ARMS = ("tied", "untied")
 # Keys that may differ between runs of one experiment without making it unfair: bookkeeping,
 # and the seed (which pairs runs across arms).  Anything else must match or be reported.
 BOOKKEEPING = config.BOOKKEEPING | {"train.seed"}
-# With --equal-params the tied arm is resized along one of these; the report states it.
+# What arms may differ in: their own settings, a tuned learning rate (min_lr follows it), and with
+# --equal-params the size of the arms that share one matrix.
+TUNED_KEYS = {"train.learning_rate", "train.min_lr"}
 SIZE_KEYS = {"model.n_embd", "model.n_layer"}
 
 
@@ -44,6 +49,18 @@ class Run:
     evals: list[dict]  # eval rows of metrics.jsonl, in step order
     tied: bool
     seed: int
+    arm: str
+
+    @property
+    def score(self) -> float:
+        """The run's final val loss (nats/token) on the windows every run shares, else its last eval's."""
+        value = self.summary.get("final_val_loss")
+        return value if isinstance(value, (int, float)) and math.isfinite(value) else self.final["val_loss"]
+
+    @property
+    def learning_rate(self) -> float:
+        """The peak learning rate it trained with."""
+        return self.config["train"]["learning_rate"]
 
     @property
     def final(self) -> dict:
@@ -63,18 +80,26 @@ class Run:
 
     @property
     def learned(self) -> bool:
-        """False when the final val loss has not beaten the unigram baseline (True if there is none to beat)."""
-        return self.unigram_val_loss is None or self.final["val_loss"] < self.unigram_val_loss
+        """False when the final score has not beaten the unigram baseline (True if there is none to beat)."""
+        return self.unigram_val_loss is None or self.score < self.unigram_val_loss
 
 
 @dataclass
 class Experiment:
-    """Runs grouped by arm and paired by seed, plus every config difference between the arms."""
+    """Runs grouped by arm and paired by seed, and every config difference of each arm from the reference."""
 
-    runs: dict[str, list[Run]]  # arm -> runs sorted by seed
+    runs: dict[str, list[Run]]  # arm -> runs sorted by seed, the reference arm first
     seeds: list[int]
-    differences: dict[str, tuple] = field(default_factory=dict)  # key -> (tied value, untied value)
+    reference: str
+    margin: float  # nats/token: within it two arms count as equivalent (declared before the runs)
+    differences: dict[str, dict[str, tuple]] = field(default_factory=dict)  # arm -> key -> (reference's, arm's)
     bookkeeping: dict[str, tuple] = field(default_factory=dict)  # differences with no effect on the maths
+    tuning: dict[str, list[Run]] = field(default_factory=dict)  # arm -> learning-rate grid runs (tuning seed)
+
+    @property
+    def arms(self) -> list[str]:
+        """The arms, reference first."""
+        return list(self.runs)
 
 
 def flatten(config: dict) -> dict:
@@ -118,7 +143,8 @@ def load_run(path: Path) -> Run:
     needed = ("parameters", "non_embedding_parameters", "tokens_per_s_median")
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), (int, float)) for k in needed):
         raise UserError(f"{path / 'summary.json'} lacks {', '.join(needed)}: re-run the run's last step with train.py")
-    return Run(path, config, summary, evals, config["model"]["tie_embeddings"], config["train"]["seed"])
+    arm = arm_of(flatten(config), str(path))
+    return Run(path, config, summary, evals, config["model"]["tie_embeddings"], config["train"]["seed"], arm)
 
 
 def load_runs(paths: list[Path]) -> list[Run]:
@@ -126,105 +152,134 @@ def load_runs(paths: list[Path]) -> list[Run]:
     return [load_run(p) for p in paths]
 
 
-def check_experiment(runs: list[Run]) -> Experiment:
-    """Group runs into a fair tied-vs-untied experiment, or raise :class:`UserError` saying why not.
+def _same_config(members: list[Run], what: str) -> None:
+    """Refuse runs of one arm (or one grid point) whose configs differ beyond bookkeeping and the seed."""
+    ref = flatten(members[0].config)
+    for r in members[1:]:
+        flat = flatten(r.config)
+        diff = sorted(k for k in set(ref) | set(flat) if ref.get(k) != flat.get(k) and k not in BOOKKEEPING)
+        if diff:
+            raise UserError(f"{r.path} differs from {members[0].path} in {', '.join(diff)}: {what} must share a config")
 
-    Fair means: both arms present; every seed in both arms exactly once; within an arm all
-    configs equal apart from the seed; across arms equal apart from ``tie_embeddings`` and, for
-    an equal-parameter experiment, the tied arm's ``n_embd`` or ``n_layer`` (parameter counts
-    then within 2%).  Bookkeeping keys (device, log interval, wandb names) may differ.
+
+def _group(runs: list[Run], reference: str) -> tuple[dict[str, list[Run]], list[int]]:
+    """Runs by arm (reference first), each sorted by seed; refuse a missing reference or unpaired seeds."""
+    by_arm: dict[str, list[Run]] = {}
+    for r in runs:
+        by_arm.setdefault(r.arm, []).append(r)
+    if reference not in by_arm:
+        raise UserError(f"no {reference} runs given: the reference arm must be among the runs (or pick "
+                        f"--reference from {', '.join(by_arm)})")
+    if len(by_arm) < 2:
+        raise UserError(f"only {reference} runs given: a comparison needs a second arm")
+    order = [reference, *(a for a in ARMS if a in by_arm and a != reference)]  # the arms' canonical order
+    arms = {arm: sorted(by_arm[arm], key=lambda r: r.seed) for arm in order}
+    seeds = [r.seed for r in arms[reference]]
+    for arm, members in arms.items():
+        have = [r.seed for r in members]
+        if len(set(have)) != len(have):
+            raise UserError(f"the {arm} arm has two runs with the same seed ({have}): give each seed once")
+        if have != seeds:
+            raise UserError(f"seeds are not paired: {reference} has {seeds}, {arm} has {have}; "
+                            "each seed needs one run in each arm")
+        _same_config(members, "one arm's runs")
+    return arms, seeds
+
+
+def check_experiment(runs: list[Run], reference: str = "tied", margin: float = 0.01,
+                     tuning: list[Run] | None = None) -> Experiment:
+    """Group runs into a fair multi-arm experiment, or raise :class:`UserError` saying why not.
+
+    Fair means: the reference arm and at least one other present; every seed in every arm
+    exactly once; within an arm all configs equal apart from the seed; across arms equal apart
+    from the arms' own settings (:data:`experiment.arms.ARM_KEYS`), a tuned learning rate and,
+    for an equal-parameter experiment, the size of an arm (parameter counts then within 2% of
+    the reference's, or of the largest arm).  Bookkeeping keys may differ.  ``tuning``: the
+    learning-rate grid runs, on a seed none of the reported runs uses.
     """
-    arms = {arm: sorted((r for r in runs if r.tied == (arm == "tied")), key=lambda r: r.seed) for arm in ARMS}
-    for arm, members in arms.items():
-        if not members:
-            raise UserError(f"no {arm} runs given: a comparison needs both arms (tied and untied)")
-        seeds = [r.seed for r in members]
-        if len(set(seeds)) != len(seeds):
-            raise UserError(f"the {arm} arm has two runs with the same seed ({seeds}): give each seed once")
-    tied_seeds, untied_seeds = [r.seed for r in arms["tied"]], [r.seed for r in arms["untied"]]
-    if tied_seeds != untied_seeds:
-        raise UserError(
-            f"seeds are not paired: tied has {tied_seeds}, untied has {untied_seeds}; "
-            "each seed needs one run in each arm"
-        )
-    for arm, members in arms.items():
-        ref = flatten(members[0].config)
-        for r in members[1:]:
-            flat = flatten(r.config)
-            diff = sorted(k for k in set(ref) | set(flat) if ref.get(k) != flat.get(k) and k not in BOOKKEEPING)
-            if diff:
-                raise UserError(f"{r.path} differs from {members[0].path} in {', '.join(diff)}: one arm's runs must share a config")
-    hashes = {r.summary["data_sha256"] for r in runs if r.summary.get("data_sha256")}
+    arms, seeds = _group(runs, reference)
+    scored = {isinstance(r.summary.get("final_val_loss"), (int, float)) for r in [*runs, *(tuning or [])]}
+    if len(scored) > 1:
+        raise UserError("some runs have a final score on the shared val windows (final_val_loss) and some only their "
+                        "periodic evals (runs from before tinygpt had it): compare runs of one kind, or re-run the older")
+    hashes = {r.summary["data_sha256"] for r in [*runs, *(tuning or [])] if r.summary.get("data_sha256")}
     if len(hashes) > 1:
         raise UserError("the runs trained on different corpus contents (data_sha256 differs): re-run them on the same data")
-    tied_cfg, untied_cfg = flatten(arms["tied"][0].config), flatten(arms["untied"][0].config)
-    every = {
-        k: (tied_cfg.get(k), untied_cfg.get(k))
-        for k in sorted(set(tied_cfg) | set(untied_cfg))
-        if tied_cfg.get(k) != untied_cfg.get(k) and k != "train.seed"
-    }
-    differences = {k: v for k, v in every.items() if k not in BOOKKEEPING}
-    bookkeeping = {k: v for k, v in every.items() if k in BOOKKEEPING}
-    unfair = sorted(set(differences) - {"model.tie_embeddings"} - SIZE_KEYS)
-    if unfair:
-        detail = ", ".join(f"{k} ({differences[k][0]!r} vs {differences[k][1]!r})" for k in unfair)
-        raise UserError(f"the arms differ in more than tie_embeddings: {detail}; re-run them with the same config")
-    if set(differences) & SIZE_KEYS:
-        n_tied, n_untied = arms["tied"][0].summary["parameters"], arms["untied"][0].summary["parameters"]
-        if abs(n_tied - n_untied) > 0.02 * n_untied:
-            raise UserError(
-                f"the arms differ in model size ({', '.join(sorted(set(differences) & SIZE_KEYS))}) but their "
-                f"parameter counts {n_tied:,} vs {n_untied:,} are not within 2%: not an equal-parameter experiment"
-            )
-    return Experiment(arms, tied_seeds, differences, bookkeeping)
+    ref_cfg = flatten(arms[reference][0].config)
+    differences, bookkeeping = {}, {}
+    for arm, members in list(arms.items())[1:]:
+        cfg = flatten(members[0].config)
+        every = {k: (ref_cfg.get(k), cfg.get(k)) for k in sorted(set(ref_cfg) | set(cfg))
+                 if ref_cfg.get(k) != cfg.get(k) and k != "train.seed"}
+        differences[arm] = {k: v for k, v in every.items() if k not in BOOKKEEPING}
+        bookkeeping.update({k: v for k, v in every.items() if k in BOOKKEEPING})
+        unfair = sorted(set(differences[arm]) - set(ARM_KEYS) - TUNED_KEYS - SIZE_KEYS)
+        if unfair:
+            detail = ", ".join(f"{k} ({differences[arm][k][0]!r} vs {differences[arm][k][1]!r})" for k in unfair)
+            raise UserError(f"{arm} differs from {reference} in more than its arm's settings: {detail}; "
+                            "re-run them with the same config")
+    _check_sizes(arms, differences)
+    grid = _check_tuning(tuning or [], seeds, arms)
+    return Experiment(arms, seeds, reference, margin, differences, bookkeeping, grid)
 
 
-@dataclass
-class PairedDifference:
-    """Untied minus tied, paired by seed: mean, 95% confidence interval and verdict."""
+def _check_sizes(arms: dict[str, list[Run]], differences: dict[str, dict]) -> None:
+    """With an arm resized (--equal-params), every arm's parameter count must be within 2% of the largest."""
+    if not any(set(diff) & SIZE_KEYS for diff in differences.values()):
+        return
+    counts = {arm: members[0].summary["parameters"] for arm, members in arms.items()}
+    largest = max(counts.values())
+    off = {arm: n for arm, n in counts.items() if abs(n - largest) > 0.02 * largest}
+    if off:
+        detail = ", ".join(f"{arm} {n:,}" for arm, n in off.items())
+        raise UserError(f"arms differ in model size ({', '.join(sorted(SIZE_KEYS))}) but their parameter counts are "
+                        f"not within 2% of the largest ({largest:,}): {detail}; not an equal-parameter experiment")
 
-    diffs: list[float]
-    mean: float
-    low: float | None  # None with a single seed: no interval can be computed
-    high: float | None
-    verdict: str
+
+def _check_tuning(tuning: list[Run], seeds: list[int], arms: dict[str, list[Run]]) -> dict[str, list[Run]]:
+    """The grid runs by arm, sorted by learning rate; refuse one on a reported seed or an arm not compared."""
+    grid: dict[str, list[Run]] = {}
+    for r in tuning:
+        if r.seed in seeds:
+            raise UserError(f"tuning run {r.path} uses seed {r.seed}, which is also reported: tune on another seed")
+        if r.arm not in arms:
+            raise UserError(f"tuning run {r.path} is a {r.arm} run, an arm not compared here")
+        grid.setdefault(r.arm, []).append(r)
+    return {arm: sorted(members, key=lambda r: r.learning_rate) for arm, members in grid.items()}
 
 
-def paired_difference(tied: list[float], untied: list[float], what: str = "val loss") -> PairedDifference:
-    """95% CI of the mean of ``untied - tied`` (paired t interval, ``scipy.stats.ttest_rel``).
+def comparisons(exp: Experiment) -> list[stats.Comparison]:
+    """Each arm against the reference on the final score, paired by seed; Holm-adjusted over the arms."""
+    ref = [r.score for r in exp.runs[exp.reference]]
+    found = [stats.compare_paired(arm, exp.reference, [r.score for r in members], ref, exp.margin)
+             for arm, members in exp.runs.items() if arm != exp.reference]
+    return stats.holm(found)
 
-    Seeds pair the runs (same data order, eval batches and body init), so the paired test
-    removes the seed-to-seed variance both arms share.  The verdict says "no significant
-    difference" whenever the interval contains zero.  Needs >= 2 pairs for an interval.
-    """
-    from scipy import stats  # imported here: scipy is only needed for reports
 
-    if len(tied) != len(untied) or not tied:
-        raise ValueError("need equally many tied and untied values, at least one")
-    if not all(math.isfinite(x) for x in [*tied, *untied]):
-        raise UserError(f"a {what} is not finite (a run diverged): no comparison can be made")
-    diffs = [u - t for t, u in zip(tied, untied)]
-    mean = statistics.fmean(diffs)
-    n = len(diffs)
-    if n < 2:
-        return PairedDifference(diffs, mean, None, None,
-                                f"one seed only: no confidence interval for the {what} difference; run more seeds")
-    if all(d == diffs[0] for d in diffs):  # zero variance: the t interval is undefined
-        which = "no difference" if mean == 0 else f"untied - tied = {mean:+.4f}"
-        return PairedDifference(diffs, mean, None, None,
-                                f"{which} in {what} in every one of {n} seeds, exactly: zero variance, so no interval")
-    ci = stats.ttest_rel(untied, tied).confidence_interval(confidence_level=0.95)
-    low, high = float(ci.low), float(ci.high)
-    if low <= 0.0 <= high:
-        verdict = (f"no significant difference in {what} between tied and untied "
-                   f"(95% CI of untied - tied: [{low:+.4f}, {high:+.4f}], {n} seeds)")
-    elif high < 0:
-        verdict = (f"untied is better: its {what} is lower by {-mean:.4f} on average "
-                   f"(95% CI of untied - tied: [{low:+.4f}, {high:+.4f}], {n} seeds)")
-    else:
-        verdict = (f"tied is better: its {what} is lower by {mean:.4f} on average "
-                   f"(95% CI of untied - tied: [{low:+.4f}, {high:+.4f}], {n} seeds)")
-    return PairedDifference(diffs, mean, low, high, verdict)
+def mean_curves(members: list[Run]) -> tuple[list[int], list[list[float]]]:
+    """The eval steps every run of ``members`` has, and each run's val loss at them (one list per run)."""
+    by_step = [{r["step"]: r["val_loss"] for r in m.evals} for m in members]
+    steps = sorted(set.intersection(*(set(b) for b in by_step)))
+    return steps, [[b[st] for st in steps] for b in by_step]
+
+
+def compute_equivalent(exp: Experiment, arm: str) -> float | None:
+    """The fraction of the reference's tokens after which ``arm``'s mean curve reaches the reference's
+    final mean val loss (:func:`experiment.stats.compute_equivalent`; an estimate), or None."""
+    _, ref_curves = mean_curves(exp.runs[exp.reference])
+    steps, curves = mean_curves(exp.runs[arm])
+    ref_final = statistics.fmean(c[-1] for c in ref_curves)
+    return stats.compute_equivalent(ref_final, steps, [statistics.fmean(v) for v in zip(*curves)])
+
+
+def lr_table(exp: Experiment) -> dict[str, dict]:
+    """Per tuned arm: ``{"points": [(lr, final score)], "best": lr, "edge": bool}``; edge when the best is a grid end."""
+    out = {}
+    for arm, members in exp.tuning.items():
+        points = [(r.learning_rate, r.score) for r in members]
+        best = min(points, key=lambda p: p[1])[0]
+        out[arm] = {"points": points, "best": best, "edge": len(points) > 1 and best in (points[0][0], points[-1][0])}
+    return out
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -247,11 +302,9 @@ def arm_table(exp: Experiment) -> list[dict]:
     timings (tokens/s, wall seconds) as :func:`median_range`, the unigram baseline's mean or None.
     """
     rows = []
-    for arm in ARMS:
-        members = exp.runs[arm]
-        final = [r.final["val_loss"] for r in members]
+    for arm, members in exp.runs.items():
+        final = [r.score for r in members]
         best = [r.best_val_loss for r in members]
-        gap = [r.final["val_loss"] - r.final["train_loss"] for r in members]
         s0 = members[0].summary
         ckpt = members[0].path / "ckpt_best.pt"
         baselines = [r.unigram_val_loss for r in members if r.unigram_val_loss is not None]
@@ -260,9 +313,9 @@ def arm_table(exp: Experiment) -> list[dict]:
             "parameters": s0["parameters"],
             "non_embedding_parameters": s0["non_embedding_parameters"],
             "final_val_loss": mean_std(final),
+            "learning_rate": members[0].learning_rate,
             "best_val_loss": mean_std(best),
-            "best_val_ppl": math.exp(mean_std(best)[0]),
-            "train_val_gap": mean_std(gap),
+            "final_val_ppl": math.exp(mean_std(final)[0]),  # exp of the mean loss: the geometric mean of perplexities
             "unigram_val_loss": statistics.fmean(baselines) if baselines else None,
             "tokens_per_s": median_range([r.summary["tokens_per_s_median"] for r in members]),
             "wall_time_s": median_range([r.summary.get("elapsed_s") for r in members]),
@@ -275,49 +328,8 @@ def arm_table(exp: Experiment) -> list[dict]:
     return rows
 
 
-def plot_curves(exp: Experiment, out_dir: Path) -> list[str]:
-    """Val loss vs step and vs tokens, one line per arm (mean over seeds) with a min-max band.
-
-    Writes two PNGs into ``out_dir`` and returns their file names.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only, no display
-    import matplotlib.pyplot as plt
-
-    names = []
-    for x_key, label, fname in (("step", "optimizer step", "val_loss_vs_step.png"),
-                                ("tokens", "training tokens", "val_loss_vs_tokens.png")):
-        fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-        for arm, color in zip(ARMS, ("tab:blue", "tab:orange")):
-            members = exp.runs[arm]
-            # Align by step (not by position): only steps every run of the arm evaluated at.
-            by_step = [{r["step"]: r for r in m.evals} for m in members]
-            steps = sorted(set.intersection(*(set(b) for b in by_step)))
-            xs = [by_step[0][st][x_key] for st in steps]
-            curves = [[b[st]["val_loss"] for st in steps] for b in by_step]
-            mean = [statistics.fmean(v) for v in zip(*curves)]
-            ax.plot(xs, mean, color=color, label=f"{arm} (mean of {len(members)} seeds)")
-            ax.fill_between(xs, [min(v) for v in zip(*curves)], [max(v) for v in zip(*curves)],
-                            color=color, alpha=0.25, linewidth=0)
-        ax.set_xlabel(label)
-        ax.set_ylabel("val loss (nats/token)")
-        ax.set_title(f"Val loss vs {label}: tied vs untied")
-        # The first eval (at init, ~ln vocab) dwarfs the rest; zoom on the learning part.
-        later = [r["val_loss"] for arm in ARMS for m in exp.runs[arm] for r in m.evals[1:]]
-        if later:
-            ax.set_ylim(min(later) - 0.05, max(later) + 0.05)
-        ax.grid(alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out_dir / fname)
-        plt.close(fig)
-        names.append(fname)
-    return names
-
-
 def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed: int = 1337) -> dict:
-    """``{prompt: {arm: text}}`` from each arm's first-seed ``ckpt_best.pt``, same prompt and seed.
+    """``{prompt: {arm: text}}`` from each arm's first-seed ``ckpt_best.pt``, same prompt and seed (an illustration).
 
     Prompts the tokenizer cannot encode are skipped.  Top-k 50, temperature 0.8.
     """
@@ -325,8 +337,8 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
     from training.runs import load_run
 
     out: dict = {}
-    for arm in ARMS:
-        model, tokenizer, _ = load_run(exp.runs[arm][0].path, "best", torch.device("cpu"))
+    for arm, members in exp.runs.items():
+        model, tokenizer, _ = load_run(members[0].path, "best", torch.device("cpu"))
         for prompt in prompts:
             try:
                 tokenizer.encode(prompt)

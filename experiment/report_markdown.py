@@ -1,26 +1,47 @@
-"""The tied-vs-untied report worded as Markdown, from an :class:`report.Experiment`.
+"""The experiment's report worded as Markdown, from an :class:`report.Experiment` of any number of arms.
 
 ``experiment/report.py`` reads the run folders, checks they are a fair experiment and does the
-statistics; this module only says what they mean, in order: a warning when the runs learned
-too little for the comparison to mean anything, the verdict, the setup, the per-arm table
-(timings marked as measured under whatever load the machine had), the paired differences,
-the figures and the samples::
+statistics (:mod:`experiment.stats`); ``experiment/figures.py`` draws it; this module only says
+what it means, in order: the command, a warning when runs learned too little for the comparison
+to mean anything, the verdict per arm and the budget held fixed, the paired statistics, the
+compute-equivalent estimate, the learning rates, the setup, the per-arm table (timings marked as
+measured under whatever load the machine had), the figures, the samples and the run folders::
 
-    exp = report.check_experiment(report.load_runs(paths))
-    md = render_markdown(exp, report.plot_curves(exp, out_dir), {}, "Tied vs untied: exp")
+    exp = report.check_experiment(report.load_runs(paths), reference="tied", margin=0.01)
+    md = render_markdown(exp, figures.plot_all(exp, out_dir), {}, "Tied vs untied", command="python compare.py ...")
+
+Differences are arm − reference in nats/token: negative means the arm's loss is lower (better).
 """
 
 from __future__ import annotations
 
 import html
+import math
+import re
 import statistics
 
-from experiment.report import ARMS, SIZE_KEYS, Experiment, arm_table, paired_difference
+from experiment import stats
+from experiment.arms import DESCRIPTIONS
+from experiment.figures import CAPTIONS
+from experiment.report import (
+    SIZE_KEYS,
+    Experiment,
+    arm_table,
+    comparisons,
+    compute_equivalent,
+    lr_table,
+)
 
 TIMING_NOTE = ("‡ Timings were measured under whatever load the machine had while each run trained (other "
                "processes on shared cores included), so they are given as the median and the range (min–max) "
                "over seeds, not mean ± std, and are not a speed comparison: time that with `python bench.py` "
                "on an otherwise idle machine.")
+INIT_WORDS = {
+    "gpt2": "GPT-2's: Linear and Embedding weights ~ N(0, 0.02), residual projections ~ N(0, 0.02/sqrt(2 n_layer)); "
+            "an untied lm_head is its own draw, a tied one is the embedding's draw",
+    "pytorch": "PyTorch's layer defaults: nn.Linear Kaiming-uniform, nn.Embedding N(0, 1); a tied lm_head is the "
+               "embedding's matrix",
+}
 
 
 def _cell(text: str) -> str:
@@ -28,10 +49,15 @@ def _cell(text: str) -> str:
     return html.escape(text, quote=False).replace("|", "&#124;").replace("\n", "<br>")
 
 
+def _finite(x) -> bool:
+    """True for a finite int or float (not None, NaN or inf)."""
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
 def _pm(ms: tuple[float, float], digits: int = 4) -> str:
-    """``(mean, std)`` as ``"mean ± std"`` with ``digits`` decimals."""
+    """``(mean, std)`` as ``"mean ± std"`` with ``digits`` decimals; ``"n/a"`` when not recorded (NaN)."""
     mean, std = ms
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}" if _finite(mean) and _finite(std) else "n/a"
 
 
 def _spread(spread: tuple[float, float, float] | None, digits: int = 0) -> str:
@@ -44,17 +70,26 @@ def _spread(spread: tuple[float, float, float] | None, digits: int = 0) -> str:
     return median if low == high else f"{median} (range {low}–{high})"
 
 
-def policy(config: dict) -> dict:
-    """Plain-words weight-decay and init policy of a run config (both arms share it)."""
-    tc = config["train"]
-    emb = ("decayed (nanoGPT's policy)" if tc.get("embedding_weight_decay", True)
-           else "not decayed (minGPT's policy)")
-    return {
-        "weight_decay": f"AdamW weight_decay={tc['weight_decay']} on weights with dim >= 2; the embedding matrices "
-                        f"(wte, wpe, and lm_head whether tied or not) are {emb}; biases and LayerNorm gains never decay",
-        "init": "GPT-2's: Linear and Embedding weights ~ N(0, 0.02), residual projections ~ N(0, 0.02/sqrt(2 n_layer)); "
-                "untied, embedding and head are independent draws; tied, one draw",
-    }
+def _num(x: float, digits: int = 3) -> str:
+    """A number for prose, with a true minus sign (``−0.143``); ``"n/a"`` for None or NaN."""
+    return f"{x:.{digits}f}".replace("-", "−") if _finite(x) else "n/a"
+
+
+def _signed(x: float, digits: int = 4) -> str:
+    """A difference with its sign always shown and a true minus sign (``+0.0050``, ``−0.1500``)."""
+    return f"{x:+.{digits}f}".replace("-", "−") if _finite(x) else "n/a"
+
+
+def _p(p: float | None) -> str:
+    """A p-value: three decimals, scientific below 0.001, ``"n/a"`` when it could not be computed."""
+    if not _finite(p):
+        return "n/a"
+    return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
+
+
+def _ci(c: stats.Comparison, digits: int = 3) -> str:
+    """The 95% CI as ``[−0.198, −0.089]``, or ``"n/a"`` with one seed."""
+    return f"[{_num(c.ci[0], digits)}, {_num(c.ci[1], digits)}]" if _finite(c.ci[0]) else "n/a"
 
 
 def baseline_warning(exp: Experiment) -> str | None:
@@ -64,7 +99,7 @@ def baseline_warning(exp: Experiment) -> str | None:
     learned from context yet, so any difference between the arms is noise of initialisation and
     data order, and the verdict means nothing.  Runs with no recorded baseline are not judged.
     """
-    behind = {arm: [r for r in exp.runs[arm] if not r.learned] for arm in ARMS}
+    behind = {arm: [r for r in members if not r.learned] for arm, members in exp.runs.items()}
     if not any(behind.values()):
         return None
     detail = "; ".join(
@@ -74,77 +109,245 @@ def baseline_warning(exp: Experiment) -> str | None:
         for arm, runs in behind.items() if runs)
     return (f"**Warning: this comparison is not meaningful.** Some runs have not beaten the unigram baseline, a model "
             f"that knows only how often each token occurs: {detail}. They have not learned from context yet, so the "
-            f"verdict below says nothing about tying. Train longer (raise --train.max_iters) or check the config "
+            f"verdicts below say nothing about the arms. Train longer (raise --train.max_iters) or check the config "
             f"(learning rate, warmup, data), then compare again.")
 
 
-def _results_table(rows: list[dict]) -> list[str]:
-    """The per-arm table (one column per arm) and its timing footnote, as Markdown lines."""
-    header = ["", *(r["arm"] for r in rows)]
+def _verdict_line(c: stats.Comparison) -> str:
+    """One comparison in words: the verdict in bold, then the numbers behind it."""
+    n = len(c.diffs)
+    head = f"- {c.arm} vs {c.reference}: "
+    if c.verdict in ("better", "worse"):
+        return (head + f"**{c.verdict}** — final val loss {'lower' if c.mean < 0 else 'higher'} by "
+                f"{_num(abs(c.mean))} nats (95% CI {_ci(c)}; perplexity ×{c.ppl_ratio:.3f}; {n} seeds; "
+                f"Holm-adjusted p = {_p(c.p_holm)})")
+    if c.verdict == "equivalent":
+        return (head + f"**equivalent within ±{c.margin:g} nats** (TOST p = {_p(c.p_tost)}; mean difference "
+                f"{_num(c.mean)} nats, 95% CI {_ci(c)}; {n} seed{'s' if n != 1 else ''})")
+    if n < 2:
+        settle = "one seed has no spread to test against: run at least 2 seeds per arm, 5 or more to settle it"
+    elif c.seeds_needed is None:
+        settle = "no practical number of seeds would settle it at the observed spread"
+    else:
+        settle = f"about {c.seeds_needed} seeds would settle it (rough estimate from the observed spread)"
+    return (head + f"**inconclusive** — mean difference {_num(c.mean)} nats (95% CI {_ci(c)}; Holm-adjusted "
+            f"p = {_p(c.p_holm)}; TOST p at ±{c.margin:g} = {_p(c.p_tost)}; {n} seed{'s' if n != 1 else ''}): neither a difference nor "
+            f"equivalence is shown; {settle}")
+
+
+def _budget_sentence(exp: Experiment) -> str:
+    """Which budget each comparison holds fixed (equal tokens, or equal parameters for resized arms)."""
+    resized = {arm: sorted(set(d) & SIZE_KEYS) for arm, d in exp.differences.items() if set(d) & SIZE_KEYS}
+    if not resized:
+        return ("Each comparison holds the budget at equal tokens and (up to the head's lookup) equal FLOPs: "
+                "the arms differ in parameters (embedding matrices).")
+    detail = "; ".join(f"{arm} differs from {exp.reference} in {', '.join(keys)}" for arm, keys in resized.items())
+    return (f"Each comparison holds the budget at equal parameters (within 2%); the resized arms use more FLOPs "
+            f"per token ({detail}), at equal tokens.")
+
+
+def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: bool) -> list[str]:
+    """``## Verdict``: one line per non-reference arm, then the budget held fixed."""
+    lines = ["## Verdict", ""]
+    if warned:
+        lines += ["Not meaningful: see the warning above.", ""]
+    lines += [_verdict_line(c) for c in comps]
+    return lines + ["", _budget_sentence(exp), ""]
+
+
+def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
+    """``## Paired statistics``: one row per non-reference arm, and how each number was computed."""
+    lines = ["## Paired statistics (final val loss, arm − reference, paired by seed)", "",
+             "| arm | per seed | mean | 95% CI | paired t p | Holm p | Wilcoxon p | sign-test p | d_z | "
+             f"perplexity ratio | TOST p (±{exp.margin:g}) | verdict | seeds needed |",
+             "|" + "---|" * 13]
+    for c in comps:
+        needed = "—" if c.verdict != "inconclusive" else (str(c.seeds_needed) if c.seeds_needed else "n/a")
+        lines.append(
+            f"| {c.arm} | {', '.join(_signed(d) for d in c.diffs)} | {_signed(c.mean)} | {_ci(c, 4)} | {_p(c.p_t)} | "
+            f"{_p(c.p_holm)} | {_p(c.p_wilcoxon)} | {_p(c.p_sign)} | {_num(c.d_z, 2)} | {c.ppl_ratio:.4f} | "
+            f"{_p(c.p_tost)} | {c.verdict} | {needed} |")
+    return lines + ["", (
+        f"Differences are arm − reference in nats/token (negative = the arm is better). The equivalence margin "
+        f"±{exp.margin:g} nats was declared before the runs. The CI is the paired t interval "
+        "(`scipy.stats.ttest_rel`, n − 1 degrees of freedom); TOST is statsmodels' `ttost_paired` at ±margin; "
+        "the Holm adjustment over the arms is statsmodels' `multipletests(method=\"holm\")`; the Wilcoxon "
+        "signed-rank and exact sign tests are scipy's; d_z is mean / sd of the differences; the perplexity ratio "
+        "is exp(mean). Seeds needed is a rough planning figure from the observed spread, not a power analysis."), ""]
+
+
+def _compute_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
+    """``## Compute-equivalent``: for arms better than the reference, the fraction of steps to match it."""
+    lines = []
+    for c in comps:
+        frac = compute_equivalent(exp, c.arm) if c.verdict == "better" else None
+        if frac is not None:
+            lines.append(f"- {c.arm} reaches {exp.reference}'s final val loss after about {frac:.0%} of the steps "
+                         "(an estimate from the mean curves, mid-schedule points are not annealed).")
+    return ["## Compute-equivalent", "", *lines, ""] if lines else []
+
+
+def _lr_section(exp: Experiment) -> list[str]:
+    """``## Learning rates``: the tuning grid (chosen LR in bold, edge warnings), or that none was tuned."""
+    used = {arm: members[0].learning_rate for arm, members in exp.runs.items()}
+    lines = ["## Learning rates", ""]
+    if not exp.tuning:
+        if len(set(used.values())) == 1:
+            return lines + [f"No tuning runs were given: every arm used the config's learning rate, "
+                            f"{next(iter(used.values())):g}, tuned for none of them.", ""]
+        return lines + ["No tuning runs were given: the arms used these learning rates, tuned for none of them: "
+                        + ", ".join(f"{arm} {lr:g}" for arm, lr in used.items()) + ".", ""]
+    table = lr_table(exp)
+    grid = sorted({lr for t in table.values() for lr, _ in t["points"]})
+    seeds = sorted({r.seed for members in exp.tuning.values() for r in members})
+    lines += [f"Final val loss (nats/token) of each grid point on the tuning seed {', '.join(map(str, seeds))} "
+              "(not a reported seed); the chosen (lowest) learning rate in bold.", "",
+              "| arm | " + " | ".join(f"lr {lr:g}" for lr in grid) + " | reported runs used |",
+              "|" + "---|" * (len(grid) + 2)]
+    for arm in [a for a in exp.arms if a in table]:
+        scores = dict(table[arm]["points"])
+        cells = [("—" if lr not in scores else f"**{scores[lr]:.4f}**" if lr == table[arm]["best"]
+                  else f"{scores[lr]:.4f}") for lr in grid]
+        lines.append(f"| {arm} | " + " | ".join(cells) + f" | {used[arm]:g} |")
+    lines.append("")
+    for arm, t in table.items():
+        if t["edge"]:
+            lo, hi = t["points"][0][0], t["points"][-1][0]
+            lines.append(f"- **Warning:** {arm}'s best learning rate {t['best']:g} is at the edge of its grid "
+                         f"({lo:g}–{hi:g}): the optimum may lie outside it; widen the grid.")
+        if used[arm] != t["best"]:
+            lines.append(f"- {arm}'s reported runs used {used[arm]:g}, not its grid's best {t['best']:g}.")
+    untuned = [arm for arm in exp.arms if arm not in table]
+    if untuned:
+        lines.append("- Not tuned: " + ", ".join(f"{arm} (used {used[arm]:g})" for arm in untuned) + ".")
+    return lines + [""]
+
+
+def _decay_words(tc: dict) -> str:
+    """The weight-decay policy of a run's train config, in words."""
+    emb = "decayed (nanoGPT's policy)" if tc.get("embedding_weight_decay", True) else "not decayed (minGPT's policy)"
+    return (f"AdamW weight_decay={tc['weight_decay']} on weights with dim >= 2; the embedding matrices (wte, wpe, "
+            f"and lm_head whether tied or not) are {emb}; biases and LayerNorm gains never decay")
+
+
+def _setup_section(exp: Experiment) -> list[str]:
+    """``## Setup``: corpus, budget, seeds and what they share, policies, arms and every config difference."""
+    cfg = exp.runs[exp.reference][0].config
+    mc, dc, tc = cfg["model"], cfg["data"], cfg["train"]
+    per_step = tc["batch_size"] * tc["grad_accum_steps"] * mc["block_size"]
+    resized = any(set(d) & SIZE_KEYS for d in exp.differences.values())
+    tuning_seeds = sorted({r.seed for members in exp.tuning.values() for r in members})
+    subset = f" (subset `{dc['subset']}`)" if dc.get("subset") else ""
+    lines = ["## Setup", "",
+             f"- Corpus `{dc['source']}`{subset}, "
+             f"tokenizer `{dc['tokenizer']}` (vocab_size {mc['vocab_size']:,}); {tc['max_iters']:,} steps of "
+             f"{per_step:,} tokens ({tc['max_iters'] * per_step:,} tokens per run).",
+             f"- Seeds {', '.join(map(str, exp.seeds))}"
+             + (f"; learning rates tuned on seed {', '.join(map(str, tuning_seeds))}, which no reported run uses" if tuning_seeds else "")
+             + ". Each seed's runs share the data order, the eval batches, "
+             + ("" if resized else "the initial transformer body, ")
+             + "the token budget, the schedule and the optimizer settings.",
+             f"- Init policy (every arm): {INIT_WORDS.get(mc.get('init', 'gpt2'), mc.get('init'))}.",
+             f"- Weight-decay policy (every arm): {_decay_words(tc)}.",
+             "- Arms:"]
+    for arm in exp.arms:
+        ref = " (reference)" if arm == exp.reference else ""
+        lines.append(f"  - `{arm}`{ref}: {DESCRIPTIONS.get(arm, 'no description')}")
+    lines.append(f"- Every config difference from {exp.reference}:")
+    for arm, diff in exp.differences.items():
+        for key, (a, b) in diff.items():
+            lines.append(f"  - {arm}: `{key}` {exp.reference} `{a}`, {arm} `{b}`")
+    for key, (a, b) in exp.bookkeeping.items():
+        lines.append(f"  - `{key}`: {exp.reference} `{a}`, another arm `{b}` (bookkeeping: no effect on the maths)")
+    return lines + [""]
+
+
+def _arm_section(exp: Experiment) -> list[str]:
+    """``## Per arm``: one column per arm (reference first), then the timing footnote."""
+    rows = arm_table(exp)
     table = [
         ("parameters", [f"{r['parameters']:,}" for r in rows]),
         ("non-embedding parameters", [f"{r['non_embedding_parameters']:,}" for r in rows]),
-        ("final val loss", [_pm(r["final_val_loss"]) for r in rows]),
-        ("best val loss", [_pm(r["best_val_loss"]) for r in rows]),
+        ("learning rate", [f"{r['learning_rate']:g}" for r in rows]),
+        ("final val loss (on the same val windows for every run)", [_pm(r["final_val_loss"]) for r in rows]),
+        ("best periodic val loss", [_pm(r["best_val_loss"]) for r in rows]),
+        ("final val perplexity (exp(mean loss), the geometric mean over seeds)",
+         [f"{r['final_val_ppl']:.2f}" for r in rows]),
         ("unigram baseline val loss", [f"{r['unigram_val_loss']:.4f}" if r["unigram_val_loss"] is not None else "n/a"
                                        for r in rows]),
-        ("best val perplexity", [f"{r['best_val_ppl']:.1f}" for r in rows]),
-        ("train–val gap (final val − train loss)", [_pm(r["train_val_gap"]) for r in rows]),
         ("tokens/s (each run's median) ‡", [_spread(r["tokens_per_s"]) for r in rows]),
         ("wall time (s) ‡", [_spread(r["wall_time_s"], 1) for r in rows]),
         ("peak memory (MiB)", [_pm(r["peak_memory_mib"], 0) for r in rows]),
-        ("ckpt_best.pt size (MiB)", [f"{r['checkpoint_mib']:.1f}" for r in rows]),
+        ("ckpt_best.pt size (MiB, first seed)", [f"{r['checkpoint_mib']:.1f}" if _finite(r["checkpoint_mib"])
+                                                 else "n/a" for r in rows]),
         ("non-finite steps skipped (all seeds)", [f"{r['skipped_steps']}" for r in rows]),
     ]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    header = ["", *(r["arm"] for r in rows)]
+    lines = [f"## Per arm (mean ± std over {len(exp.seeds)} seeds, nats/token; timings ‡: median and range)", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += [f"| {name} | " + " | ".join(values) + " |" for name, values in table]
-    return lines + ["", TIMING_NOTE]
+    return lines + ["", TIMING_NOTE, ""]
 
 
-def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, title: str) -> str:
-    """The report as Markdown: baseline warning, verdict, setup and differences, per-arm table,
-    paired test, figures, samples.
+def _figures_section(figures: list[str]) -> list[str]:
+    """``## Figures``: each image with its one-line caption."""
+    if not figures:
+        return []
+    lines = ["## Figures", ""]
+    for name in figures:
+        lines += [f"![{name}]({name})", "", f"*{CAPTIONS.get(name, name)}*", ""]
+    return lines
+
+
+def _samples_section(exp: Experiment, sample_texts: dict) -> list[str]:
+    """``## Samples``: one table per prompt, one column per arm; labelled an illustration, not evidence."""
+    if not sample_texts:
+        return []
+    lines = ["## Samples: an illustration, not evidence", "",
+             "First seed's ckpt_best.pt of each arm, top-k 50, temperature 0.8, the same sampling seed.", ""]
+    for prompt, by_arm in sample_texts.items():
+        lines += [f"Prompt <code>{html.escape(repr(prompt), quote=False)}</code>:", "",
+                  "| " + " | ".join(exp.arms) + " |", "|" + "---|" * len(exp.arms),
+                  "| " + " | ".join(_cell(by_arm.get(arm, "")) for arm in exp.arms) + " |", ""]
+    return lines
+
+
+def _runs_section(exp: Experiment) -> list[str]:
+    """``## Runs``: every reported run folder with its arm and seed, then the tuning runs."""
+    lines = ["## Runs", ""] + [f"- `{r.path}` ({arm}, seed {r.seed})" for arm, members in exp.runs.items()
+                               for r in members]
+    tuning = [f"- `{r.path}` ({arm}, seed {r.seed}, learning rate {r.learning_rate:g})"
+              for arm, members in exp.tuning.items() for r in members]
+    return lines + (["", "Tuning runs:", "", *tuning] if tuning else [])
+
+
+def _command_block(command: str) -> list[str]:
+    """The command in a fenced block, the fence longer than any run of backticks inside it."""
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", command)), default=0))
+    return ["Produced by:", "", fence, command, fence, ""]
+
+
+def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, title: str,
+                    command: str | None = None) -> str:
+    """The report as Markdown: title, command, baseline warning, verdict, paired statistics,
+    compute-equivalent, learning rates, setup, per-arm table, figures, samples, runs.
+
+    ``figures``: PNG names in the report's folder (:func:`experiment.figures.plot_all`);
+    ``sample_texts``: ``{prompt: {arm: text}}`` (:func:`report.samples`), may be empty;
+    ``command``: the exact command line that produced the report, shown after the title.
     """
-    tied, untied = exp.runs["tied"], exp.runs["untied"]
-    final = paired_difference([r.final["val_loss"] for r in tied], [r.final["val_loss"] for r in untied], "final val loss")
-    best = paired_difference([r.best_val_loss for r in tied], [r.best_val_loss for r in untied], "best val loss")
-    cfg = tied[0].config
-    pol = policy(cfg)
+    comps = comparisons(exp)
     warning = baseline_warning(exp)
-    lines = [f"# {title}", ""] + ([warning, ""] if warning else [])
-    lines += [f"**Verdict:** {final.verdict}{' — not meaningful, see the warning above' if warning else ''}.", ""]
-    lines += ["## Setup", ""]
-    lines += [
-        f"- Corpus `{cfg['data']['source']}`, tokenizer `{cfg['data']['tokenizer']}` "
-        f"(vocab_size {cfg['model']['vocab_size']:,}); {cfg['train']['max_iters']} steps of "
-        f"{cfg['train']['batch_size'] * cfg['train']['grad_accum_steps'] * cfg['model']['block_size']:,} tokens.",
-        f"- Seeds {exp.seeds}: each seed's two runs share the data order, the eval batches, "
-        + ("" if set(exp.differences) & SIZE_KEYS else "the initial transformer body, ")
-        + "the token budget, the schedule and the optimizer settings.",
-        f"- Weight-decay policy (both arms): {pol['weight_decay']}.",
-        f"- Init policy (both arms): {pol['init']}.",
-        "- Every config difference between the arms:",
-    ]
-    for key, (a, b) in exp.differences.items():
-        lines.append(f"  - `{key}`: tied `{a}`, untied `{b}`")
-    for key, (a, b) in exp.bookkeeping.items():
-        lines.append(f"  - `{key}`: tied `{a}`, untied `{b}` (bookkeeping: no effect on the maths)")
-    lines += ["", "## Results (mean ± std over seeds; timings ‡: median and range)", ""]
-    lines += _results_table(arm_table(exp))
-    lines += ["", "## Untied − tied, paired by seed", ""]
-    lines += ["| metric | per seed | mean | 95% CI |", "|---|---|---|---|"]
-    for name, d in (("final val loss", final), ("best val loss", best)):
-        ci = f"[{d.low:+.4f}, {d.high:+.4f}]" if d.low is not None else "n/a (one seed, or zero variance)"
-        lines.append(f"| {name} | {', '.join(f'{x:+.4f}' for x in d.diffs)} | {d.mean:+.4f} | {ci} |")
-    lines += ["", f"Best val loss: {best.verdict}.", "",
-              "The interval is the paired t interval (`scipy.stats.ttest_rel`, n − 1 degrees of freedom).", ""]
-    lines += ["## Curves", ""] + [f"![{f}]({f})" for f in figures] + [""]
-    if sample_texts:
-        lines += ["## Samples (first seed, ckpt_best.pt, top-k 50, temperature 0.8, same seed)", ""]
-        for prompt, by_arm in sample_texts.items():
-            lines += [f"Prompt <code>{html.escape(repr(prompt), quote=False)}</code>:", "", "| tied | untied |", "|---|---|"]
-            cells = [_cell(by_arm.get(arm, "")) for arm in ARMS]
-            lines += [f"| {cells[0]} | {cells[1]} |", ""]
-    lines += ["## Runs", ""] + [f"- `{r.path}` (seed {r.seed}, {'tied' if r.tied else 'untied'})"
-                                for arm in ARMS for r in exp.runs[arm]]
-    return "\n".join(lines) + "\n"
+    lines = [f"# {title}", ""]
+    lines += _command_block(command) if command else []
+    lines += [warning, ""] if warning else []
+    lines += _verdict_section(exp, comps, warning is not None)
+    lines += _stats_section(exp, comps)
+    lines += _compute_section(exp, comps)
+    lines += _lr_section(exp)
+    lines += _setup_section(exp)
+    lines += _arm_section(exp)
+    lines += _figures_section(figures)
+    lines += _samples_section(exp, sample_texts)
+    lines += _runs_section(exp)
+    return "\n".join(lines).rstrip("\n") + "\n"

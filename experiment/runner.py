@@ -7,23 +7,26 @@ writes the report (:mod:`experiment.report`, :mod:`experiment.report_markdown`).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
+import math
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from core.errors import Interrupted, UserError
-from core.files import REPO_ROOT, read_json, write_json
+from core.files import REPO_ROOT, read_json, write_json, write_text_atomic
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import report, report_markdown
-from model.gpt import GPT, GPTConfig
+from experiment import figures, report, report_markdown
+from experiment.arms import ARM_KEYS, arm_argv
+from model.config import GPTConfig
+from model.gpt import GPT
 from training import faults
 from training.config import RESUME_OVERRIDABLE, RunConfig, parse_config
 
@@ -128,30 +131,112 @@ def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], re
     return run_dir
 
 
-def run_experiment(args: argparse.Namespace, overrides: dict) -> tuple[list[Path], Path]:
-    """Train both arms for every seed; returns (run folders, experiment folder)."""
-    cfg = parse_config(args.config, overrides)
+TUNING_SEED_OFFSET = 1000  # the grid trains on train.seed + this: never one of the reported seeds (seed + i)
+
+
+@dataclass
+class Plan:
+    """What ``compare.py`` was asked to run: the config, the arms, the seeds and the learning-rate grid."""
+
+    config: str | None  # TOML file, or None for the defaults
+    overrides: dict  # --section.key overrides, passed on to every train.py run
+    arms: list[str]
+    seeds: int
+    lr_grid: list[float] = field(default_factory=list)  # empty: every arm at the config's learning rate
+    equal_params: str | None = None  # "width" / "depth": grow the arms that share one matrix to the untied count
+    name: str | None = None
+    reference: str = "tied"
+    margin: float = 0.01  # nats/token, declared before the runs
+
+
+def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
+    """Train the grid (if any) and every arm for every seed; returns (reported runs, tuning runs, experiment folder).
+
+    With a grid, each arm trains at every grid learning rate on the tuning seed; its best by
+    final val loss is then used for the reported seeds (min_lr scaled alike, keeping the
+    schedule's shape).  Finished runs are reused and unfinished ones resumed.
+    """
+    cfg = parse_config(plan.config, plan.overrides)
     # The vocabulary comes from the data: prepare it once so sizing and every run agree on it.
     data = TokenData(prepare_from_config(cfg.data))
     data.check_block_size(cfg.model.block_size)
     cfg.model.vocab_size = data.vocab_size
-    stem = Path(args.config).stem if args.config else "default"
-    name = args.name or f"{stem}-tied-vs-untied{'-equal-params-' + args.equal_params if args.equal_params else ''}"
+    defaults = report.flatten(RunConfig().to_dict())
+    set_here = {k: v for k, v in report.flatten(cfg.to_dict()).items() if k in ARM_KEYS and v != defaults[k]}
+    if set_here:  # each arm sets these itself; a config that sets one would give it to every arm
+        raise UserError(f"{plan.config or 'the command line'} sets {', '.join(sorted(set_here))}, which the arms set "
+                        "themselves: drop it and choose arms with --arms")
+    stem = Path(plan.config).stem if plan.config else "default"
+    suffix = f"{'-equal-params-' + plan.equal_params if plan.equal_params else ''}{'-tuned' if plan.lr_grid else ''}"
+    name = plan.name or f"{stem}-tied-vs-untied{suffix}"
     out_dir = Path(cfg.train.out_dir) / name
-    passed_on = {s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in overrides.items()}
-    base_argv = [*(["--config", args.config] if args.config else []), *overrides_to_argv(passed_on)]
-    tied_extra = ["--model.tie_embeddings=true"]
-    if args.equal_params:
-        tied_cfg, n_tied, n_untied = equal_params_config(dataclasses.replace(cfg.model, tie_embeddings=False), args.equal_params)
-        key = "n_embd" if args.equal_params == "width" else "n_layer"
-        tied_extra.append(f"--model.{key}={getattr(tied_cfg, key)}")
-        print(f"[compare] equal params by {args.equal_params}: tied {key}={getattr(tied_cfg, key)} "
-              f"({n_tied:,} parameters) vs untied {key}={getattr(cfg.model, key)} ({n_untied:,})", flush=True)
+    passed_on = {s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in plan.overrides.items()}
+    base_argv = [*(["--config", plan.config] if plan.config else []), *overrides_to_argv(passed_on)]
+    arm_flags = {arm: arm_argv(arm) + _size_flags(cfg, plan.equal_params, arm) for arm in plan.arms}
+    _remember_settings(out_dir, cfg, plan)
+    # train.out_dir is the experiment's parent here; run_arm names the experiment folder itself.
+    resume_argv = overrides_to_argv({sec: {k: v for k, v in values.items()
+                                           if f"{sec}.{k}" in RESUME_OVERRIDABLE and f"{sec}.{k}" != "train.out_dir"}
+                                     for sec, values in plan.overrides.items()})
+    group = [f"--wandb.group={cfg.wandb.group or name}"]
+    tuning, best = [], {}
+    for arm in plan.arms:
+        points = []
+        for lr in plan.lr_grid:
+            extra = [*arm_flags[arm], *_lr_flags(cfg, lr), f"--train.seed={cfg.train.seed + TUNING_SEED_OFFSET}", *group]
+            try:
+                path = run_arm(base_argv, out_dir, f"tune-{arm}-lr{lr:g}", extra, resume_argv)
+            except UserError as e:  # e.g. a learning rate that diverges: a grid point with no result, not the end
+                print(f"[compare] {arm} at learning rate {lr:g} failed, counted as no result: {e}", flush=True)
+                continue
+            tuning.append(path)
+            points.append((_score(path), lr))
+        if plan.lr_grid and not any(math.isfinite(score) for score, _ in points):
+            raise UserError(f"every grid learning rate failed for the {arm} arm: widen --lr-grid towards smaller values")
+        if points:
+            best[arm] = min(points)[1]
+            print(f"[compare] {arm}: best learning rate {best[arm]:g} of {', '.join(f'{lr:g}' for lr in plan.lr_grid)}",
+                  flush=True)
+    paths = []
+    for i in range(plan.seeds):
+        for arm in plan.arms:
+            lr_part = f"-lr{best[arm]:g}" if arm in best else ""
+            extra = [*arm_flags[arm], *(_lr_flags(cfg, best[arm]) if arm in best else []),
+                     f"--train.seed={cfg.train.seed + i}", *group]
+            paths.append(run_arm(base_argv, out_dir, f"{arm}{lr_part}-s{i}", extra, resume_argv))
+    return paths, tuning, out_dir
+
+
+def _size_flags(cfg: RunConfig, equal_params: str | None, arm: str) -> list[str]:
+    """With --equal-params, the grown width or depth for the arms that share one matrix (tied, tied-bias)."""
+    if not equal_params or arm not in ("tied", "tied-bias"):
+        return []
+    tied_cfg, n_tied, n_untied = equal_params_config(dataclasses.replace(cfg.model, tie_embeddings=False), equal_params)
+    key = "n_embd" if equal_params == "width" else "n_layer"
+    print(f"[compare] equal params by {equal_params}: {arm} {key}={getattr(tied_cfg, key)} ({n_tied:,} parameters) "
+          f"vs untied {key}={getattr(cfg.model, key)} ({n_untied:,})", flush=True)
+    return [f"--model.{key}={getattr(tied_cfg, key)}"]
+
+
+def _lr_flags(cfg: RunConfig, lr: float) -> list[str]:
+    """Peak learning rate ``lr``, with min_lr scaled alike so the schedule keeps its shape."""
+    return [f"--train.learning_rate={lr:g}", f"--train.min_lr={lr * cfg.train.min_lr / cfg.train.learning_rate:g}"]
+
+
+def _score(run_dir: Path) -> float:
+    """A finished run's final val loss (summary.json), the score the grid ranks by."""
+    summary = read_json(run_dir / "summary.json", "run summary")
+    value = summary.get("final_val_loss", summary.get("val_loss"))
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
+
+
+def _remember_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> None:
+    """Write experiment.json, or refuse a folder made with other settings (arms and seeds may grow)."""
     # The folder remembers the resolved config it was made with (bookkeeping aside), so a re-run
-    # continues it -- with more seeds, another device or wandb mode -- but never mixes settings.
+    # continues it -- with more seeds or arms, another device or wandb mode -- but never mixes settings.
     flat = report.flatten(cfg.to_dict())
     settings = {"config": {k: v for k, v in flat.items() if k not in report.BOOKKEEPING},
-                "equal_params": args.equal_params}
+                "equal_params": plan.equal_params, "lr_grid": plan.lr_grid, "margin": plan.margin}
     saved = out_dir / "experiment.json"
     if saved.is_file():
         before = read_json(saved, "experiment settings")
@@ -160,37 +245,30 @@ def run_experiment(args: argparse.Namespace, overrides: dict) -> tuple[list[Path
         before_cfg = {k: v for k, v in {**defaults, **before.get("config", {})}.items()
                       if k in settings["config"] or (k in before.get("config", {}) and k not in report.BOOKKEEPING)}
         now = json.loads(json.dumps(settings))
-        if before_cfg != now["config"] or before.get("equal_params") != now["equal_params"]:
-            changed = sorted(k for k in set(before_cfg) | set(now["config"]) if before_cfg.get(k) != now["config"].get(k))
-            raise UserError(f"experiment folder {out_dir} was made with other settings "
-                            f"({', '.join(changed) or 'equal_params'}): pick another --name")
+        changed = sorted(k for k in set(before_cfg) | set(now["config"]) if before_cfg.get(k) != now["config"].get(k))
+        # Older folders recorded no grid (none was run) and no margin (any may be declared now).
+        was = {"equal_params": before.get("equal_params"), "lr_grid": before.get("lr_grid", []),
+               "margin": before.get("margin", now["margin"])}
+        changed += [k for k, v in was.items() if v != now[k]]
+        if changed:
+            raise UserError(f"experiment folder {out_dir} was made with other settings ({', '.join(changed)}): "
+                            "pick another --name")
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(saved, settings)
-    # train.out_dir is the experiment's parent here; run_arm names the experiment folder itself.
-    resume_argv = overrides_to_argv({sec: {k: v for k, v in values.items()
-                                           if f"{sec}.{k}" in RESUME_OVERRIDABLE and f"{sec}.{k}" != "train.out_dir"}
-                                     for sec, values in overrides.items()})
-    paths = []
-    for i in range(args.seeds):
-        seed = cfg.train.seed + i
-        common = [f"--train.seed={seed}", f"--wandb.group={cfg.wandb.group or name}"]
-        for arm, extra in (("tied", tied_extra), ("untied", ["--model.tie_embeddings=false"])):
-            # train.py adds the arm's wandb tag itself.
-            paths.append(run_arm(base_argv, out_dir, f"{arm}-s{i}", [*common, *extra], resume_argv))
-    return paths, out_dir
 
 
-def write_report(paths: list[Path], out_dir: Path, prompts: list[str], title: str) -> tuple[Path, bool]:
+def write_report(paths: list[Path], tuning: list[Path], out_dir: Path, prompts: list[str], title: str,
+                 reference: str = "tied", margin: float = 0.01, command: str | None = None) -> tuple[Path, bool]:
     """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures).
 
     Returns ``(report path, meaningful)``: ``meaningful`` is False when the report opens with
     :func:`report_markdown.baseline_warning` (a run did not beat the unigram baseline).
     """
-    exp = report.check_experiment(report.load_runs(paths))
+    exp = report.check_experiment(report.load_runs(paths), reference, margin, report.load_runs(tuning))
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = report.plot_curves(exp, out_dir)
+    names = figures.plot_all(exp, out_dir)
     texts = report.samples(exp, prompts) if prompts else {}
-    md = report_markdown.render_markdown(exp, figures, texts, title)
+    md = report_markdown.render_markdown(exp, names, texts, title, command)
     path = out_dir / "report.md"
-    path.write_text(md)
+    write_text_atomic(path, md)
     return path, report_markdown.baseline_warning(exp) is None

@@ -163,3 +163,38 @@ def test_arm_names_are_checked():
         parse_arms("tied,tied")
     with pytest.raises(UserError, match="none of the arms"):
         arm_of({"model.tie_embeddings": False, "train.untie_at": 0.5})
+
+
+def test_an_untie_step_the_run_never_reaches_is_refused(tmp_path, corpus, capsys):
+    """train.untie_at whose switch step is not before max_iters would never untie: refused before any run folder."""
+    argv = tiny_args(tmp_path, corpus, "--train.max_iters=4", "--train.lr_decay_iters=8", "--train.untie_at=0.5",
+                     "--run-name", "r")
+    assert train.main(argv) == 2
+    assert "would never untie" in capsys.readouterr().err and not (tmp_path / "runs" / "r").exists()
+
+
+def test_a_resume_may_not_move_the_untie_step(tmp_path, corpus, capsys):
+    """--resume with another lr_decay_iters would move a tie-then-untie switch: refused, naming the key."""
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--train.untie_at=0.25",
+                                "--run-name", "r")) == 0
+    code = train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
+                       "--train.max_iters=8", "--train.lr_decay_iters=8"])
+    assert code == 2 and "lr_decay_iters cannot change on --resume of a tie-then-untie run" in capsys.readouterr().err
+
+
+def test_extending_a_finished_run_keeps_one_final_score(tmp_path, corpus):
+    """A finished run extended with --resume scores once more at its new end; the old final_eval row is dropped."""
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--train.lr_decay_iters=8",
+                                "--run-name", "r")) == 0
+    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
+                       "--train.max_iters=8"]) == 0
+    final = [r for r in read_metrics(tmp_path / "runs" / "r" / "metrics.jsonl") if r["kind"] == "final_eval"]
+    assert [r["step"] for r in final] == [8]
+
+
+def test_a_final_score_on_fewer_tokens_than_a_window_scores_one_window(tmp_path, corpus):
+    """train.final_eval_tokens below block_size still scores one whole window, and says so."""
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--train.final_eval_tokens=5",
+                                "--run-name", "r")) == 0
+    (final,) = [r for r in read_metrics(tmp_path / "runs" / "r" / "metrics.jsonl") if r["kind"] == "final_eval"]
+    assert final["tokens_scored"] == 32 and math.isfinite(final["val_loss"])

@@ -6,7 +6,6 @@ report's statistics and refusals with known answers; one tiny real experiment ru
 """
 
 import json
-import math
 import re
 import subprocess
 import sys
@@ -20,7 +19,8 @@ import compare
 import train
 from core.errors import UserError
 from experiment import report, report_markdown, runner
-from model.gpt import GPT, GPTConfig
+from model.config import GPTConfig
+from model.gpt import GPT
 from training import setup
 from training.config import parse_config
 
@@ -138,58 +138,33 @@ def test_embedding_decay_policy_applies_to_both_arms():
 # ----------------------------------------------------------------------------- statistics
 
 
-def test_paired_difference_known_answer():
-    """diffs 0.10, 0.12, 0.08: mean 0.10, 95% CI 0.10 +- t(0.975, 2) * 0.02 / sqrt(3)."""
-    tied = [3.00, 3.10, 3.20]
-    untied = [3.10, 3.22, 3.28]
-    d = report.paired_difference(tied, untied)
-    half = 4.302652729911275 * 0.02 / math.sqrt(3)  # t quantile from tables: 4.3027
-    assert d.mean == pytest.approx(0.10)
-    assert d.low == pytest.approx(0.10 - half, abs=1e-9) and d.high == pytest.approx(0.10 + half, abs=1e-9)
-    assert d.verdict.startswith("tied is better")
-
-
-def test_paired_difference_says_no_significant_difference_when_ci_contains_zero():
-    """Noisy differences of both signs: the verdict is 'no significant difference'."""
-    d = report.paired_difference([3.0, 3.1, 3.2], [3.1, 3.0, 3.25])
-    assert d.low < 0 < d.high
-    assert d.verdict.startswith("no significant difference")
-
-
-def test_paired_difference_untied_better_and_single_seed():
-    """Consistently lower untied loss -> 'untied is better'; one seed -> no interval, said plainly."""
-    assert report.paired_difference([3.0, 3.1, 3.2], [2.9, 3.01, 3.09]).verdict.startswith("untied is better")
-    one = report.paired_difference([3.0], [2.9])
-    assert one.low is None and "one seed" in one.verdict
-
-
-# ----------------------------------------------------------------------------- refusals
-
-
 def test_report_on_fake_runs_has_the_known_difference(tmp_path):
-    """The rendered report carries the arms' numbers and the paired verdict."""
+    """write_report: the per-seed differences, a 'worse' verdict for untied, the config difference, the figures."""
     paths = fake_experiment(tmp_path, [(3.0, 3.1), (3.1, 3.22), (3.2, 3.28)])
-    out, meaningful = runner.write_report(paths, tmp_path, prompts=[], title="t")
+    out, meaningful = runner.write_report(paths, [], tmp_path, prompts=[], title="t")
     md = out.read_text()
     assert meaningful  # no unigram baseline recorded: nothing to warn about
-    assert "tied is better" in md and "+0.1000" in md
-    assert "`model.tie_embeddings`: tied `True`, untied `False`" in md
-    assert (tmp_path / "val_loss_vs_step.png").stat().st_size > 1000 and "val_loss_vs_tokens.png" in md
+    assert "untied vs tied: **worse**" in md and "+0.1000" in md
+    assert "model.tie_embeddings" in md
+    for png in ("val_loss_vs_step.png", "paired_difference_vs_step.png"):
+        assert (tmp_path / png).stat().st_size > 1000 and f"]({png})" in md
+    assert "val_loss_vs_tokens" not in md and "loss_vs_lr.png" not in md  # no grid: no LR figure
 
 
 @pytest.mark.parametrize(
     "make, match",
     [
-        (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "t1", True, 1, 3.1)], "no untied runs"),
-        (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u0", False, 0, 3.1, train__learning_rate=0.01)],
-         "differ in more than tie_embeddings: train.learning_rate"),
+        (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "t1", True, 1, 3.1)], "a second arm"),
+        (lambda r: [fake_run(r, "u0", False, 0, 3.0), fake_run(r, "u1", False, 1, 3.1)], "no tied runs"),
+        (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u0", False, 0, 3.1, train__weight_decay=0.5)],
+         "more than its arm's settings: train.weight_decay"),
         (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u1", False, 1, 3.1)], "seeds are not paired"),
         (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u0", False, 0, 3.1, model__n_embd=64)],
          "not within 2%"),
     ],
 )
 def test_report_refuses_unfair_sets_of_runs(tmp_path, make, match):
-    """A single arm, a config difference besides the tie, unpaired seeds, or unequal sizes: refused."""
+    """A single arm, no reference arm, a difference beyond the arms' settings, unpaired seeds, or unequal sizes: refused."""
     with pytest.raises(UserError, match=match):
         report.check_experiment(report.load_runs(make(tmp_path)))
 
@@ -199,20 +174,19 @@ def test_pairing_is_by_seed_not_by_argument_order(tmp_path):
     runs = [fake_run(tmp_path, "u2", False, 2, 3.5), fake_run(tmp_path, "t0", True, 0, 3.0),
             fake_run(tmp_path, "u0", False, 0, 3.1), fake_run(tmp_path, "t2", True, 2, 3.2)]
     exp = report.check_experiment(report.load_runs(runs))
-    tied = [r.final["val_loss"] for r in exp.runs["tied"]]
-    untied = [r.final["val_loss"] for r in exp.runs["untied"]]
-    assert report.paired_difference(tied, untied).diffs == pytest.approx([0.1, 0.3])
+    (comparison,) = report.comparisons(exp)
+    assert exp.seeds == [0, 2] and comparison.diffs == pytest.approx([0.1, 0.3])
 
 
 def test_equal_parameter_runs_are_accepted_and_the_size_difference_stated(tmp_path):
     """A tied arm that is wider but within 2% in parameters is fair; the report names n_embd."""
     paths = [fake_run(tmp_path, "t0", True, 0, 3.0, model__n_embd=160), fake_run(tmp_path, "u0", False, 0, 3.1)]
     (paths[0] / "summary.json").write_text(json.dumps({"parameters": 1490, "non_embedding_parameters": 700,
-                                                       "tokens_per_s_median": 90.0}))
+                                                       "tokens_per_s_median": 90.0, "final_val_loss": 3.0}))
     exp = report.check_experiment(report.load_runs(paths))
-    assert exp.differences["model.n_embd"] == (160, 128)
+    assert exp.differences["untied"]["model.n_embd"] == (160, 128)
     md = report_markdown.render_markdown(exp, [], {}, "t")
-    assert "`model.n_embd`: tied `160`, untied `128`" in md and "initial transformer body" not in md
+    assert "model.n_embd" in md and "equal parameters" in md
 
 
 @pytest.mark.parametrize("final, warned", [(3.0, False), (10.0, True)])
@@ -223,8 +197,8 @@ def test_compare_prints_the_warning_only_when_a_run_is_behind_the_baseline(tmp_p
     paths = fake_experiment(tmp_path, [(final, final + 0.1), (final + 0.1, final + 0.22)], [(UNIGRAM, UNIGRAM)] * 2)
     assert compare.main([str(p) for p in paths]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("# Tied vs untied") and "\n**Verdict:** " in out
-    assert ("**Warning: this comparison is not meaningful.**" in out) == warned == ("not meaningful" in out.split("## Setup")[0])
+    assert out.startswith("# Should the embedding be tied?") and "untied vs tied: **" in out
+    assert ("**Warning: this comparison is not meaningful.**" in out) == warned
     assert ("[compare] warning: a run did not beat the unigram baseline" in err) == warned
 
 
@@ -235,20 +209,12 @@ def test_compare_help_shows_defaults_and_not_what_compare_sets_per_run(capsys):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split("options:")[1].split())  # the option list, after the usage lines
-    assert "(default: 3)" in text[text.index("--seeds SEEDS"):text.index("--equal-params [")]
+    assert "(default: 5)" in text[text.index("--seeds SEEDS"):text.index("--lr-grid LR_GRID")]
     assert "--model.n_layer" in text and "--model.tie_embeddings" not in text and "--train.seed" not in text
     for flag in ("--model.tie_embeddings=false", "--train.seed=3"):
         assert compare.main(["--config", "configs/debug.toml", flag]) == 2
         err = capsys.readouterr().err.strip()
         assert err == f"error: {flag.split('=')[0]} does not apply to compare.py: drop it"
-
-
-def test_zero_variance_and_non_finite_losses():
-    """Identical differences give no interval (said plainly); a NaN loss is refused."""
-    d = report.paired_difference([3.0, 3.1], [3.25, 3.35])
-    assert d.low is None and "zero variance" in d.verdict
-    with pytest.raises(UserError, match="not finite"):
-        report.paired_difference([3.0, float("nan")], [3.1, 3.2])
 
 
 def test_orphan_run_folder_says_to_delete_it(tmp_path):
@@ -290,19 +256,20 @@ def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, mon
 
     monkeypatch.setattr(runner, "run_arm", stop_before_training)
     args, overrides = compare.parse_args(argv)
+    plan = runner.Plan(args.config, overrides, args.arms, args.seeds, name=args.name)
     with pytest.raises(Reached):  # first run writes experiment.json
-        runner.run_experiment(args, overrides)
+        runner.run_experiment(plan)
     saved = tmp_path / "exp" / "experiment.json"
     old = json.loads(saved.read_text())
     del old["config"]["train.max_skipped_steps"]  # added to tinygpt later; it ran at its default, 0
     old["config"]["train.checkpoint_interval"] = 10  # once part of the settings, now bookkeeping
     saved.write_text(json.dumps(old))
     with pytest.raises(Reached):
-        runner.run_experiment(args, overrides)
+        runner.run_experiment(plan)
     old["config"]["train.max_skipped_steps"] = 3  # but a real difference is still refused
     saved.write_text(json.dumps(old))
     with pytest.raises(UserError, match="train.max_skipped_steps"):
-        runner.run_experiment(args, overrides)
+        runner.run_experiment(plan)
 
 
 def test_report_on_missing_run_exits_2(tmp_path, capsys):
@@ -334,22 +301,86 @@ def test_compare_cli_refuses_mixed_modes_and_fixed_keys(capsys):
 # ----------------------------------------------------------------------------- end to end
 
 
-def test_compare_runs_both_arms_and_writes_the_report(tmp_path):
-    """compare.py trains tied and untied for 2 seeds through train.py and reports on them."""
+def _tiny_compare_argv(tmp_path) -> list[str]:
+    """compare.py flags for a tiny experiment on a local char corpus under tmp_path."""
     path = tmp_path / "c.txt"
     path.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
-    argv = ["--config", "configs/debug.toml", "--seeds", "2", "--name", "exp", f"--data.source={path}",
-            "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}",
-            "--train.max_iters=6", "--train.eval_interval=3", "--train.sample_tokens=0"]
+    return ["--config", "configs/debug.toml", "--name", "exp", f"--data.source={path}", "--data.tokenizer=char",
+            f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}", "--train.max_iters=6",
+            "--train.eval_interval=3", "--train.sample_tokens=0"]
+
+
+def test_compare_runs_both_arms_and_writes_the_report(tmp_path):
+    """compare.py trains tied and untied for 2 seeds through train.py, reports on them, and reuses them."""
+    argv = [*_tiny_compare_argv(tmp_path), "--seeds", "2"]
     assert compare.main(argv) == 0
     exp = tmp_path / "exp"
     assert sorted(p.name for p in exp.iterdir() if p.is_dir()) == ["tied-s0", "tied-s1", "untied-s0", "untied-s1"]
     md = (exp / "report.md").read_text()
-    assert re.search(r"\*\*Verdict:\*\* (no significant difference|tied is better|untied is better)", md)
+    assert re.search(r"untied vs tied: \*\*(better|worse|equivalent within ±0.01 nats|inconclusive)\*\*", md)
     assert "| tied | untied |" in md and "ROMEO:" in md  # side-by-side samples
+    assert "python compare.py --config configs/debug.toml" in md  # the command that made it
     seeds = {json.loads((exp / n / "config.json").read_text())["train"]["seed"] for n in ("tied-s1", "untied-s1")}
     assert seeds == {1338}
     # Running the same command again reuses the finished runs instead of training or overwriting them.
     before = (exp / "tied-s0" / "ckpt_best.pt").read_bytes()
     assert compare.main(argv) == 0
     assert (exp / "tied-s0" / "ckpt_best.pt").read_bytes() == before
+
+
+def test_compare_tunes_all_five_arms_on_a_grid_and_reports_them(tmp_path):
+    """--arms (all five) --lr-grid (2 points): the grid trains on the tuning seed, each arm's best
+    learning rate trains the reported seed, and the report compares every arm with tied."""
+    arms = "tied,untied,tied-bias,untied-split,tie-then-untie"
+    # One reported seed keeps this test short (15 tiny runs); pairing over seeds is tested above.
+    argv = [*_tiny_compare_argv(tmp_path), "--seeds", "1", "--arms", arms, "--lr-grid", "1e-3,4e-3", "--margin", "0.05"]
+    assert compare.main(argv) == 0
+    exp = tmp_path / "exp"
+    folders = {p.name for p in exp.iterdir() if p.is_dir()}
+    grid = {f"tune-{arm}-lr{lr}" for arm in arms.split(",") for lr in ("0.001", "0.004")}
+    assert grid <= folders and len(folders) == 10 + 5
+    for arm in arms.split(","):
+        scores = {lr: json.loads((exp / f"tune-{arm}-lr{lr}" / "summary.json").read_text())["final_val_loss"]
+                  for lr in ("0.001", "0.004")}
+        best = min(scores, key=scores.get)
+        cfg = json.loads((exp / f"{arm}-lr{best}-s0" / "config.json").read_text())
+        assert cfg["train"]["learning_rate"] == float(best) and cfg["train"]["seed"] == 1337
+        tune_cfg = json.loads((exp / f"tune-{arm}-lr{best}" / "config.json").read_text())
+        assert tune_cfg["train"]["seed"] == 1337 + runner.TUNING_SEED_OFFSET
+    md = (exp / "report.md").read_text()
+    for arm in arms.split(",")[1:]:
+        assert re.search(rf"{arm} vs tied: \*\*(better|worse|equivalent within ±0.05 nats|inconclusive)\*\*", md), arm
+    assert "](loss_vs_lr.png)" in md and (exp / "loss_vs_lr.png").is_file()
+    saved = json.loads((exp / "experiment.json").read_text())
+    assert saved["lr_grid"] == [0.001, 0.004] and saved["margin"] == 0.05
+    assert compare.main([*argv[:-1], "0.02"]) == 2  # the margin was declared: a changed one is refused
+
+
+def test_compare_refuses_what_the_arms_set_and_a_single_arm(capsys):
+    """An arm setting given to every arm (--model.lm_head_bias) does not apply; one arm is no comparison."""
+    assert compare.main(["--config", "configs/debug.toml", "--model.lm_head_bias=true"]) == 2
+    assert "--model.lm_head_bias does not apply to compare.py" in capsys.readouterr().err
+    assert compare.main(["--config", "configs/debug.toml", "--arms", "tied"]) == 2
+    assert "a comparison needs two" in capsys.readouterr().err
+
+
+def test_a_report_on_existing_runs_uses_the_declared_margin(tmp_path, capsys, monkeypatch):
+    """compare.py on run folders reads the margin experiment.json declared, and refuses another one."""
+    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
+    paths = fake_experiment(tmp_path, [(3.0, 3.001), (3.1, 3.1005), (3.2, 3.2002)])
+    (tmp_path / "experiment.json").write_text(json.dumps({"config": {}, "margin": 0.05}))
+    assert compare.main([str(p) for p in paths]) == 0
+    assert "equivalent within ±0.05 nats" in capsys.readouterr().out
+    assert compare.main([str(p) for p in paths] + ["--margin", "0.01"]) == 2
+    assert "declared --margin 0.05" in capsys.readouterr().err
+
+
+def test_runs_with_and_without_a_final_score_are_not_compared(tmp_path):
+    """Runs scored on the shared val windows and older runs scored on their periodic evals: refused."""
+    paths = fake_experiment(tmp_path, [(3.0, 3.1), (3.1, 3.2)])
+    summary = json.loads((paths[0] / "summary.json").read_text())
+    del summary["final_val_loss"]
+    (paths[0] / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(UserError, match="final_val_loss"):
+        report.check_experiment(report.load_runs(paths))
+

@@ -22,7 +22,8 @@ from helpers import error_lines, loss_curve, tiny_args, write_corpus
 from torch.nn.parallel import DistributedDataParallel
 
 from model.checkpoint import load_checkpoint, load_model_state
-from model.gpt import GPT, GPTConfig
+from model.config import GPTConfig
+from model.gpt import GPT
 from training import ddp
 from training.runs import read_metrics
 

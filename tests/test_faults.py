@@ -671,7 +671,7 @@ def test_config_values_are_data_never_code(tmp_path, corpus, capsys):
 
 def test_a_non_finite_model_is_never_written_over_a_checkpoint(tmp_path):
     """write_checkpoint refuses weights holding a NaN (naming the step) and leaves the old file as it was."""
-    from model.gpt import GPTConfig
+    from model.config import GPTConfig
 
     model = GPT(GPTConfig(vocab_size=11, block_size=8, n_layer=1, n_head=1, n_embd=8))
     path = tmp_path / "ckpt_last.pt"

@@ -22,7 +22,8 @@ from data.hf_tokenizer import write_tokenizer_files
 from data.tokenizers import CharTokenizer, build_tokenizer
 from model import hf
 from model.checkpoint import load_checkpoint
-from model.gpt import GPT, GPTConfig
+from model.config import GPTConfig
+from model.gpt import GPT
 
 SMALL = dict(n_positions=32, n_embd=32, n_layer=2, n_head=2)
 

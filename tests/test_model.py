@@ -13,7 +13,8 @@ import torch.nn as nn
 
 from core.errors import UserError
 from model.checkpoint import load_checkpoint, load_model_state, save_checkpoint
-from model.gpt import GPT, GPTConfig
+from model.config import GPTConfig
+from model.gpt import GPT
 
 TINY = dict(vocab_size=97, block_size=16, n_layer=2, n_head=2, n_embd=32)
 

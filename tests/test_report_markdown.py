@@ -1,15 +1,142 @@
-"""The report's wording (report_markdown.py): the unigram-baseline warning, timings, escaping.
+"""The report's wording (report_markdown.py): verdicts, statistics, learning rates, timings, escaping.
 
 Run: ``python -m pytest -q tests/test_report_markdown.py``  (CPU, offline, seconds).  The run
-folders are written by hand (``fake_runs.py``) with known losses, baselines and timings.
+folders are written by hand (``fake_runs.py``) with known losses, baselines and timings, and
+turned into an experiment by ``report.load_runs`` + ``report.check_experiment``.
 """
 
+import json
 import re
 
 import pytest
-from fake_runs import UNIGRAM, fake_experiment
+from fake_runs import UNIGRAM, fake_experiment, fake_run, fake_tuning
 
-from experiment import report, report_markdown, runner
+from experiment import report, report_markdown
+
+CLEAR = [(3.0, 2.85), (3.1, 2.97), (3.2, 3.04)]   # untied lower on every seed by 0.13-0.16 nats
+NOISY = [(3.0, 2.95), (3.1, 3.14), (3.2, 3.19)]   # untied - tied: -0.05, +0.04, -0.01
+CLOSE = [(3.0, 3.001), (3.1, 3.099), (3.2, 3.2005)]  # |differences| <= 0.001, within the 0.01 margin
+THREE = [(3.0, 2.85, 3.005), (3.1, 2.97, 3.1), (3.2, 3.04, 3.19)]  # tied, untied, tied-bias per seed
+ARMS3 = ("tied", "untied", "tied-bias")
+
+
+def _exp(root, finals, summaries=None, arms=("tied", "untied"), tuning=(), **kwargs):
+    """A checked experiment from fake runs of ``arms`` (reference tied, margin 0.01)."""
+    paths = fake_experiment(root, finals, summaries, arms=arms, **kwargs)
+    return report.check_experiment(report.load_runs(paths), reference="tied", margin=0.01,
+                                   tuning=report.load_runs(list(tuning)))
+
+
+def _md(exp, **kwargs):
+    """The report with no figures or samples unless given."""
+    return report_markdown.render_markdown(exp, kwargs.pop("figures", []), kwargs.pop("samples", {}), "t", **kwargs)
+
+
+def _section(md, heading):
+    """The text of the ``## heading...`` section, up to the next ``## ``."""
+    start = md.index(f"\n## {heading}")
+    end = md.find("\n## ", start + 1)
+    return md[start:end if end != -1 else len(md)]
+
+
+def test_clearly_better_arm_gets_a_bold_better_with_its_numbers(tmp_path):
+    """An arm lower on every seed: '**better**', the size of the gain, its 95% CI with true minus signs,
+    the perplexity ratio, the seed count and the Holm-adjusted p."""
+    md = _md(_exp(tmp_path, CLEAR))
+    assert ("- untied vs tied: **better** — final val loss lower by 0.147 nats (95% CI [−0.185, −0.109]; "
+            "perplexity ×0.864; 3 seeds; Holm-adjusted p = 0.004)") in _section(md, "Verdict")
+
+
+def test_inconclusive_arm_says_how_many_seeds_would_settle_it(tmp_path):
+    """Noisy differences: '**inconclusive**' and the rough seeds-needed figure from stats, called an estimate."""
+    exp = _exp(tmp_path, NOISY)
+    needed = report.comparisons(exp)[0].seeds_needed
+    verdict = _section(_md(exp), "Verdict")
+    assert "- untied vs tied: **inconclusive** — " in verdict
+    assert f"about {needed} seeds would settle it (rough estimate from the observed spread)" in verdict
+
+
+def test_equivalent_arm_names_the_margin_and_the_tost_p(tmp_path):
+    """Differences far inside the margin with little spread: '**equivalent within ±0.01 nats**' and the TOST p."""
+    verdict = _section(_md(_exp(tmp_path, CLOSE)), "Verdict")
+    assert re.search(r"- untied vs tied: \*\*equivalent within ±0\.01 nats\*\* \(TOST p = [0-9.e−-]+;", verdict)
+
+
+def test_one_seed_is_inconclusive_with_no_interval(tmp_path):
+    """With one seed there is no spread: inconclusive, CI and Wilcoxon 'n/a', and advice to run more seeds."""
+    md = _md(_exp(tmp_path, [(3.0, 2.9)]))
+    assert "**inconclusive**" in md and "95% CI n/a" in md and "run at least 2 seeds per arm" in md
+    row = next(line for line in md.splitlines() if line.startswith("| untied | −0.1000 |"))
+    assert row.split(" | ")[6] == "n/a"  # the Wilcoxon column
+
+
+def test_every_non_reference_arm_gets_a_verdict_and_a_statistics_row(tmp_path):
+    """Three arms: one verdict bullet and one table row each for the two non-reference arms, none for tied."""
+    md = _md(_exp(tmp_path, THREE, arms=ARMS3))
+    assert re.findall(r"^- (\S+) vs tied: ", _section(md, "Verdict"), re.M) == ["untied", "tied-bias"]  # the arms' canonical order
+    rows = [line.split(" | ")[0] for line in _section(md, "Paired statistics").splitlines() if line.startswith("| ")]
+    assert rows == ["| arm", "| untied", "| tied-bias"]
+
+
+def test_statistics_row_holds_the_per_seed_differences_and_the_stats_values(tmp_path):
+    """The paired row: per-seed arm − reference, mean, CI, the p-values, d_z, perplexity ratio, verdict;
+    the note under it names the margin and the scipy / statsmodels functions."""
+    exp = _exp(tmp_path, CLEAR)
+    c = report.comparisons(exp)[0]
+    section = _section(_md(exp), "Paired statistics")
+    assert (f"| untied | −0.1500, −0.1300, −0.1600 | −0.1467 | [−0.1846, −0.1087] | {c.p_t:.3f} | {c.p_holm:.3f} | "
+            f"{c.p_wilcoxon:.3f} | {c.p_sign:.3f} | {c.d_z:.2f} | {c.ppl_ratio:.4f} |".replace("-", "−")) in section
+    assert "| better | — |" in section
+    for words in ("declared before the runs", "scipy.stats.ttest_rel", "ttost_paired", "multipletests",
+                  "arm − reference in nats/token (negative = the arm is better)"):
+        assert words in section
+
+
+@pytest.mark.parametrize("resized, words", [
+    (False, "equal tokens and (up to the head's lookup) equal FLOPs: the arms differ in parameters"),
+    (True, "equal parameters (within 2%); the resized arms use more FLOPs per token"),
+])
+def test_verdict_names_the_budget_held_fixed(tmp_path, resized, words):
+    """Without size differences the budget is equal tokens; with a resized arm it is equal parameters."""
+    extra = {"model__n_embd": 160} if resized else {}
+    paths = [fake_run(tmp_path, "t0", True, 0, 3.0, **extra), fake_run(tmp_path, "u0", False, 0, 3.1)]
+    if resized:
+        (paths[0] / "summary.json").write_text(json.dumps({"parameters": 1490, "non_embedding_parameters": 700,
+                                                           "tokens_per_s_median": 90.0, "final_val_loss": 3.0}))
+    md = _md(report.check_experiment(report.load_runs(paths)))
+    assert words in _section(md, "Verdict")
+    assert ("initial transformer body" in md) != resized
+
+
+def test_compute_equivalent_is_given_only_for_a_better_arm(tmp_path):
+    """A better arm gets 'reaches tied's final val loss after about X% of the steps', X from report; a
+    non-better one gets no such section."""
+    exp = _exp(tmp_path / "a", CLEAR, steps=(0, 5, 10, 20))
+    frac = report.compute_equivalent(exp, "untied")
+    assert (f"- untied reaches tied's final val loss after about {frac:.0%} of the steps (an estimate from the "
+            "mean curves, mid-schedule points are not annealed).") in _section(_md(exp), "Compute-equivalent")
+    assert "## Compute-equivalent" not in _md(_exp(tmp_path / "b", NOISY))
+
+
+def test_learning_rate_table_bolds_the_best_and_warns_at_the_grid_edge(tmp_path):
+    """Tuning runs: a table arm x grid LR with the chosen score in bold; a best LR at the end of its grid is
+    flagged 'widen the grid', one inside it is not; the tuning seed is named."""
+    grid = (fake_tuning(tmp_path, "tied", 99, [(1e-3, 3.3), (2e-3, 3.2), (4e-3, 3.25)])
+            + fake_tuning(tmp_path, "untied", 99, [(1e-3, 3.1), (2e-3, 3.15), (4e-3, 3.3)]))
+    section = _section(_md(_exp(tmp_path, CLEAR, tuning=grid)), "Learning rates")
+    assert "| arm | lr 0.001 | lr 0.002 | lr 0.004 | reported runs used |" in section
+    assert "| tied | 3.3000 | **3.2000** | 3.2500 | 0.002 |" in section
+    assert "| untied | **3.1000** | 3.1500 | 3.3000 | 0.002 |" in section
+    assert "untied's best learning rate 0.001 is at the edge of its grid (0.001–0.004)" in section
+    warnings = [line for line in section.splitlines() if "widen the grid" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("- **Warning:** untied's")
+    assert "tuning seed 99" in section
+
+
+def test_without_tuning_runs_the_report_says_no_arm_was_tuned(tmp_path):
+    """No tuning runs: every arm used the config's learning rate, tuned for none of them."""
+    section = _section(_md(_exp(tmp_path, CLEAR)), "Learning rates")
+    assert "every arm used the config's learning rate, 0.002, tuned for none of them" in section
 
 
 @pytest.mark.parametrize("finals, behind", [
@@ -17,17 +144,22 @@ from experiment import report, report_markdown, runner
     ([(6.0, 7.0), (6.1, 6.5)], ["untied"]),               # one arm is still behind the baseline
 ])
 def test_report_warns_first_when_a_run_has_not_beaten_the_unigram_baseline(tmp_path, finals, behind):
-    """Before the verdict, a warning: not meaningful, which arm is behind, what to do; write_report flags it."""
-    paths = fake_experiment(tmp_path, finals, [(UNIGRAM, UNIGRAM)] * len(finals))
-    out, meaningful = runner.write_report(paths, tmp_path, prompts=[], title="t")
-    md = out.read_text()
+    """Before the verdict, a warning: not meaningful, which arm is behind, what to do."""
+    exp = _exp(tmp_path, finals, [(UNIGRAM, UNIGRAM)] * len(finals))
+    md = _md(exp)
     warning = md.index("**Warning: this comparison is not meaningful.**")
-    assert warning < md.index("**Verdict:**") and "not meaningful, see the warning above" in md
+    assert warning < md.index("## Verdict") and "Not meaningful: see the warning above." in _section(md, "Verdict")
     paragraph = md[warning:md.index("\n", warning)]
+    assert paragraph == report_markdown.baseline_warning(exp)
     assert "Train longer (raise --train.max_iters) or check the config" in paragraph
     assert re.findall(r"\b(tied|untied) 2 of 2 runs", paragraph) == behind
     assert "unigram 6.4400 nats/token" in paragraph and "| unigram baseline val loss | 6.4400 | 6.4400 |" in md
-    assert not meaningful
+
+
+def test_no_warning_when_every_run_beat_the_baseline(tmp_path):
+    """Every run below its unigram loss (or none recorded): baseline_warning is None and no warning is printed."""
+    exp = _exp(tmp_path, CLEAR, [(UNIGRAM, UNIGRAM)] * 3)
+    assert report_markdown.baseline_warning(exp) is None and "**Warning" not in _md(exp)
 
 
 def test_timings_are_marked_as_measured_under_load_with_median_and_range(tmp_path):
@@ -35,13 +167,72 @@ def test_timings_are_marked_as_measured_under_load_with_median_and_range(tmp_pat
     speeds = [(401.0, 100.0), (800.0, 100.0), (1200.0, 100.0)]
     extras = [({"tokens_per_s_median": t, "elapsed_s": 10.0 * (s + 1)}, {"tokens_per_s_median": u, "elapsed_s": 60.0})
               for s, (t, u) in enumerate(speeds)]
-    exp = report.check_experiment(report.load_runs(fake_experiment(tmp_path, [(3.0, 3.1), (3.1, 3.2), (3.2, 3.3)], extras)))
-    md = report_markdown.render_markdown(exp, [], {}, "t")
+    md = _md(_exp(tmp_path, [(3.0, 3.1), (3.1, 3.2), (3.2, 3.3)], extras))
     assert "| tokens/s (each run's median) ‡ | 800 (range 401–1,200) | 100 |" in md
     assert "| wall time (s) ‡ | 20.0 (range 10.0–30.0) | 60.0 |" in md
-    assert "‡ Timings were measured under whatever load the machine had" in md and "median and the range" in md
+    assert report_markdown.TIMING_NOTE in md and "median and the range" in report_markdown.TIMING_NOTE
+
+
+def test_per_arm_table_has_one_column_per_arm_reference_first_and_labelled_losses(tmp_path):
+    """The per-arm table: reference first; final loss 'on the same val windows', perplexity as the geometric mean."""
+    md = _md(_exp(tmp_path, THREE, arms=ARMS3))
+    section = _section(md, "Per arm")
+    assert "|  | tied | untied | tied-bias |" in section
+    assert "| final val loss (on the same val windows for every run) | 3.1000 ± 0.1000 |" in section
+    assert "final val perplexity (exp(mean loss), the geometric mean over seeds)" in section
+
+
+def test_setup_describes_every_arm_and_every_config_difference(tmp_path):
+    """Setup: each arm's description from arms.DESCRIPTIONS, each config difference from the reference,
+    the init and weight-decay policies in words."""
+    exp = _exp(tmp_path, THREE, arms=ARMS3)
+    section = _section(_md(exp), "Setup")
+    for arm in exp.arms:
+        assert report_markdown.DESCRIPTIONS[arm] in section
+    assert "  - untied: `model.tie_embeddings` tied `True`, untied `False`" in section
+    assert "  - tied-bias: `model.lm_head_bias` tied `False`, tied-bias `True`" in section
+    assert "GPT-2's: Linear and Embedding weights ~ N(0, 0.02)" in section and "AdamW weight_decay=0.1" in section
+
+
+def test_sections_come_in_report_order_and_the_command_right_after_the_title(tmp_path):
+    """Title, the fenced command, verdict, statistics, learning rates, setup, per-arm table, figures,
+    samples, runs; each figure with its caption."""
+    md = _md(_exp(tmp_path, CLEAR), command="python compare.py --seeds 3", figures=["val_loss_vs_step.png"],
+             samples={"a": {"tied": "x", "untied": "y"}})
+    assert md.startswith("# t\n\nProduced by:\n\n```\npython compare.py --seeds 3\n```\n\n## Verdict")
+    order = ["Verdict", "Paired statistics", "Compute-equivalent", "Learning rates", "Setup", "Per arm",
+             "Figures", "Samples", "Runs"]
+    positions = [md.index(f"\n## {h}") for h in order]
+    assert positions == sorted(positions)
+    assert f"![val_loss_vs_step.png](val_loss_vs_step.png)\n\n*{report_markdown.CAPTIONS['val_loss_vs_step.png']}*" in md
+
+
+def test_runs_section_lists_every_folder_with_arm_and_seed_then_the_tuning_runs(tmp_path):
+    """Runs: each reported folder with its arm and seed; tuning folders after, with their learning rate."""
+    grid = fake_tuning(tmp_path, "untied", 9, [(1e-3, 3.1), (2e-3, 3.2)])
+    exp = _exp(tmp_path, CLEAR, tuning=grid)
+    section = _section(_md(exp), "Runs")
+    for arm, members in exp.runs.items():
+        for r in members:
+            assert f"- `{r.path}` ({arm}, seed {r.seed})" in section
+    assert section.index("Tuning runs:") < section.index(f"- `{grid[0]}` (untied, seed 9, learning rate 0.001)")
+
+
+def test_samples_are_labelled_an_illustration_with_one_column_per_arm(tmp_path):
+    """Samples: 'an illustration, not evidence'; one column per arm, text escaped into its cell."""
+    md = _md(_exp(tmp_path, CLEAR), samples={"Hi": {"tied": "a|b", "untied": "<b>"}})
+    section = _section(md, "Samples")
+    assert "an illustration, not evidence" in section
+    assert "| tied | untied |\n|---|---|\n| a&#124;b | &lt;b&gt; |" in section
 
 
 def test_sample_cells_are_escaped():
     """Sample text cannot break the Markdown table or inject HTML."""
     assert report_markdown._cell("a|b <i>x</i>\nc") == "a&#124;b &lt;i&gt;x&lt;/i&gt;<br>c"
+
+
+def test_spread_gives_median_and_range_or_the_median_alone():
+    """_spread: 'median (range min–max)'; the median alone when min equals max; 'n/a' when not recorded."""
+    assert report_markdown._spread((800.0, 401.0, 1200.0)) == "800 (range 401–1,200)"
+    assert report_markdown._spread((100.0, 100.0, 100.0)) == "100"
+    assert report_markdown._spread(None) == "n/a"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import shutil
@@ -273,6 +272,8 @@ def lock_is_live(run_dir: Path) -> bool:
     on_this_host = owner.get("host") == socket.gethostname() and type(pid) is int and pid > 0
     if on_this_host and not _pid_alive(pid):
         return False
+    import fcntl  # POSIX only, as flock is; imported here so the module loads elsewhere
+
     try:
         fd = os.open(run_dir / ".lock", os.O_RDONLY)
     except OSError:  # no lock file: nothing to hold

@@ -39,6 +39,8 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
     hf_cfg = hf.read_hf(lambda: transformers.AutoConfig.from_pretrained(hf.where(source)), source)
     hf.config_from_hf(hf_cfg)  # refuses what tinygpt cannot represent
     user = merge(load_toml(config_path) if config_path else {}, overrides)
+    if user.get("model", {}).get("lm_head_bias"):
+        raise UserError("--init-from loads GPT-2 weights, whose lm_head has no bias: drop model.lm_head_bias")
     tokenizer = user.get("data", {}).get("tokenizer", "gpt2")
     if tokenizer != "gpt2":
         raise UserError(f"--init-from needs the gpt2 tokenizer the weights were trained with, not {tokenizer!r}: "

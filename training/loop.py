@@ -323,10 +323,13 @@ class Trainer:
             return {}
         positions = s.data.tiling_offsets("val", self.cfg.model.block_size, tc.final_eval_tokens)
         loss = evaluate_windows(s.eval_model, s.data, positions, self.cfg, s.device, s.amp_dtype, self.dist)
-        scored = (len(positions) - len(positions) % self.dist.world_size) * self.cfg.model.block_size
+        world = self.dist.world_size
+        windows = len(positions) - len(positions) % world if len(positions) >= world else len(positions)
+        scored = windows * self.cfg.model.block_size
         row = {"kind": "final_eval", "step": self.p.step, "val_loss": loss, "tokens_scored": scored,
                "elapsed_s": self.elapsed()}
-        self.log(row)
+        self.log(row, to_wandb=False)  # under its own name: at the last eval's step it would overwrite val_loss
+        ddp.on_main(lambda: self.logger.log({"final_val_loss": loss}, step=self.p.step), self.dist)
         if self.main:
             tqdm.write(f"final val loss {loss:.4f} on {scored:,} val tokens (the same windows for every run)")
         return {"final_val_loss": loss, "final_val_tokens": scored}

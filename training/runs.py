@@ -87,14 +87,18 @@ class MetricsLog:
 def _kept_on_resume(line: str, resume_step: int) -> bool:
     """Whether a metrics line stays when a run resumes from ``resume_step``.
 
-    Dropped: rows past the checkpoint, a torn or blank line (a crash mid-write), and "stop"
-    rows, which mark where a segment ended: the file then reads as one uninterrupted run.
+    Dropped: rows past the checkpoint, a torn or blank line (a crash mid-write), "stop" rows,
+    which mark where a segment ended, and "final_eval" rows of a run being extended: the file
+    then reads as one uninterrupted run.
     """
     try:
         row = json.loads(line)
     except json.JSONDecodeError:
         return False
-    return isinstance(row, dict) and row.get("step", 0) <= resume_step and row.get("kind") != "stop"
+    if not isinstance(row, dict) or row.get("kind") in ("stop", "final_eval"):
+        return False
+    # A checkpoint at a tie-then-untie switch step is the tied model: the switch happens again.
+    return row.get("step", 0) < resume_step if row.get("kind") == "untie" else row.get("step", 0) <= resume_step
 
 
 class Unreadable(UserError):

@@ -50,6 +50,7 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
         if not (run_dir / "ckpt_last.pt").is_file():
             raise UserError(f"nothing to resume: {run_dir / 'ckpt_last.pt'} does not exist; start the run without --resume")
         cfg = runs.load_run_config(run_dir)
+        saved_horizon = cfg.train.lr_decay_iters
         for section, values in overrides.items():
             for key, value in values.items():
                 full = f"{section}.{key}"
@@ -61,6 +62,9 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
                         f"start a new run instead; resumable options: {', '.join(sorted(RESUME_OVERRIDABLE))}"
                     )
                 setattr(getattr(cfg, section), key, value)
+        if cfg.train.untie_at and overrides.get("train", {}).get("lr_decay_iters", cfg.train.lr_decay_iters) != saved_horizon:
+            raise UserError("--train.lr_decay_iters cannot change on --resume of a tie-then-untie run: its switch step "
+                            "(train.untie_at of the horizon) would move; start a new run instead")
         cfg = RunConfig.from_dict(cfg.to_dict(), "resumed config")  # re-validate after the overrides
         train_keys = overrides.get("train", {})
         if dist.is_main and ("max_iters" in train_keys or "lr_decay_iters" in train_keys):
@@ -77,6 +81,10 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
     tc = cfg.train
     tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters
     tc.checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
+    if cfg.untie_step() is not None and cfg.untie_step() >= tc.max_iters:
+        raise UserError(f"train.untie_at={tc.untie_at:g} of the schedule's {tc.lr_decay_iters} steps is step "
+                        f"{cfg.untie_step()}, not before train.max_iters={tc.max_iters}: the run would never untie; "
+                        "lower train.untie_at or train.lr_decay_iters")
     if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
         tc.dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
     name = args.run_name

@@ -96,10 +96,14 @@ def evaluate_windows(model, data: TokenData, positions: torch.Tensor, cfg: RunCo
 
     The windows are cut to a multiple of ``world_size`` and dealt out round-robin, so every
     rank scores as many; each rank's mean is weighted by its rows and the rank means are
-    averaged, which is the mean over all the windows kept.
+    averaged, which is the mean over all the windows kept.  With fewer windows than ranks,
+    every rank scores all of them.
     """
     model.eval()
-    kept = positions[: len(positions) - len(positions) % dist.world_size][dist.rank::dist.world_size]
+    if len(positions) >= dist.world_size:
+        kept = positions[: len(positions) - len(positions) % dist.world_size][dist.rank::dist.world_size]
+    else:  # fewer windows than ranks: every rank scores them all (the mean over ranks is then the same)
+        kept = positions
     total, rows = 0.0, 0
     for batch in kept.split(cfg.train.batch_size):
         x, y = data.batch_at("val", batch, cfg.model.block_size, device)

@@ -1,0 +1,273 @@
+"""Statistics of a paired multi-arm experiment: is an arm better, worse or equivalent to the reference?
+
+Several arms (model variants, e.g. tied / untied embeddings) are trained with the same seeds;
+for each seed there is one final validation loss per arm, in nats/token (lower is better).
+Each arm is compared with a reference arm, paired by seed (:func:`compare_paired`), and the
+p-values of one report are adjusted together for multiple comparisons (:func:`holm`)::
+
+    comps = [compare_paired("untied", "tied", untied_losses, tied_losses, margin=0.02), ...]
+    comps = holm(comps)                    # p_holm, verdict and seeds_needed over the family
+
+Every statistical computation is done by scipy or statsmodels, not by hand:
+
+* paired t test and its 95% interval: ``scipy.stats.ttest_rel`` (``.confidence_interval``);
+* Wilcoxon signed-rank test: ``scipy.stats.wilcoxon`` (exact where scipy does it);
+* exact sign test: ``scipy.stats.binomtest``;
+* equivalence (TOST, Schuirmann 1987): ``statsmodels.stats.weightstats.ttost_paired``;
+* Holm step-down adjustment (Holm 1979): ``statsmodels.stats.multitest.multipletests``;
+* t quantiles for the seeds-needed planning figure: ``scipy.stats.t.ppf``.
+
+Verdict rule (alpha = 0.05 unless told otherwise), per comparison:
+
+* **better**: p_holm < alpha and the whole 95% CI of the mean difference is below 0
+  (the arm's loss is lower than the reference's);
+* **worse**: p_holm < alpha and the whole 95% CI is above 0;
+* otherwise **equivalent**: p_tost < alpha, the 90% two one-sided tests at the margin
+  (declared before the runs) show the difference lies within (-margin, +margin);
+* otherwise **inconclusive**, with ``seeds_needed`` a rough figure for how many seeds would
+  settle it.
+
+With fewer than 2 seeds the verdict is always inconclusive (seeds_needed None).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import ttost_paired
+
+from core.errors import UserError
+
+VERDICTS = ("better", "worse", "equivalent", "inconclusive")
+
+
+@dataclass
+class Comparison:
+    """One arm against the reference arm, paired by seed.  Losses and differences in nats/token.
+
+    ``diffs`` are arm - reference per seed, in the order given; negative means the arm's loss is
+    lower (better).  ``ci`` is the 95% paired t interval of the mean difference
+    (``scipy.stats.ttest_rel(...).confidence_interval``); ``p_t`` the two-sided paired t p-value;
+    ``p_wilcoxon`` the two-sided Wilcoxon signed-rank p (``scipy.stats.wilcoxon``), None when it
+    cannot be computed; ``p_sign`` the exact two-sided sign test (``scipy.stats.binomtest``);
+    ``d_z`` = mean / sd (Cohen's d_z, unitless); ``ppl_ratio`` = exp(mean), the arm's perplexity
+    over the reference's; ``margin`` the equivalence margin (nats/token); ``p_tost`` the TOST p
+    (Schuirmann 1987; ``statsmodels.stats.weightstats.ttost_paired``); ``p_holm`` the Holm (1979)
+    adjusted p_t across one report (equals p_t until :func:`holm` fills it); ``verdict`` one of
+    "better", "worse", "equivalent", "inconclusive" (rule in the module docstring);
+    ``seeds_needed`` for "inconclusive", a rough number of seeds that would settle it
+    (:func:`seeds_needed`), else None.
+    """
+
+    arm: str
+    reference: str
+    diffs: list[float]
+    mean: float
+    sd: float
+    ci: tuple[float, float]
+    p_t: float
+    p_wilcoxon: float | None
+    p_sign: float
+    d_z: float
+    ppl_ratio: float
+    margin: float
+    p_tost: float
+    p_holm: float
+    verdict: str
+    seeds_needed: int | None
+
+
+def _check_inputs(arm: str, reference: str, arm_values: Sequence[float],
+                  ref_values: Sequence[float], margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """The two loss sequences as float arrays; raises UserError (one line: problem and fix)."""
+    a = np.asarray(list(arm_values), dtype=float)
+    r = np.asarray(list(ref_values), dtype=float)
+    if len(a) != len(r):
+        raise UserError(f"{arm!r} has {len(a)} seeds but {reference!r} has {len(r)}: "
+                        "pass one final val loss per seed for both arms, in the same seed order")
+    if len(a) == 0:
+        raise UserError(f"no seeds to compare for {arm!r} vs {reference!r}: "
+                        "pass at least one final val loss per arm")
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(r))):
+        raise UserError(f"non-finite val loss in {arm!r} vs {reference!r} (NaN or inf, a diverged run?): "
+                        "rerun or drop that seed from both arms")
+    if not (math.isfinite(margin) and margin > 0):
+        raise UserError(f"equivalence margin must be a positive number of nats/token, got {margin!r}: "
+                        "declare a margin > 0 (e.g. 0.02) before the runs")
+    return a, r
+
+
+def _decide(mean: float, sd: float, ci: tuple[float, float], p_adj: float, p_tost: float,
+            margin: float, n: int, alpha: float, family: int = 1) -> tuple[str, int | None]:
+    """The verdict (rule in the module docstring) and, when inconclusive, seeds_needed.
+
+    ``p_adj`` is the p-value to test the difference with (p_t, or p_holm after :func:`holm`).
+    ``family`` is the number of comparisons adjusted together: the planning figure then uses
+    alpha / family (Bonferroni, the strictest Holm step), so it is conservative.
+    """
+    if n < 2:
+        return "inconclusive", None
+    p = 1.0 if math.isnan(p_adj) else p_adj
+    if p < alpha and ci[1] < 0:
+        return "better", None
+    if p < alpha and ci[0] > 0:
+        return "worse", None
+    if not math.isnan(p_tost) and p_tost < alpha:
+        return "equivalent", None
+    return "inconclusive", seeds_needed(mean, sd, margin, alpha / family)
+
+
+def _p_wilcoxon(diffs: np.ndarray) -> float | None:
+    """Two-sided Wilcoxon signed-rank p of ``diffs`` (``scipy.stats.wilcoxon``, default zero
+    handling: zeros dropped; exact where scipy does it); None for n < 2, all-zero diffs or a
+    result scipy cannot give."""
+    if len(diffs) < 2 or not np.any(diffs != 0):
+        return None
+    try:
+        p = float(stats.wilcoxon(diffs).pvalue)
+    except ValueError:
+        return None
+    return None if math.isnan(p) else p
+
+
+def compare_paired(arm: str, reference: str, arm_values: Sequence[float],
+                   ref_values: Sequence[float], margin: float) -> Comparison:
+    """Compare ``arm`` with ``reference`` from final val losses (nats/token) paired by seed.
+
+    ``arm_values[i]`` and ``ref_values[i]`` come from the same seed.  ``margin`` (nats/token,
+    declared before the runs) is the equivalence margin for TOST (Schuirmann 1987,
+    ``statsmodels.stats.weightstats.ttost_paired``).  The t test and its 95% CI come from
+    ``scipy.stats.ttest_rel``, the Wilcoxon p from ``scipy.stats.wilcoxon``, the sign test from
+    ``scipy.stats.binomtest``.  When every diff is the same (sd 0) the t quantities are defined
+    directly: CI (mean, mean), p_t 0.0 (1.0 if all diffs are 0), p_tost 0.0 if |mean| < margin
+    else 1.0.  The verdict uses the unadjusted p_t; :func:`holm` re-derives it for a family.
+
+    Raises UserError when the sequences differ in length, are empty, hold a NaN/inf, or when
+    margin <= 0.
+    """
+    a, r = _check_inputs(arm, reference, arm_values, ref_values, margin)
+    diffs = a - r
+    n = len(diffs)
+    mean = float(np.mean(diffs))
+    nan = float("nan")
+    if n < 2:
+        sd, ci, p_t, p_tost = nan, (nan, nan), nan, nan
+    elif np.ptp(diffs) == 0:  # every seed moved by exactly the same amount: no spread
+        sd, ci = 0.0, (mean, mean)
+        p_t = 1.0 if mean == 0 else 0.0
+        p_tost = 0.0 if abs(mean) < margin else 1.0
+    else:
+        sd = float(np.std(diffs, ddof=1))
+        with warnings.catch_warnings():  # near-constant diffs: scipy warns of precision loss
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = stats.ttest_rel(a, r)
+            low, high = res.confidence_interval(confidence_level=0.95)
+            ci, p_t = (float(low), float(high)), float(res.pvalue)
+            p_tost = float(ttost_paired(a, r, -margin, margin)[0])
+    nonzero = int(np.count_nonzero(diffs))
+    negative = int(np.sum(diffs < 0))
+    p_sign = float(stats.binomtest(negative, nonzero, 0.5).pvalue) if nonzero else 1.0
+    d_z = mean / sd if (not math.isnan(sd) and sd > 0) else nan
+    verdict, needed = _decide(mean, sd, ci, p_t, p_tost, margin, n, alpha=0.05)
+    return Comparison(
+        arm=arm, reference=reference, diffs=[float(d) for d in diffs], mean=mean, sd=sd, ci=ci,
+        p_t=p_t, p_wilcoxon=_p_wilcoxon(diffs), p_sign=p_sign, d_z=d_z,
+        ppl_ratio=math.exp(mean), margin=float(margin), p_tost=p_tost, p_holm=p_t,
+        verdict=verdict, seeds_needed=needed,
+    )
+
+
+def holm(comparisons: list[Comparison], alpha: float = 0.05) -> list[Comparison]:
+    """Holm-adjust (Holm 1979) the p_t of one report's comparisons; new Comparison objects.
+
+    ``p_holm`` comes from ``statsmodels.stats.multitest.multipletests(p_t, method="holm")``; a
+    nan p_t (fewer than 2 seeds) counts as 1.0.  Verdict and seeds_needed are re-derived with the
+    adjusted p (rule in the module docstring); for "inconclusive" the seeds-needed figure is
+    planned at alpha / len(comparisons), the strictest Holm step, so it errs on the high side.
+    The inputs are not modified (``dataclasses.replace``).  Raises nothing for an empty list
+    (returns []).
+    """
+    if not comparisons:
+        return []
+    p = [1.0 if math.isnan(c.p_t) else c.p_t for c in comparisons]
+    adjusted = multipletests(p, alpha=alpha, method="holm")[1]
+    out = []
+    for c, p_holm in zip(comparisons, adjusted):
+        verdict, needed = _decide(c.mean, c.sd, c.ci, float(p_holm), c.p_tost, c.margin,
+                                  len(c.diffs), alpha, family=len(comparisons))
+        out.append(replace(c, p_holm=float(p_holm), verdict=verdict, seeds_needed=needed))
+    return out
+
+
+def seeds_needed(mean: float, sd: float, margin: float, alpha: float = 0.05,
+                 max_n: int = 1000) -> int | None:
+    """Roughly how many seeds would settle a comparison, if the observed mean and sd held.
+
+    A rough planning figure from the observed spread (``mean`` and ``sd`` of the per-seed
+    differences, nats/token), not a power analysis: it ignores that the next seeds' mean and sd
+    will differ.  Returns the smallest n >= 2 (up to ``max_n``) at which either
+
+    * a difference would be shown: t_{1-alpha/2, n-1} * sd / sqrt(n) < |mean|, or
+    * when |mean| < margin, equivalence would be shown (TOST, Schuirmann 1987):
+      t_{1-alpha, n-1} * sd / sqrt(n) < margin - |mean|,
+
+    whichever needs fewer seeds (quantiles from ``scipy.stats.t.ppf``).  None if sd is nan, inf
+    or <= 0, or if no n <= max_n works.  Raises nothing.
+    """
+    if not (math.isfinite(sd) and sd > 0 and math.isfinite(mean)):
+        return None
+    if max_n < 2:
+        return None
+    ns = np.arange(2, max_n + 1)
+    se = sd / np.sqrt(ns)
+    settled = stats.t.ppf(1 - alpha / 2, ns - 1) * se < abs(mean)
+    if abs(mean) < margin:
+        settled |= stats.t.ppf(1 - alpha, ns - 1) * se < margin - abs(mean)
+    hits = np.flatnonzero(settled)
+    return int(ns[hits[0]]) if len(hits) else None
+
+
+def compute_equivalent(ref_final: float, steps: Sequence[int],
+                       arm_curve: Sequence[float]) -> float | None:
+    """Fraction of its run at which the arm first reaches the reference's final val loss.
+
+    ``steps`` are the eval steps, ascending, the last one the full run; ``arm_curve`` the arm's
+    mean val loss (nats/token) at each of them; ``ref_final`` the reference arm's mean final val
+    loss (nats/token).  Returns step / last step, in (0, 1], at which the curve first gets down to
+    ``ref_final``, linearly interpolated between the two eval points that bracket it (the first
+    eval point's own fraction if it is already there, 0.0 only for a step-0 eval); None if the
+    arm never gets down to it.
+
+    This is an estimate: the mid-schedule points are not annealed (the learning rate is still
+    high there), so a mid-run loss is worse than a run of that length would reach, and the
+    fraction overstates the compute needed, i.e. understates the speed-up.
+
+    Raises UserError when the sequences are empty, differ in length, hold NaN/inf, or the steps
+    are not strictly ascending with a positive last step.
+    """
+    s = np.asarray(list(steps), dtype=float)
+    y = np.asarray(list(arm_curve), dtype=float)
+    if len(s) == 0 or len(s) != len(y):
+        raise UserError(f"compute_equivalent needs one loss per eval step, got {len(s)} steps and "
+                        f"{len(y)} losses: pass matching, non-empty sequences")
+    if not (np.all(np.isfinite(s)) and np.all(np.isfinite(y)) and math.isfinite(ref_final)):
+        raise UserError("non-finite step or val loss in compute_equivalent: "
+                        "drop diverged runs before averaging the curves")
+    if np.any(np.diff(s) <= 0) or s[-1] <= 0:
+        raise UserError("eval steps must be strictly ascending with a positive last step: "
+                        "pass the eval steps in order, the last one the full run")
+    reached = np.flatnonzero(y <= ref_final)
+    if len(reached) == 0:
+        return None
+    i = int(reached[0])
+    if i == 0:
+        return float(s[0] / s[-1])
+    frac = (y[i - 1] - ref_final) / (y[i - 1] - y[i])  # y[i-1] > ref_final >= y[i]
+    step = s[i - 1] + frac * (s[i] - s[i - 1])
+    return float(step / s[-1])
