@@ -5,6 +5,9 @@
         --lr-grid 1e-3,2e-3,4e-3,8e-3 --seeds 5 --margin 0.01               # every arm at its own tuned learning rate
     python compare.py --config configs/shakespeare.toml --equal-params depth # tied arms deepened to the untied count
     python compare.py runs/exp/tied-s0 runs/exp/untied-s0 ...                # report on existing runs (tune-* = grid)
+    python compare.py --config configs/shakespeare.toml --grid model.n_embd=64,128,256 \
+        --grid data.tokenizer=char,bpe:4096,gpt2 --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3 --seeds 5
+                                                                             # one tuned experiment per cell, the scaling view
 
 Each arm is a set of ``train.py`` settings (docs/experiment.md): tied, untied, tied-bias (a
 learned lm_head bias), untied-split (zero-init head, own learning rates: nanochat's recipe),
@@ -15,7 +18,9 @@ with the same config, seed, data order, eval windows, token budget and schedule;
 arms' own settings (and tuned learning rates) differ.  Finished runs are reused and
 unfinished ones resumed.  The report (``report.md`` + figures) compares each arm with
 ``--reference`` paired by seed: better, worse, equivalent within ``--margin`` nats (declared
-before the runs), or inconclusive.
+before the runs), or inconclusive.  With ``--grid KEY=V1,V2`` (repeatable) the whole experiment
+runs once per cell of the axes' product, in ``runs/<grid>/<cell>/``, and ``runs/<grid>/report.md``
+draws the gap (in bits per byte) against model size per tokenizer, with a regression across cells.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from core.cli import ArgumentParser, run_command
 from core.errors import UserError
 from core.files import read_json
 from experiment.arms import ARM_KEYS, ARMS, DEFAULT_ARMS, parse_arms
+from experiment.grid import parse_axes, run_grid
+from experiment.grid_markdown import write_grid_report
 from experiment.runner import Plan, run_experiment, write_report
 from training.config import parse_cli
 
@@ -58,13 +65,17 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     p.add_argument("--equal-params", nargs="?", const="width", choices=("width", "depth"),
                    help="Grow the arms that share one matrix (tied, tied-bias; by n_embd, or n_layer with 'depth') "
                         "to the untied parameter count (default: off, every arm the same shape).")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="Repeat the whole experiment for each value of a config key (repeatable: the product of the "
+                        "axes, first outermost), e.g. --grid model.n_embd=64,128 --grid data.tokenizer=char,bpe:4096.")
     p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied...).")
     p.add_argument("--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent).")
     p.add_argument("--prompt", action="append", help="Prompt for the side-by-side samples (repeatable; default: a newline and 'ROMEO:').")
     args, overrides = parse_cli(p, argv, exclude=SET_PER_RUN)
     args.arms = parse_arms(args.arms)
     args.lr_grid = _parse_grid(args.lr_grid)
-    training = args.config or args.equal_params or overrides or args.name or args.lr_grid
+    args.grid = parse_axes(args.grid, (*SET_PER_RUN, "train.out_dir"))
+    training = args.config or args.equal_params or overrides or args.name or args.lr_grid or args.grid
     if args.runs and training:
         raise UserError("give either run folders to report on, or --config/--name/--lr-grid/overrides to train: not both")
     if not args.runs and args.report_dir:
@@ -106,6 +117,20 @@ def declared_margin(out_dir: Path, given: float | None) -> float:
     return declared if declared is not None else (given if given is not None else DEFAULT_MARGIN)
 
 
+def _grid(plan: Plan, axes: list, prompts: list[str], command: str) -> int:
+    """Run every cell of the grid, then write the grid's report; exit 1 if a cell is missing."""
+    grid_dir, cells = run_grid(plan, axes, prompts, command)
+    path = write_grid_report(grid_dir, {c.name: c.error for c in cells if c.error}, command)
+    print(path.read_text())
+    print(f"[compare] grid report: {path}")
+    missing = [c.name for c in cells if c.error]
+    if missing:
+        print(f"[compare] {len(missing)} grid cell(s) failed and are marked missing ({', '.join(missing)}): "
+              "fix the cause and run the same command again (finished runs are reused)", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (2 on bad input or unfair runs)."""
 
@@ -122,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             margin = DEFAULT_MARGIN if args.margin is None else args.margin
             plan = Plan(args.config, overrides, args.arms, args.seeds, args.lr_grid, args.equal_params, args.name,
                         args.reference, margin)
+            if args.grid:
+                return _grid(plan, args.grid, prompts, command)
             reported, tuning, out_dir = run_experiment(plan)
         path, meaningful = write_report(reported, tuning, out_dir, prompts, f"Should the embedding be tied? {out_dir.name}",
                                         args.reference, margin, command)

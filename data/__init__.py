@@ -15,6 +15,7 @@ _EXPORTS = {
     "GPT2_BPE_SHA256": "data.tokenizers",
     "CharTokenizer": "data.tokenizers",
     "GPT2Tokenizer": "data.tokenizers",
+    "BPETokenizer": "data.bpe",
     "build_tokenizer": "data.tokenizers",
     "find_gpt2_bpe": "data.tokenizers",
     "load_tokenizer": "data.tokenizers",

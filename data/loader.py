@@ -119,6 +119,7 @@ class TokenData:
             self._shards[split] = maps
             self._lengths[split] = np.array([len(m) for m in maps], dtype=np.int64)
         self._check_ids(index, rerun)
+        self._token_bytes: torch.Tensor | None = None
 
     def _check_ids(self, index: dict, rerun: str) -> None:
         """Scan the shards' ids (all of them, or a bounded sample on a big corpus); see __init__."""
@@ -250,6 +251,21 @@ class TokenData:
         n = self.num_positions(split, block_size)
         count = min(-(-n // block_size), max(1, max_tokens // block_size))
         return torch.arange(count, dtype=torch.int64) * block_size
+
+    def token_bytes(self, device=None) -> torch.Tensor:
+        """UTF-8 bytes of each token id's text, ``(vocab_size,)`` int64, from the folder's tokenizer.
+
+        ``token_bytes()[y].sum()`` is the number of bytes of the text whose tokens are ``y``:
+        the denominator of bits per byte.  Raises UserError if the folder's tokenizer is missing.
+        """
+        if self._token_bytes is None:
+            from data.tokenizers import load_tokenizer  # tiktoken and tokenizers load only when bytes are asked for
+
+            lengths = load_tokenizer(self.folder).token_bytes()
+            if len(lengths) < self.vocab_size:  # a vocabulary padded beyond the tokenizer's: its ids are no text
+                lengths = list(lengths) + [0] * (self.vocab_size - len(lengths))
+            self._token_bytes = torch.tensor(lengths[: self.vocab_size], dtype=torch.int64)
+        return self._token_bytes if device is None else self._token_bytes.to(device)
 
     def _head(self, split: str, limit: int):
         """Arrays of at most CHUNK_TOKENS tokens covering the first ``limit`` tokens of ``split``, in order."""

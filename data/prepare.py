@@ -68,7 +68,7 @@ DEFAULT_CACHE_DIR = Path(DataConfig.cache_dir)  # relative to the working direct
 SPLITS = ("train", "val")
 PROGRESS_FILE = "progress.json"
 # Document delimiters for many-document sources (hf, jsonl, parquet): gpt2 puts <|endoftext|> before each
-# document (GPT-2's and nanoGPT's convention); char, which has no special token, ends each with a blank line.
+# document (GPT-2's and nanoGPT's convention); char and bpe:N, which have no special token, end each with a blank line.
 CHAR_DOC_SUFFIX = "\n\n"
 DATA_SCHEMA = Schema({"data": DataConfig})  # python -m data.prepare reads a recipe's [data] section alone
 
@@ -146,7 +146,11 @@ class _Build:
         self.saved = self.consumed  # documents covered by progress.json
 
     def _new_tokenizer(self):
-        """The tokenizer; char's vocabulary is every character of the corpus (plus the delimiter)."""
+        """The tokenizer; char's vocabulary is every character of the corpus (plus the delimiter), bpe:N is
+        trained on the train split's pieces (one pass over a streamed source before the tokenizing pass)."""
+        if self.cfg.tokenizer.startswith("bpe:"):
+            train = (text for split, text in self.src.pieces(self.cfg.val_fraction) if split == "train")
+            return build_tokenizer(self.cfg.tokenizer, train_texts=train)
         if self.cfg.tokenizer != "char":
             return build_tokenizer(self.cfg.tokenizer)
         extra = CHAR_DOC_SUFFIX if isinstance(self.src, DatasetSource) else ""
@@ -166,7 +170,7 @@ class _Build:
         """Tokenize every document not yet done, in order, into the shard writers."""
         many = isinstance(self.src, DatasetSource)
         prefix = [self.tok.eot_token] if many and self.cfg.tokenizer == "gpt2" else []
-        suffix = CHAR_DOC_SUFFIX if many and self.cfg.tokenizer == "char" else ""
+        suffix = CHAR_DOC_SUFFIX if many and self.cfg.tokenizer != "gpt2" else ""
         bar = None
         try:
             pieces = self.src.pieces(self.cfg.val_fraction)
@@ -257,7 +261,7 @@ def _prepare(cfg: DataConfig, force: bool) -> tuple[Path, bool]:
     cache_dir = Path(cfg.cache_dir)
     src = resolve_source(cfg.source, subset=cfg.subset, split=cfg.split, val_split=cfg.val_split,
                          text_field=cfg.text_field, streaming=cfg.streaming, hf_cache=cache_dir / "hf")
-    folder = cache_dir / f"{src.slug}-{cfg.tokenizer}"
+    folder = cache_dir / f"{src.slug}-{cfg.tokenizer.replace(':', '')}"  # bpe:4096 -> <slug>-bpe4096
     settings = {**src.settings(), "shard_tokens": cfg.shard_tokens}
     if not (isinstance(src, DatasetSource) and src.val_split):
         settings["val_fraction"] = cfg.val_fraction  # unused when a named split is val

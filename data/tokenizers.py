@@ -1,14 +1,9 @@
-"""Tokenizers for tinygpt: a character-level one and GPT-2's byte-level BPE.
+"""Tokenizers for tinygpt: characters, GPT-2's byte-level BPE, and a BPE trained on the corpus.
 
-Both map text to a flat list of integer token ids and back, and both can be
-saved into (and restored from) a folder as ``tokenizer.json`` so that a
-prepared-data folder or a run folder is self-contained.
-
-GPT-2's BPE needs its merge ranks (the ``gpt2.tiktoken`` file, 835,554 bytes).
-tinygpt must work offline, so :func:`find_gpt2_bpe` looks for that file along a
-fixed route (a folder's own copy, ``$TINYGPT_GPT2_BPE``, our cache, tiktoken's
-download URL, then the copy shipped inside the ``openai-whisper`` sdist on
-PyPI) and only ever accepts a file whose sha256 is :data:`GPT2_BPE_SHA256`.
+All map text to a flat list of integer token ids and back, give each id's length in
+UTF-8 bytes (for bits per byte), and can be saved into (and restored from) a folder as
+``tokenizer.json`` so that a prepared-data or run folder is self-contained.  GPT-2's rank
+file is found offline by :mod:`data.gpt2_files`; ``bpe:N`` is :mod:`data.bpe`.
 
 Library module, not a script.  Quick check from the repo root::
 
@@ -17,55 +12,25 @@ Library module, not a script.  Quick check from the repo root::
 
 from __future__ import annotations
 
-import base64
 import json
-import os
-import socket
-import subprocess
-import sys
-import tarfile
-import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import tiktoken
-import tiktoken.load
 import tiktoken_ext.openai_public
 
 from core.errors import UserError
-from core.files import atomic_write_bytes, cache_dir, sha256_bytes, sha256_file
-
-# sha256 of the r50k_base / gpt2 rank file, as pinned by tiktoken itself in
-# tiktoken_ext/openai_public.py (r50k_base: same ranks and regex as "gpt2").
-GPT2_BPE_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
-
-# tiktoken's canonical download location for the same file (tiktoken_ext/openai_public.py).
-_TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken"
-
-# openai-whisper ships the identical file as whisper/assets/gpt2.tiktoken; its
-# sdist on PyPI is the one copy reachable when only PyPI is.  Pinned so the
-# bytes are always the same (the sha256 is still checked).
-_WHISPER_SDIST = "openai-whisper==20250625"
-_WHISPER_MEMBER_SUFFIX = "whisper/assets/gpt2.tiktoken"
-
-BPE_FILENAME = "gpt2.tiktoken"
-TOKENIZER_FILENAME = "tokenizer.json"
-
-_FIX_HINT = (
-    f"set TINYGPT_GPT2_BPE to a gpt2.tiktoken file with sha256 {GPT2_BPE_SHA256} "
-    f"(e.g. from `pip download --no-deps --no-binary :all: {_WHISPER_SDIST}`, "
-    f"file {_WHISPER_MEMBER_SUFFIX}), or use --data.tokenizer=char"
+from core.files import atomic_write_bytes, sha256_bytes
+from data.bpe import BPETokenizer, parse_bpe_size
+from data.gpt2_files import (  # noqa: F401 (re-exported: the rank file's names are part of this module's API)
+    BPE_FILENAME,
+    GPT2_BPE_SHA256,
+    GPT2_FIX_HINT,
+    find_gpt2_bpe,
+    parse_bpe_ranks,
 )
 
-
-def parse_bpe_ranks(contents: bytes) -> dict[bytes, int]:
-    """A tiktoken rank file (``<base64 token> <rank>`` per line) as ``{token bytes: rank}``.
-
-    The parsing of ``tiktoken.load.load_tiktoken_bpe``, which is not called because its
-    ``read_file_cached`` copies every distinct local path into ``<tmp>/data-gym-cache``.
-    """
-    return {base64.b64decode(tok): int(rank) for tok, rank in (line.split() for line in contents.splitlines() if line)}
-
+TOKENIZER_FILENAME = "tokenizer.json"
 
 # --------------------------------------------------------------------------- char
 
@@ -137,6 +102,10 @@ class CharTokenizer:
         chars = self.chars
         return "".join(chars[int(i)] for i in ids)
 
+    def token_bytes(self) -> list[int]:
+        """UTF-8 bytes of each id's character, ``(vocab_size,)``: the denominator of bits per byte."""
+        return [len(c.encode("utf-8")) for c in self.chars]
+
     def to_dict(self) -> dict:
         """JSON-able description: ``{"kind": "char", "chars": [...]}``."""
         return {"kind": "char", "chars": list(self.chars)}
@@ -172,11 +141,11 @@ class GPT2Tokenizer:
         try:
             contents = self.bpe_path.read_bytes()
         except FileNotFoundError:
-            raise UserError(f"GPT-2 BPE file '{self.bpe_path}' does not exist: {_FIX_HINT}") from None
+            raise UserError(f"GPT-2 BPE file '{self.bpe_path}' does not exist: {GPT2_FIX_HINT}") from None
         actual = sha256_bytes(contents)
         if actual != GPT2_BPE_SHA256:
             raise UserError(
-                f"GPT-2 BPE file '{self.bpe_path}' has sha256 {actual}, expected {GPT2_BPE_SHA256}: {_FIX_HINT}"
+                f"GPT-2 BPE file '{self.bpe_path}' has sha256 {actual}, expected {GPT2_BPE_SHA256}: {GPT2_FIX_HINT}"
             )
         ranks = parse_bpe_ranks(contents)
         self._enc = tiktoken.Encoding(
@@ -203,138 +172,38 @@ class GPT2Tokenizer:
         """Ids -> text; invalid UTF-8 byte sequences become U+FFFD (tiktoken's default)."""
         return self._enc.decode([int(i) for i in ids])
 
+    def token_bytes(self) -> list[int]:
+        """UTF-8 bytes of each id's text, ``(vocab_size,)``; 0 for ``<|endoftext|>``, which is no text."""
+        return [len(self._enc.decode_single_token_bytes(i)) for i in range(self.eot_token)] + [0]
+
     def to_dict(self) -> dict:
         """JSON-able description: ``{"kind": "gpt2", "bpe_sha256": GPT2_BPE_SHA256}``."""
         return {"kind": "gpt2", "bpe_sha256": GPT2_BPE_SHA256}
 
 
-def _fetch_via_tiktoken() -> bytes:
-    """Download the ranks with tiktoken's own downloader+cache; raises on any failure.
-
-    tiktoken uses ``requests.get`` without a timeout; urllib3 then falls back
-    to the socket default timeout, so setting it bounds a hung connection.
-    """
-    old = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(15)
-    try:
-        return tiktoken.load.read_file_cached(_TIKTOKEN_URL, expected_hash=GPT2_BPE_SHA256)
-    finally:
-        socket.setdefaulttimeout(old)
-
-
-def _fetch_via_pypi() -> bytes:
-    """Get the ranks out of the openai-whisper sdist from PyPI (never installs it).
-
-    Raises RuntimeError (with pip's last output line) when pip fails or the
-    member is missing.  Takes a few seconds (the sdist is ~0.8 MB).
-    """
-    print(f"note: fetching GPT-2 BPE ranks from PyPI ({_WHISPER_SDIST} sdist)...", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="tinygpt-whisper-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               _WHISPER_SDIST, "-d", tmp]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError("pip download timed out after 300 s") from None
-        if proc.returncode != 0:
-            lines = (proc.stderr or proc.stdout).strip().splitlines()
-            raise RuntimeError(f"pip download failed: {lines[-1] if lines else proc.returncode}")
-        sdists = sorted(Path(tmp).glob("*.tar.gz"))
-        if not sdists:
-            raise RuntimeError("pip download produced no .tar.gz sdist")
-        with tarfile.open(sdists[0], "r:gz") as tar:
-            for member in tar.getmembers():
-                if member.isfile() and member.name.endswith(_WHISPER_MEMBER_SUFFIX):
-                    f = tar.extractfile(member)
-                    assert f is not None  # isfile() members always have data
-                    return f.read()
-        raise RuntimeError(f"{sdists[0].name} has no {_WHISPER_MEMBER_SUFFIX}")
-
-
-def find_gpt2_bpe(search_dirs: Iterable = ()) -> Path:
-    """Return the path of a ``gpt2.tiktoken`` file whose sha256 is GPT2_BPE_SHA256.
-
-    Route, first hit wins (a file with the wrong hash is never returned):
-
-    1. ``<dir>/gpt2.tiktoken`` for each dir in ``search_dirs`` (a run or
-       prepared-data folder carries its own copy); a wrong-hash copy is
-       reported on stderr and skipped.
-    2. ``$TINYGPT_GPT2_BPE``: missing file or wrong hash -> UserError.
-    3. ``<cache_dir()>/gpt2.tiktoken``; a wrong-hash copy is reported on
-       stderr and replaced if a fetch below succeeds.
-    4. tiktoken's download URL (fails fast without internet).
-    5. ``pip download`` of the openai-whisper sdist from PyPI; the member
-       ``whisper/assets/gpt2.tiktoken`` is hash-checked.
-
-    Fetched bytes are written atomically to the cache.  Raises UserError
-    (one line, with the fixes) if every route fails.
-    """
-    for d in search_dirs:
-        p = Path(d) / BPE_FILENAME
-        if p.is_file():
-            actual = sha256_file(p)
-            if actual == GPT2_BPE_SHA256:
-                return p
-            print(f"warning: ignoring '{p}': sha256 {actual} != expected {GPT2_BPE_SHA256}", file=sys.stderr)
-
-    env = os.environ.get("TINYGPT_GPT2_BPE")
-    if env:
-        p = Path(env).expanduser()
-        if not p.is_file():
-            raise UserError(f"TINYGPT_GPT2_BPE='{p}' is not a file: {_FIX_HINT}")
-        actual = sha256_file(p)
-        if actual != GPT2_BPE_SHA256:
-            raise UserError(
-                f"TINYGPT_GPT2_BPE file '{p}' has sha256 {actual}, expected {GPT2_BPE_SHA256}: "
-                "point it at an unmodified gpt2.tiktoken (or unset it)"
-            )
-        return p
-
-    cached = cache_dir() / BPE_FILENAME
-    bad_cache = ""
-    if cached.is_file():
-        actual = sha256_file(cached)
-        if actual == GPT2_BPE_SHA256:
-            return cached
-        bad_cache = f"; cached '{cached}' has wrong sha256 {actual}"
-        print(f"warning: ignoring '{cached}': sha256 {actual} != expected {GPT2_BPE_SHA256}; re-fetching",
-              file=sys.stderr)
-
-    failures = []
-    for label, fetch in (("tiktoken download", _fetch_via_tiktoken), ("PyPI", _fetch_via_pypi)):
-        try:
-            data = fetch()
-        except Exception as e:  # any network/pip/tar failure just means "try the next route"
-            failures.append(f"{label}: {type(e).__name__}")
-            continue
-        actual = sha256_bytes(data)
-        if actual != GPT2_BPE_SHA256:
-            failures.append(f"{label}: sha256 {actual}")
-            continue
-        atomic_write_bytes(cached, data)
-        return cached
-
-    raise UserError(
-        f"GPT-2 BPE ranks could not be found or fetched ({', '.join(failures)}{bad_cache}): {_FIX_HINT}"
-    )
-
-
 # --------------------------------------------------------------------------- factory / persistence
 
-TOKENIZER_KINDS = ("gpt2", "char")
+TOKENIZER_KINDS = ("gpt2", "char", "bpe:N")
 
 
-def build_tokenizer(kind: str, text: str | None = None, search_dirs: Iterable = ()):
+def build_tokenizer(kind: str, text: str | None = None, search_dirs: Iterable = (),
+                    train_texts: Iterable[str] | None = None):
     """Make a tokenizer by name.
 
     Args:
-        kind: "gpt2" or "char".
+        kind: "gpt2", "char" or "bpe:N" (N from 257 to 65,536).
         text: the corpus; required for "char" (its vocabulary is the corpus' characters).
         search_dirs: extra folders searched first for gpt2.tiktoken (see find_gpt2_bpe).
+        train_texts: the train split's pieces, in order; required for "bpe:N" (trained on them).
 
-    Returns CharTokenizer or GPT2Tokenizer.  Raises UserError for an unknown
-    kind; ValueError if "char" is asked for without text (a caller bug).
+    Returns CharTokenizer, GPT2Tokenizer or BPETokenizer.  Raises UserError for an unknown
+    kind or a bad N; ValueError if "char" or "bpe:N" is asked for without its text (a caller bug).
     """
+    size = parse_bpe_size(kind)
+    if size is not None:
+        if train_texts is None:
+            raise ValueError(f"build_tokenizer({kind!r}) needs the train split's texts")
+        return BPETokenizer.train(train_texts, size)
     if kind == "gpt2":
         return GPT2Tokenizer(find_gpt2_bpe(search_dirs))
     if kind == "char":
@@ -356,6 +225,8 @@ def tokenizer_from_dict(d: dict, search_dirs: Iterable = ()):
                 f"{GPT2_BPE_SHA256}: re-run python -m data.prepare --force"
             )
         return GPT2Tokenizer(find_gpt2_bpe(search_dirs))
+    if kind == "bpe":
+        return BPETokenizer.from_dict(d)
     raise UserError(f"unknown tokenizer kind {kind!r} in tokenizer data: use one of {', '.join(TOKENIZER_KINDS)}")
 
 

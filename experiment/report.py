@@ -58,6 +58,12 @@ class Run:
         return value if isinstance(value, (int, float)) and math.isfinite(value) else self.final["val_loss"]
 
     @property
+    def bpb(self) -> float | None:
+        """The final score in bits per UTF-8 byte (``final_val_bpb``), or None for runs from before it."""
+        value = self.summary.get("final_val_bpb")
+        return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+    @property
     def learning_rate(self) -> float:
         """The peak learning rate it trained with."""
         return self.config["train"]["learning_rate"]
@@ -313,6 +319,7 @@ def arm_table(exp: Experiment) -> list[dict]:
             "parameters": s0["parameters"],
             "non_embedding_parameters": s0["non_embedding_parameters"],
             "final_val_loss": mean_std(final),
+            "final_val_bpb": mean_std([r.bpb for r in members]) if all(r.bpb is not None for r in members) else None,
             "learning_rate": members[0].learning_rate,
             "best_val_loss": mean_std(best),
             "final_val_ppl": math.exp(mean_std(final)[0]),  # exp of the mean loss: the geometric mean of perplexities

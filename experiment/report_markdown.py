@@ -270,6 +270,8 @@ def _arm_section(exp: Experiment) -> list[str]:
         ("non-embedding parameters", [f"{r['non_embedding_parameters']:,}" for r in rows]),
         ("learning rate", [f"{r['learning_rate']:g}" for r in rows]),
         ("final val loss (on the same val windows for every run)", [_pm(r["final_val_loss"]) for r in rows]),
+        ("final val bits per byte (same windows)", [_pm(r["final_val_bpb"]) if r["final_val_bpb"] else "n/a"
+                                                     for r in rows]),
         ("best periodic val loss", [_pm(r["best_val_loss"]) for r in rows]),
         ("final val perplexity (exp(mean loss), the geometric mean over seeds)",
          [f"{r['final_val_ppl']:.2f}" for r in rows]),

@@ -208,6 +208,18 @@ def test_gpt2_tokenizer_files_load_in_transformers_and_encode_as_tiktoken(tmp_pa
         assert (tmp_path / name).is_file(), name
 
 
+def test_bpe_tokenizer_files_load_in_transformers_and_encode_alike(tmp_path):
+    """A bpe:N tokenizer exports as Hugging Face's own tokenizer.json: AutoTokenizer gives our ids and text back."""
+    from data.bpe import BPETokenizer
+
+    ours = BPETokenizer.train(["The quick brown fox jumps over the lazy dog. " * 40, "To be or not to be. " * 40], 300)
+    write_tokenizer_files(ours, tmp_path, max_length=64)
+    theirs = AutoTokenizer.from_pretrained(str(tmp_path))
+    text = "The lazy fox: to be, or ünseen 🤖!"
+    assert theirs(text)["input_ids"] == ours.encode(text) and theirs.decode(ours.encode(text)) == text
+    assert theirs.model_max_length == 64
+
+
 def test_cli_import_sample_export(tmp_path, capsys):
     """hf.py import -> sample.py -> hf.py export -> from_pretrained: the same weights."""
     theirs = small_gpt2(vocab_size=hf.GPT2_VOCAB_SIZE)

@@ -1,4 +1,4 @@
-"""Tests for data/tokenizers.py: char tokenizer, GPT-2 BPE offline route and hash checks, save/load.
+"""Tests for data/tokenizers.py and data/gpt2_files.py: char tokenizer, GPT-2 BPE offline route and hash checks, save/load.
 
 Run from the repo root: ``python -m pytest -q tests/test_tokenizers.py``.
 The real-route tests need gpt2.tiktoken in the default cache (~/.cache/tinygpt)
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-import data.tokenizers as T
+import data.gpt2_files as T
 from core.errors import UserError
 from data.tokenizers import (
     GPT2_BPE_SHA256,

@@ -35,15 +35,12 @@ from training.step import StepResult, evaluate, evaluate_windows, train_step
 def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SINGLE, init_from: str | None = None) -> dict:
     """Train per ``cfg`` into ``run_dir`` (resuming from its ``ckpt_last.pt`` if ``resume``).
 
-    A new run with ``init_from`` (a GPT-2 folder or hub id; ``cfg.model`` made to fit it by
-    ``training.gpt2.init_from_overrides``) starts from those weights and records them in
-    ``init_from.json``.
+    A new run with ``init_from`` (a GPT-2 folder or hub id; ``cfg.model`` fitted by
+    ``training.gpt2.init_from_overrides``) starts from those weights (``init_from.json``).
 
-    Everything that bad input can break (config, data, checkpoint, prompt) is checked before
-    the run folder is created or written.  The folder is locked (:class:`faults.RunLock`) while
-    the run writes to it.  Under torchrun (``dist``), rank 0 alone writes and prints; all
-    ranks take the same steps, stop and skip decisions.  Returns the summary also written
-    to ``summary.json``.
+    Bad input (config, data, checkpoint, prompt) is refused before the run folder is written;
+    the folder is locked (:class:`faults.RunLock`) while the run writes.  Under torchrun, rank 0
+    alone writes and prints; all ranks take the same decisions.  Returns ``summary.json``'s dict.
     Raises :class:`UserError` for bad data, a mismatched checkpoint, a folder in use, a failed
     checkpoint write or a non-finite loss (beyond ``train.max_skipped_steps``), and
     :class:`Interrupted` after SIGINT / SIGTERM (once ``ckpt_last.pt`` holds the last step).
@@ -252,20 +249,21 @@ class Trainer:
     def evaluate(self) -> None:
         """Train and val loss on the fixed eval windows: logged, plotted, and kept in ckpt_best.pt when best."""
         s, p = self.s, self.p
-        losses = evaluate(s.eval_model, s.data, self.eval_offsets, self.cfg, s.device, s.amp_dtype, self.dist)
-        p.last_val = losses["val"]
+        scores = evaluate(s.eval_model, s.data, self.eval_offsets, self.cfg, s.device, s.amp_dtype, self.dist)
+        val = scores["val"]
+        p.last_val, p.last_bpb = val.loss, val.bpb
         row = {
-            "kind": "eval", "step": p.step, "tokens": p.step * self.tokens_per_step, "train_loss": losses["train"],
-            "val_loss": losses["val"], "val_ppl": math.exp(min(losses["val"], 50)), "lr": get_lr(p.step, self.cfg.train),
-            "elapsed_s": self.elapsed(),
+            "kind": "eval", "step": p.step, "tokens": p.step * self.tokens_per_step,
+            "train_loss": scores["train"].loss, "val_loss": val.loss, "val_ppl": math.exp(min(val.loss, 50)),
+            "val_bpb": val.bpb, "lr": get_lr(p.step, self.cfg.train), "elapsed_s": self.elapsed(),
         }
         self.log(row)
         if self.main:
             runs.write_loss_plot(self.run_dir, self.unigram, Path(self.cfg.data.cache_dir))  # up to date after every eval
-            tqdm.write(f"step {p.step}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}, "
-                       f"val ppl {row['val_ppl']:.1f}")
-        if losses["val"] < p.best_val:  # the same on every rank: the losses are all-reduced
-            p.best_val = losses["val"]
+            tqdm.write(f"step {p.step}: train loss {scores['train'].loss:.4f}, val loss {val.loss:.4f}, "
+                       f"val ppl {row['val_ppl']:.1f}, val bpb {val.bpb:.4f}")
+        if val.loss < p.best_val:  # the same on every rank: the losses are all-reduced
+            p.best_val, p.best_bpb = val.loss, val.bpb
             self.save(self.run_dir / "ckpt_best.pt", with_optimizer=False)
 
     # ------------------------------------------------------------------ records
@@ -303,8 +301,8 @@ class Trainer:
         out = {
             "model": s.model.state_dict(), "step": p.step, "tokens": p.step * self.tokens_per_step,
             "config": self.cfg.to_dict(), "tie_embeddings": s.model.tied, "tokenizer": s.tokenizer.to_dict(),
-            "data_sha256": s.data.meta.get("source_sha256"),
-            "val_loss": p.last_val, "best_val_loss": p.best_val, "elapsed_s": self.elapsed(),
+            "data_sha256": s.data.meta.get("source_sha256"), "elapsed_s": self.elapsed(),
+            "val_loss": p.last_val, "best_val_loss": p.best_val, "val_bpb": p.last_bpb, "best_val_bpb": p.best_bpb,
             "skipped_steps": p.skipped, "train_window": [p.window_loss, p.window_steps],
             "rng": {"torch": torch_ranks[0], "data": s.data_gen.get_state(), "cuda": cuda_ranks[0],
                     "torch_ranks": torch_ranks, "cuda_ranks": cuda_ranks},
@@ -322,28 +320,30 @@ class Trainer:
         if not tc.final_eval_tokens:
             return {}
         positions = s.data.tiling_offsets("val", self.cfg.model.block_size, tc.final_eval_tokens)
-        loss = evaluate_windows(s.eval_model, s.data, positions, self.cfg, s.device, s.amp_dtype, self.dist)
+        score = evaluate_windows(s.eval_model, s.data, positions, self.cfg, s.device, s.amp_dtype, self.dist)
         world = self.dist.world_size
         windows = len(positions) - len(positions) % world if len(positions) >= world else len(positions)
         scored = windows * self.cfg.model.block_size
-        row = {"kind": "final_eval", "step": self.p.step, "val_loss": loss, "tokens_scored": scored,
-               "elapsed_s": self.elapsed()}
+        row = {"kind": "final_eval", "step": self.p.step, "val_loss": score.loss, "val_bpb": score.bpb,
+               "tokens_scored": scored, "elapsed_s": self.elapsed()}
         self.log(row, to_wandb=False)  # under its own name: at the last eval's step it would overwrite val_loss
-        ddp.on_main(lambda: self.logger.log({"final_val_loss": loss}, step=self.p.step), self.dist)
+        final = {"final_val_loss": score.loss, "final_val_bpb": score.bpb}
+        ddp.on_main(lambda: self.logger.log(final, step=self.p.step), self.dist)
         if self.main:
-            tqdm.write(f"final val loss {loss:.4f} on {scored:,} val tokens (the same windows for every run)")
-        return {"final_val_loss": loss, "final_val_tokens": scored}
+            tqdm.write(f"final val loss {score.loss:.4f}, {score.bpb:.4f} bits per byte, on {scored:,} val tokens "
+                       "(the same windows for every run)")
+        return {**final, "final_val_tokens": scored}
 
     def write_summary(self, final_val: dict) -> dict:
         """summary.json (with the median tokens/s of the train rows) and the final loss.png; returns the summary."""
         s, p = self.s, self.p
-        summary = {**final_val,
-            "step": p.step, "tokens": p.step * self.tokens_per_step, "val_loss": p.last_val, "best_val_loss": p.best_val,
+        summary = {**final_val, "step": p.step, "tokens": p.step * self.tokens_per_step,
+            "val_loss": p.last_val, "best_val_loss": p.best_val, "val_bpb": p.last_bpb, "best_val_bpb": p.best_bpb,
             "best_val_ppl": math.exp(min(p.best_val, 50)), "unigram_val_loss": self.unigram,
             "elapsed_s": round(self.elapsed(), 1), "peak_memory_mib": hardware.peak_memory_mib(s.device),
             "parameters": s.model.num_params(), "non_embedding_parameters": s.model.num_params(non_embedding=True),
             "tie_embeddings": self.cfg.model.tie_embeddings, "data_sha256": s.data.meta.get("source_sha256"),
-            "skipped_steps": p.skipped, "world_size": self.dist.world_size,
+            "train_tokens": s.data.num_tokens("train"), "skipped_steps": p.skipped, "world_size": self.dist.world_size,
         }
 
         def write() -> None:

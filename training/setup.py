@@ -229,6 +229,8 @@ class Progress:
     skipped: int = 0  # non-finite steps skipped so far
     window_loss: float = 0.0  # sum of train losses since the last train row
     window_steps: int = 0  # ... and how many, so a resumed run logs the same means
+    last_bpb: float = float("nan")  # val bits per byte of the last eval
+    best_bpb: float = float("nan")  # ... and of the eval with the best val loss
 
 
 def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Progress:
@@ -258,5 +260,7 @@ def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Prog
     except (ValueError, KeyError, RuntimeError, TypeError, AttributeError) as e:
         raise UserError(f"{path} has a broken optimizer or RNG state ({e}): resume from another checkpoint") from None
     window_loss, window_steps = ckpt.get("train_window", (0.0, 0))
+    nan = float("nan")  # checkpoints from before bits per byte have none
     return Progress(ckpt["step"], ckpt["best_val_loss"], ckpt["val_loss"], ckpt["elapsed_s"],
-                    ckpt.get("skipped_steps", 0), window_loss, window_steps)
+                    ckpt.get("skipped_steps", 0), window_loss, window_steps,
+                    ckpt.get("val_bpb", nan), ckpt.get("best_val_bpb", nan))

@@ -1,7 +1,14 @@
 """One optimizer step and one evaluation: the arithmetic a run repeats, shared with ``bench.py``.
 
     result = train_step(model, optimizer, data, data_gen, cfg, device, amp_dtype, lr)
-    losses = evaluate(model, data, offsets, cfg, device, amp_dtype)   # {"train": ..., "val": ...}
+    scores = evaluate(model, data, offsets, cfg, device, amp_dtype)   # {"train": Score, "val": Score}
+    scores["val"].loss, scores["val"].bpb
+
+Bits per byte (bpb) is the summed loss over the scored tokens in bits divided by the UTF-8
+bytes of their text: ``loss / ln 2 * tokens / bytes``.  Unlike the loss per token it compares
+models with different tokenizers (the measure of nanochat and of the GPT-2/3 papers' LAMBADA-style
+byte-level comparisons).  Special tokens (GPT-2's ``<|endoftext|>``) are no text: their loss counts,
+their bytes are 0.
 """
 
 from __future__ import annotations
@@ -16,6 +23,18 @@ from core import hardware
 from data.loader import TokenData
 from training import ddp
 from training.config import RunConfig
+
+
+class Score(NamedTuple):
+    """The loss on a set of scored tokens, two ways."""
+
+    loss: float  # mean cross-entropy (nats/token)
+    bpb: float  # bits per UTF-8 byte of the same tokens' text (see the module docstring)
+
+
+def _bpb(nll_sum: float, byte_sum: float) -> float:
+    """Bits per byte from a summed loss (nats) and the bytes of its text; NaN with no bytes."""
+    return nll_sum / math.log(2) / byte_sum if byte_sum > 0 else float("nan")
 
 
 class StepResult(NamedTuple):
@@ -68,48 +87,53 @@ def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg
 
 @torch.no_grad()
 def evaluate(model, data: TokenData, offsets: dict, cfg: RunConfig, device, amp_dtype,
-             dist: ddp.Dist = ddp.SINGLE) -> dict:
-    """Mean loss per split over the fixed evaluation batches ``offsets[split]`` ``(eval_iters, world_size * B)``.
+             dist: ddp.Dist = ddp.SINGLE) -> dict[str, Score]:
+    """Mean loss and bits per byte per split over the fixed batches ``offsets[split]`` ``(eval_iters, world_size * B)``.
 
-    Each rank evaluates its ``B`` columns of every batch; the per-rank means are averaged
-    over ranks (equal sizes, so this is the mean over the whole batch).
+    Each rank evaluates its ``B`` columns of every batch; summed losses and bytes are averaged
+    over ranks (equal sizes, so the ratios are those of the whole batch).
     """
     model.eval()
     out = {}
-    B = cfg.train.batch_size
+    B, token_bytes = cfg.train.batch_size, data.token_bytes(device)
     for split, split_offsets in offsets.items():
-        losses = []
+        losses, nll, nbytes = [], 0.0, 0
         for batch_offsets in split_offsets[:, dist.rank * B:(dist.rank + 1) * B]:
-            x, y = data.batch_at(split, batch_offsets, cfg.model.block_size, device)
+            x, y = data.batch_at(split, batch_offsets, cfg.model.block_size, device)  # (B, T) each
             with hardware.autocast(device, amp_dtype):
                 _, loss = model(x, y)
             losses.append(loss.item())
-        out[split] = ddp.mean(sum(losses) / len(losses), dist, device)
+            nll += losses[-1] * y.numel()
+            nbytes += int(token_bytes[y].sum())
+        mean = ddp.mean(sum(losses) / len(losses), dist, device)
+        out[split] = Score(mean, _bpb(ddp.mean(nll, dist, device), ddp.mean(float(nbytes), dist, device)))
     model.train()
     return out
 
 
 @torch.no_grad()
 def evaluate_windows(model, data: TokenData, positions: torch.Tensor, cfg: RunConfig, device, amp_dtype,
-                     dist: ddp.Dist = ddp.SINGLE) -> float:
-    """Mean val loss (nats/token) over the val windows at ``positions`` ``(N,)``: the final score of a run.
+                     dist: ddp.Dist = ddp.SINGLE) -> Score:
+    """Mean val loss (nats/token) and bits per byte over the val windows at ``positions`` ``(N,)``: a run's final score.
 
     The windows are cut to a multiple of ``world_size`` and dealt out round-robin, so every
-    rank scores as many; each rank's mean is weighted by its rows and the rank means are
-    averaged, which is the mean over all the windows kept.  With fewer windows than ranks,
-    every rank scores all of them.
+    rank scores as many; the ranks' summed losses and bytes are averaged, which gives the
+    ratios over all the windows kept.  With fewer windows than ranks, every rank scores all of them.
     """
     model.eval()
     if len(positions) >= dist.world_size:
         kept = positions[: len(positions) - len(positions) % dist.world_size][dist.rank::dist.world_size]
     else:  # fewer windows than ranks: every rank scores them all (the mean over ranks is then the same)
         kept = positions
-    total, rows = 0.0, 0
+    token_bytes = data.token_bytes(device)
+    nll, tokens, nbytes = 0.0, 0, 0
     for batch in kept.split(cfg.train.batch_size):
-        x, y = data.batch_at("val", batch, cfg.model.block_size, device)
+        x, y = data.batch_at("val", batch, cfg.model.block_size, device)  # (rows, T) each
         with hardware.autocast(device, amp_dtype):
             _, loss = model(x, y)
-        total += loss.item() * len(batch)
-        rows += len(batch)
+        nll += loss.item() * y.numel()
+        tokens += y.numel()
+        nbytes += int(token_bytes[y].sum())
     model.train()
-    return ddp.mean(total / rows, dist, device)
+    nll, tokens, nbytes = (ddp.mean(float(v), dist, device) for v in (nll, tokens, nbytes))
+    return Score(nll / tokens, _bpb(nll, nbytes))

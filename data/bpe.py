@@ -1,0 +1,138 @@
+"""A byte-level BPE of any size trained on the corpus itself: ``--data.tokenizer=bpe:N``.
+
+The vocabulary-size axis of the tied-vs-untied experiment needs tokenizers between the
+65 characters of Tiny Shakespeare and GPT-2's 50,257 tokens.  :class:`BPETokenizer`
+trains one with Hugging Face ``tokenizers`` (``BpeTrainer``) on the *train split* of the
+corpus, with GPT-2's byte-level pre-tokenizer (its regex, no prefix space) and all 256
+byte tokens in the vocabulary, so any text round-trips: ``decode(encode(t)) == t``.
+Training on the same pieces in the same order gives the same merges (checked by a test).
+
+The trained tokenizer is stored inside tinygpt's own ``tokenizer.json`` (``{"kind": "bpe",
+"hf": <Hugging Face's tokenizer JSON>}``), so a prepared-data or run folder needs nothing
+else.  Also here: GPT-2's byte <-> printable-character table that byte-level BPEs spell
+their tokens with.
+
+    python -c "from data.bpe import BPETokenizer as B; t = B.train(['to be or not to be'] * 9, 260); print(t.encode('to be'))"
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from core.errors import UserError
+
+MIN_VOCAB = 257  # the 256 byte tokens plus at least one merge
+MAX_VOCAB = 65_536  # token files are uint16 up to this size (data/shards.py); larger would double them
+# At most this many characters of the train split train the merges: enough for a stable 64k
+# vocabulary, and a bound on time and memory for a multi-gigabyte hub corpus (the first pieces, in order).
+MAX_TRAIN_CHARS = 200_000_000
+
+
+def parse_bpe_size(kind: str) -> int | None:
+    """``"bpe:4096"`` -> 4096; None if ``kind`` is not a ``bpe:`` name.
+
+    Raises UserError for a ``bpe:`` name whose size is not an integer in [257, 65536].
+    """
+    if not kind.startswith("bpe:"):
+        return None
+    size = kind[4:]
+    if not size.isdigit() or not MIN_VOCAB <= int(size) <= MAX_VOCAB:
+        raise UserError(
+            f"tokenizer {kind!r}: N in bpe:N must be an integer from {MIN_VOCAB} (256 bytes + 1 merge) "
+            f"to {MAX_VOCAB:,} (uint16 token files), e.g. --data.tokenizer=bpe:4096"
+        )
+    return int(size)
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character table (``encoder.py`` in openai/gpt-2).
+
+    Byte-level BPEs (GPT-2's ``vocab.json``, Hugging Face's ``ByteLevel``) spell each
+    token's bytes through it.
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    rest = [b for b in range(256) if b not in printable]
+    return {**{b: chr(b) for b in printable}, **{b: chr(256 + i) for i, b in enumerate(rest)}}
+
+
+def _take_chars(texts: Iterable[str], limit: int):
+    """The texts in order until ``limit`` characters have been given (the last one whole)."""
+    seen = 0
+    for text in texts:
+        if seen >= limit:
+            return
+        seen += len(text)
+        yield text
+
+
+class BPETokenizer:
+    """A byte-level BPE trained with Hugging Face ``tokenizers``; ids ``0..vocab_size-1``.
+
+    Attributes:
+        vocab_size: the tokens in the vocabulary; the N asked for unless the corpus has
+            too few distinct pairs to merge that far.
+        name: ``"bpe:<vocab_size asked for>"``, the ``--data.tokenizer`` value.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, name: str) -> None:
+        self._tk = tokenizer
+        self.name = name
+        self.vocab_size = tokenizer.get_vocab_size()
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int) -> "BPETokenizer":
+        """Learn ``vocab_size - 256`` merges from ``texts`` (the train split's pieces, in order).
+
+        Each text is pre-tokenized on its own (GPT-2's regex), so pieces that end mid-word
+        never merge across the boundary.  Uses at most :data:`MAX_TRAIN_CHARS` characters.
+        Raises UserError if ``vocab_size`` is out of range or the texts are empty.
+        """
+        parse_bpe_size(f"bpe:{vocab_size}")
+        tk = Tokenizer(models.BPE())
+        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        tk.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                      special_tokens=[], show_progress=False)
+        tk.train_from_iterator(_take_chars(texts, MAX_TRAIN_CHARS), trainer=trainer)
+        if tk.get_vocab_size() <= 256:
+            raise UserError("cannot train a BPE tokenizer on an empty train split: give a corpus with text in it")
+        return cls(tk, f"bpe:{vocab_size}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BPETokenizer":
+        """Inverse of :meth:`to_dict`.  Raises UserError if the stored tokenizer is unreadable."""
+        try:
+            tk = Tokenizer.from_str(json.dumps(d["hf"]))
+            return cls(tk, str(d["name"]))
+        except Exception as e:  # noqa: BLE001 (tokenizers raises a plain Exception for bad JSON)
+            raise UserError(
+                f"the stored bpe tokenizer is unreadable ({type(e).__name__}): re-run python -m data.prepare --force"
+            ) from None
+
+    def encode(self, text: str) -> list[int]:
+        """Text -> list of ids (no special tokens are added)."""
+        return self._tk.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Several texts at once (Rust threads); same ids as :meth:`encode`."""
+        return [e.ids for e in self._tk.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Ids -> text; a cut UTF-8 sequence becomes U+FFFD.  IndexError-free: unknown ids are dropped."""
+        return self._tk.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def token_bytes(self) -> list[int]:
+        """UTF-8 bytes of each id's text, ``(vocab_size,)``: the denominator of bits per byte."""
+        unspell = {c: b for b, c in bytes_to_unicode().items()}
+        return [len([unspell[c] for c in self._tk.id_to_token(i)]) for i in range(self.vocab_size)]
+
+    def hf_tokenizer(self) -> Tokenizer:
+        """The Hugging Face ``tokenizers.Tokenizer`` itself (for export)."""
+        return self._tk
+
+    def to_dict(self) -> dict:
+        """JSON-able description: ``{"kind": "bpe", "name": "bpe:N", "hf": <the tokenizer's JSON>}``."""
+        return {"kind": "bpe", "name": self.name, "hf": json.loads(self._tk.to_str())}

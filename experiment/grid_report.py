@@ -1,0 +1,154 @@
+"""The scaling view: read every cell of a ``compare.py --grid`` experiment, one row per (cell, arm), a regression.
+
+    cells = load_grid(Path("runs/shakespeare-grid"))       # reads grid.json and every cell's runs
+    rows = gap_rows(cells)                                  # Δ val bpb with its CI per cell and arm
+    fits = regressions(rows)                                # Δ ~ log10(non-embedding params) + embedding share
+
+Within one cell every run scores the same val tokens, so its bits per byte are its loss times
+one constant (tokens / (bytes · ln 2)); the cell's paired statistics in nats
+(:func:`experiment.report.comparisons`) therefore carry over to bits per byte exactly, and
+bits per byte make cells with different tokenizers comparable.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from core.errors import UserError
+from core.files import read_json
+from experiment import report
+from experiment.grid import GRID_FILE, Axis, Cell, cells_of
+from experiment.report import Experiment
+
+
+@dataclass
+class GridCell:
+    """A cell and, when its runs are all there and fair, its experiment."""
+
+    cell: Cell
+    exp: Experiment | None  # None: missing (``cell.error`` says why)
+
+
+def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
+    """The cell's experiment from its folder (``tune-*`` runs are its learning-rate grid), or missing with the reason."""
+    if cell.error:
+        return GridCell(cell, None)
+    folders = sorted(p for p in cell.folder.glob("*") if (p / "summary.json").is_file()) if cell.folder.is_dir() else []
+    if not folders:
+        cell.error = "no finished runs"
+        return GridCell(cell, None)
+    tuning = [p for p in folders if p.name.startswith("tune-")]
+    try:
+        exp = report.check_experiment(report.load_runs([p for p in folders if p not in tuning]), reference, margin,
+                                      report.load_runs(tuning))
+    except UserError as e:
+        cell.error = str(e)
+        return GridCell(cell, None)
+    return GridCell(cell, exp)
+
+
+def load_grid(grid_dir: Path, errors: dict[str, str] | None = None) -> tuple[dict, list[GridCell]]:
+    """``(grid.json settings, every cell)`` of a grid folder; ``errors``: cell name -> why it failed this time."""
+    settings = read_json(grid_dir / GRID_FILE, "grid settings")
+    axes = [Axis(k, tuple(v)) for k, v in settings["axes"].items()]
+    cells = cells_of(axes, grid_dir)
+    for cell in cells:
+        cell.error = (errors or {}).get(cell.name)
+    return settings, [load_cell(c, settings["reference"], settings["margin"]) for c in cells]
+
+
+def _bpb_per_nat(exp: Experiment) -> float | None:
+    """The cell's bits per byte per nat/token (one constant: every run scores the same tokens), or None."""
+    ratios = [r.bpb / r.score for members in exp.runs.values() for r in members if r.bpb is not None and r.score > 0]
+    return statistics.fmean(ratios) if ratios else None
+
+
+def _arm_lr(exp: Experiment, arm: str) -> float:
+    """The learning rate an arm's reported runs used (its tuned one when the cell has a grid)."""
+    return exp.runs[arm][0].learning_rate
+
+
+def gap_rows(cells: list[GridCell]) -> list[dict]:
+    """One row per (finished cell, non-reference arm): sizes, data, tuned learning rates, Δ (nats and bpb), verdict.
+
+    Δ = arm − reference, final val loss, paired by seed; ``ci`` the 95% paired t interval.
+    Cells whose runs carry no bits per byte (older runs) have ``delta_bpb`` None.
+    """
+    rows = []
+    for gc in cells:
+        if gc.exp is None:
+            continue
+        exp = gc.exp
+        ref = exp.runs[exp.reference][0]
+        params, non_emb = ref.summary["parameters"], ref.summary["non_embedding_parameters"]
+        train_tokens = ref.summary.get("train_tokens")
+        scale = _bpb_per_nat(exp)
+        for c in report.comparisons(exp):
+            rows.append({
+                "cell": gc.cell.name, "values": gc.cell.values, "arm": c.arm, "reference": exp.reference,
+                "vocab_size": ref.config["model"]["vocab_size"], "tokenizer": ref.config["data"]["tokenizer"],
+                "n_embd": ref.config["model"]["n_embd"], "n_layer": ref.config["model"]["n_layer"],
+                "parameters": params, "non_embedding_parameters": non_emb,
+                "arm_parameters": exp.runs[c.arm][0].summary["parameters"],
+                "embedding_share": 1 - non_emb / params,
+                "tokens": ref.summary["tokens"], "epochs": ref.summary["tokens"] / train_tokens if train_tokens else None,
+                "lr_reference": _arm_lr(exp, exp.reference), "lr_arm": _arm_lr(exp, c.arm),
+                "delta": c.mean, "ci": c.ci, "verdict": c.verdict, "p_holm": c.p_holm, "seeds": len(c.diffs),
+                "seeds_needed": c.seeds_needed, "margin": c.margin, "bpb_per_nat": scale,
+                "delta_bpb": None if scale is None else c.mean * scale,
+                "ci_bpb": None if scale is None else (c.ci[0] * scale, c.ci[1] * scale),
+                "ref_bpb": statistics.fmean(r.bpb for r in exp.runs[exp.reference]) if scale else None,
+                "arm_bpb": statistics.fmean(r.bpb for r in exp.runs[c.arm]) if scale else None,
+            })
+    return rows
+
+
+@dataclass
+class Fit:
+    """Weighted least squares of one arm's Δ val bpb across cells (statsmodels ``WLS``)."""
+
+    arm: str
+    terms: list[str]  # "intercept", "log10(non-embedding params)", "embedding share"
+    coef: list[float]
+    ci: list[tuple[float, float]]  # 95%
+    cells: int
+    r2: float
+
+
+def regressions(rows: list[dict]) -> list[Fit]:
+    """Per arm: Δ val bpb ~ 1 + log10(non-embedding params) + embedding share, weighted by 1 / SE².
+
+    SE of each cell's Δ comes from its 95% t interval (half-width / t_{0.975, n-1}).  Only
+    terms that vary across the arm's cells are fitted, and a fit needs more cells than terms
+    (otherwise the arm gets no fit).  Source: ordinary weighted least squares,
+    ``statsmodels.regression.linear_model.WLS``.
+    """
+    import statsmodels.api as sm
+
+    fits = []
+    for arm in dict.fromkeys(r["arm"] for r in rows):
+        mine = [r for r in rows if r["arm"] == arm and r["delta_bpb"] is not None]
+        cols = {"log10(non-embedding params)": [math.log10(r["non_embedding_parameters"]) for r in mine],
+                "embedding share": [r["embedding_share"] for r in mine]}
+        cols = {k: v for k, v in cols.items() if len(v) > 1 and np.ptp(v) > 1e-9}
+        if len(mine) <= len(cols) + 1:
+            continue
+        se = []
+        for r in mine:
+            t = scipy_stats.t.ppf(0.975, r["seeds"] - 1) if r["seeds"] > 1 else math.inf
+            half = (r["ci_bpb"][1] - r["ci_bpb"][0]) / 2
+            se.append(half / t if math.isfinite(half) and half > 0 else math.nan)
+        if not all(math.isfinite(s) and s > 0 for s in se):
+            continue
+        X = sm.add_constant(np.column_stack(list(cols.values())), has_constant="add")
+        res = sm.WLS(np.array([r["delta_bpb"] for r in mine]), X, weights=1 / np.square(se)).fit()
+        ci = res.conf_int(0.05)
+        fits.append(Fit(arm, ["intercept", *cols], [float(c) for c in res.params],
+                        [(float(lo), float(hi)) for lo, hi in ci], len(mine), float(res.rsquared)))
+    return fits

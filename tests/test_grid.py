@@ -1,0 +1,126 @@
+"""compare.py --grid: axes, cells, the scaling report (Δ in bits per byte, regression, missing cells), end to end.
+
+Run: ``python -m pytest -q tests/test_grid.py``  (CPU, offline, about a minute: one tiny real grid).
+Hand-written run folders (``fake_runs``) give the report known answers.
+"""
+
+import json
+import math
+
+import pytest
+from fake_runs import arm_run
+
+import compare
+from core.errors import UserError
+from experiment.grid import cell_name, cells_of, parse_axes
+from experiment.grid_markdown import write_grid_report
+from experiment.grid_report import gap_rows, load_grid, regressions
+
+NOT_ALLOWED = compare.SET_PER_RUN
+
+
+def test_axes_are_typed_and_cells_are_their_product(tmp_path):
+    """Values take the config field's type; cells run the first axis outermost, named by key and value."""
+    axes = parse_axes(["model.n_embd=64,128", "data.tokenizer=char,bpe:4096"], NOT_ALLOWED)
+    assert axes[0].values == (64, 128) and axes[1].values == ("char", "bpe:4096")
+    names = [c.name for c in cells_of(axes, tmp_path)]
+    assert names == ["n_embd-64_tokenizer-char", "n_embd-64_tokenizer-bpe4096",
+                     "n_embd-128_tokenizer-char", "n_embd-128_tokenizer-bpe4096"]
+    assert cell_name({"train.learning_rate": 0.001}) == "learning_rate-0.001"
+
+
+@pytest.mark.parametrize("text, match", [
+    ("model.n_embd", "is not KEY=V1"),
+    ("model.n_embdd=64", "unknown config key"),
+    ("model.tie_embeddings=true,false", "set by the experiment itself"),
+    ("train.seed=1,2", "set by the experiment itself"),
+    ("model.n_embd=64,big", "not a valid int"),
+    ("model.n_embd=64,64", "repeats a value"),
+])
+def test_bad_axes_are_one_line_errors(text, match):
+    """A malformed, unknown, experiment-owned, mistyped or repeated axis is refused before anything runs."""
+    with pytest.raises(UserError, match=match):
+        parse_axes([text], NOT_ALLOWED)
+
+
+def test_an_invalid_cell_is_refused_before_any_training(tmp_path, capsys):
+    """A value the config itself rejects (n_embd not a multiple of n_head) fails at once, naming the cell."""
+    code = compare.main(["--config", "configs/debug.toml", "--grid", "model.n_embd=32,33",
+                         f"--train.out_dir={tmp_path}", "--seeds", "2"])
+    assert code == 2 and "grid cell n_embd-33" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def _fake_cell(grid, name, n_embd, deltas, bpb_per_nat, non_emb):
+    """Two arms × len(deltas) seeds in ``grid/name``: tied at 3.0 + s/100, untied at that + delta (nats)."""
+    folder = grid / name
+    folder.mkdir(parents=True)
+    for s, d in enumerate(deltas):
+        for arm, loss in (("tied", 3.0 + s / 100), ("untied", 3.0 + s / 100 + d)):
+            summary = {"final_val_bpb": loss * bpb_per_nat, "non_embedding_parameters": non_emb,
+                       "parameters": non_emb * 2, "tokens": 1000, "train_tokens": 4000}
+            arm_run(folder, arm, s, loss, summary=summary, model__n_embd=n_embd)
+
+
+def _fake_grid(tmp_path, cells):
+    grid = tmp_path / "g"
+    sizes = sorted({n for _, n, *_ in cells})
+    for name, n_embd, deltas, scale, non_emb in cells:
+        _fake_cell(grid, name, n_embd, deltas, scale, non_emb)
+    (grid / "grid.json").write_text(json.dumps({
+        "axes": {"model.n_embd": sizes}, "arms": ["tied", "untied"], "seeds": 3, "lr_grid": [],
+        "margin": 0.01, "reference": "tied", "config": None}))
+    return grid
+
+
+def test_the_gap_in_bits_per_byte_is_the_paired_gap_in_nats_scaled(tmp_path):
+    """Δ bpb = Δ nats × the cell's bits-per-byte-per-nat constant, with the CI scaled alike; epochs = tokens / train."""
+    grid = _fake_grid(tmp_path, [("n_embd-64", 64, [-0.05, -0.04, -0.06], 0.5, 1000)])
+    _, cells = load_grid(grid)
+    (row,) = gap_rows(cells)
+    assert row["delta"] == pytest.approx(-0.05) and row["delta_bpb"] == pytest.approx(-0.025)
+    assert row["ci_bpb"][0] == pytest.approx(row["ci"][0] * 0.5) and row["verdict"] == "better"
+    assert row["epochs"] == pytest.approx(0.25) and row["embedding_share"] == pytest.approx(0.5)
+
+
+def test_regression_recovers_a_known_trend_and_missing_cells_are_listed(tmp_path):
+    """Δ = -0.1 + 0.02 per decade of non-embedding parameters is what the fit reports; an empty cell is 'missing'."""
+    cells = [(f"n_embd-{n}", n, [d - 0.002, d, d + 0.002], 1.0, 10 ** k)
+             for n, k, d in ((32, 3, -0.04), (64, 4, -0.02), (128, 5, 0.0), (256, 6, 0.02))]
+    grid = _fake_grid(tmp_path, cells)
+    settings = json.loads((grid / "grid.json").read_text())
+    settings["axes"]["model.n_embd"].append(512)  # a cell that never ran
+    (grid / "grid.json").write_text(json.dumps(settings))
+    _, loaded = load_grid(grid)
+    (fit,) = regressions(gap_rows(loaded))
+    assert fit.terms == ["intercept", "log10(non-embedding params)"]
+    assert fit.coef[1] == pytest.approx(0.02, abs=1e-6) and fit.coef[0] == pytest.approx(-0.1, abs=1e-6)
+    md = write_grid_report(grid).read_text()
+    assert "4 of 5 cells" in md and "`n_embd-512`: no finished runs" in md
+    assert "log10(non-embedding params): +0.0200" in md and (grid / "gap_vs_size.png").is_file()
+    assert "untied** against tied, over 4 cells" in md
+
+
+def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
+    """2 sizes × 2 tokenizers (char, bpe:N) × 2 seeds × 2 arms: every cell's runs and report, the grid's report
+    with val bpb for every cell, and a second invocation that trains nothing."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
+    argv = ["--config", "configs/debug.toml", "--name", "g", f"--data.source={corpus}",
+            f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}", "--train.max_iters=4",
+            "--train.eval_interval=2", "--train.sample_tokens=0", "--train.final_eval_tokens=512", "--seeds", "2",
+            "--grid", "model.n_embd=16,32", "--grid", "data.tokenizer=char,bpe:300", "--prompt", "RO"]
+    assert compare.main(argv) == 0
+    grid = tmp_path / "g"
+    for cell, n_embd in (("n_embd-16_tokenizer-char", 16), ("n_embd-32_tokenizer-bpe300", 32)):
+        runs = sorted(p.name for p in (grid / cell).iterdir() if p.is_dir())
+        assert runs == ["tied-s0", "tied-s1", "untied-s0", "untied-s1"] and (grid / cell / "report.md").is_file()
+        cfg = json.loads((grid / cell / "tied-s0" / "config.json").read_text())
+        assert cfg["model"]["n_embd"] == n_embd
+        summary = json.loads((grid / cell / "untied-s1" / "summary.json").read_text())
+        assert math.isfinite(summary["final_val_bpb"]) and summary["final_val_bpb"] > 0
+    md = (grid / "report.md").read_text()
+    assert "4 of 4 cells" in md and md.count("| untied |") == 4 and (grid / "loss_vs_params.png").is_file()
+    stamp = (grid / "n_embd-16_tokenizer-char" / "tied-s0" / "ckpt_best.pt").stat().st_mtime_ns
+    assert compare.main(argv) == 0
+    assert (grid / "n_embd-16_tokenizer-char" / "tied-s0" / "ckpt_best.pt").stat().st_mtime_ns == stamp
