@@ -5,6 +5,7 @@
         --lr-grid 1e-3,2e-3,4e-3,8e-3 --seeds 5 --margin 0.01               # every arm at its own tuned learning rate
     python compare.py --config configs/shakespeare.toml --equal-params depth # tied arms deepened to the untied count
     python compare.py runs/exp/tied-s0 runs/exp/untied-s0 ...                # report on existing runs (tune-* = grid)
+    python compare.py runs/shakespeare-grid                                  # the report of a --grid folder, as far as it got
     python compare.py --config configs/shakespeare.toml --grid model.n_embd=64,128,256 \
         --grid data.tokenizer=char,bpe:4096,gpt2 --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3 --seeds 5
                                                                              # one tuned experiment per cell, the scaling view
@@ -35,7 +36,7 @@ from core.cli import ArgumentParser, run_command
 from core.errors import UserError
 from core.files import read_json
 from experiment.arms import ARM_KEYS, ARMS, DEFAULT_ARMS, parse_arms
-from experiment.grid import parse_axes, run_grid
+from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
 from experiment.runner import Plan, run_experiment, write_report
 from training.config import parse_cli
@@ -50,7 +51,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     """Parse the command line; ``--section.key`` overrides are passed on to every train.py run."""
     p = ArgumentParser(prog="compare.py", description=__doc__)
     p.add_argument("runs", nargs="*", type=Path, help="Existing run folders to report on (no training); "
-                                                      "folders named tune-* are the learning-rate grid.")
+                                                      "folders named tune-* are the learning-rate grid. One --grid "
+                                                      "folder (holding grid.json): the grid's report.")
     p.add_argument("--config", help="TOML config every arm trains with, e.g. configs/shakespeare.toml "
                                     "(default: none, the built-in defaults).")
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"Comma-separated arms, from {', '.join(ARMS)}.")
@@ -138,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         args, overrides = parse_args(argv)
         prompts = args.prompt if args.prompt is not None else ["\n", "ROMEO:"]
         command = shlex.join(["python", "compare.py", *(sys.argv[1:] if argv is None else argv)])
+        if len(args.runs) == 1 and (args.runs[0] / GRID_FILE).is_file():  # a grid folder: its report alone
+            path = write_grid_report(args.runs[0], command=command)
+            print(path.read_text())
+            print(f"[compare] grid report: {path}")
+            return 0
         if args.runs:
             out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
             tuning = [p for p in args.runs if Path(p).name.startswith("tune-")]

@@ -13,7 +13,6 @@ from fake_runs import arm_run
 import compare
 from core.errors import UserError
 from experiment.grid import cell_name, cells_of, parse_axes
-from experiment.grid_markdown import write_grid_report
 from experiment.grid_report import gap_rows, load_grid, regressions
 
 NOT_ALLOWED = compare.SET_PER_RUN
@@ -95,7 +94,8 @@ def test_regression_recovers_a_known_trend_and_missing_cells_are_listed(tmp_path
     (fit,) = regressions(gap_rows(loaded))
     assert fit.terms == ["intercept", "log10(non-embedding params)"]
     assert fit.coef[1] == pytest.approx(0.02, abs=1e-6) and fit.coef[0] == pytest.approx(-0.1, abs=1e-6)
-    md = write_grid_report(grid).read_text()
+    assert compare.main([str(grid)]) == 0  # a grid folder on the command line: its report, no training
+    md = (grid / "report.md").read_text()
     assert "4 of 5 cells" in md and "`n_embd-512`: no finished runs" in md
     assert "log10(non-embedding params): +0.0200" in md and (grid / "gap_vs_size.png").is_file()
     assert "untied** against tied, over 4 cells" in md
