@@ -49,15 +49,20 @@ def equal_params_config(cfg: GPTConfig, how: str = "width") -> tuple[GPTConfig, 
         raise UserError(f"--equal-params must be 'width' or 'depth', got {how!r}")
     key, start, step_, limit = (("n_embd", cfg.n_embd, cfg.n_head, 8 * cfg.n_embd) if how == "width"
                                 else ("n_layer", cfg.n_layer, 1, 64 * cfg.n_layer))
-    best, best_count = None, None
-    # The count grows monotonically with width and depth: walk up until it passes the target.
-    for value in range(start, limit + 1, step_):
-        candidate = dataclasses.replace(cfg, tie_embeddings=True, **{key: value})
-        n = count_params(candidate)
-        if best is None or abs(n - target) < abs(best_count - target):
-            best, best_count = candidate, n
-        if n >= target:
-            break
+    # The count grows monotonically with width and depth: bisect for the first value that reaches the
+    # target, then take whichever of it and the value before is closer.
+    values = list(range(start, limit + 1, step_))
+
+    def count(i: int) -> int:
+        return count_params(dataclasses.replace(cfg, tie_embeddings=True, **{key: values[i]}))
+
+    lo, hi = 0, len(values) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if count(mid) < target else (lo, mid)
+    best_i = min({max(lo - 1, 0), lo}, key=lambda i: (abs(count(i) - target), i))
+    best = dataclasses.replace(cfg, tie_embeddings=True, **{key: values[best_i]})
+    best_count = count(best_i)
     if abs(best_count - target) > 0.02 * target:
         other = "depth" if how == "width" else "width"
         raise UserError(

@@ -108,7 +108,7 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
     corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
     argv = ["--config", "configs/debug.toml", "--name", "g", f"--data.source={corpus}",
             f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}", "--train.max_iters=4",
-            "--train.eval_interval=2", "--train.sample_tokens=0", "--train.final_eval_tokens=512", "--seeds", "2",
+            "--train.eval_interval=4", "--train.sample_tokens=0", "--train.final_eval_tokens=512", "--seeds", "2",
             "--grid", "model.n_embd=16,32", "--grid", "data.tokenizer=char,bpe:300", "--prompt", "RO"]
     assert compare.main(argv) == 0
     grid = tmp_path / "g"
