@@ -4,6 +4,7 @@ separate learning rates, tie-then-untie (and its resume), the final score, and a
 Run: ``python -m pytest -q tests/test_arms.py``  (CPU, about half a minute).
 """
 
+import json
 import math
 
 import pytest
@@ -148,7 +149,7 @@ def test_every_arm_trains_and_reads_back_as_itself(tmp_path, corpus):
     for arm in ARMS:
         assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=3", *arm_argv(arm), "--run-name", arm)) == 0
         run = tmp_path / "runs" / arm
-        cfg = RunConfig.from_dict(__import__("json").loads((run / "config.json").read_text()))
+        cfg = RunConfig.from_dict(json.loads((run / "config.json").read_text()))
         assert arm_of(flatten(cfg.to_dict())) == arm
         final = [r for r in read_metrics(run / "metrics.jsonl") if r["kind"] == "final_eval"]
         assert len(final) == 1 and math.isfinite(final[0]["val_loss"])
