@@ -310,22 +310,8 @@ def _tiny_compare_argv(tmp_path) -> list[str]:
             "--train.eval_interval=3", "--train.sample_tokens=0"]
 
 
-def test_compare_runs_both_arms_and_writes_the_report(tmp_path):
-    """compare.py trains tied and untied for 2 seeds through train.py, reports on them, and reuses them."""
-    argv = [*_tiny_compare_argv(tmp_path), "--seeds", "2"]
-    assert compare.main(argv) == 0
-    exp = tmp_path / "exp"
-    assert sorted(p.name for p in exp.iterdir() if p.is_dir()) == ["tied-s0", "tied-s1", "untied-s0", "untied-s1"]
-    md = (exp / "report.md").read_text()
-    assert re.search(r"untied vs tied: \*\*(better|worse|equivalent within ±0.01 nats|inconclusive)\*\*", md)
-    assert "| tied | untied |" in md and "ROMEO:" in md  # side-by-side samples
-    assert "python compare.py --config configs/debug.toml" in md  # the command that made it
-    seeds = {json.loads((exp / n / "config.json").read_text())["train"]["seed"] for n in ("tied-s1", "untied-s1")}
-    assert seeds == {1338}
-    # Running the same command again reuses the finished runs instead of training or overwriting them.
-    before = (exp / "tied-s0" / "ckpt_best.pt").read_bytes()
-    assert compare.main(argv) == 0
-    assert (exp / "tied-s0" / "ckpt_best.pt").read_bytes() == before
+# The plain two-arm experiment end to end (2 seeds, its report, reuse) is each cell of the grid's
+# end-to-end test, tests/test_grid.py: one set of runs checks both.
 
 
 def test_compare_tunes_all_five_arms_on_a_grid_and_reports_them(tmp_path):

@@ -6,6 +6,7 @@ Hand-written run folders (``fake_runs``) give the report known answers.
 
 import json
 import math
+import re
 
 import pytest
 from fake_runs import arm_run
@@ -102,8 +103,9 @@ def test_regression_recovers_a_known_trend_and_missing_cells_are_listed(tmp_path
 
 
 def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
-    """2 sizes × 2 tokenizers (char, bpe:N) × 2 seeds × 2 arms: every cell's runs and report, the grid's report
-    with val bpb for every cell, and a second invocation that trains nothing."""
+    """2 sizes × 2 tokenizers (char, bpe:N) × 2 seeds × 2 arms: every cell a full tied-vs-untied experiment
+    (paired seeds, its report with verdict, samples and command), the grid's report with val bpb for every
+    cell, and a second invocation that trains nothing and overwrites nothing."""
     corpus = tmp_path / "c.txt"
     corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
     argv = ["--config", "configs/debug.toml", "--name", "g", f"--data.source={corpus}",
@@ -119,6 +121,12 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
         assert cfg["model"]["n_embd"] == n_embd
         summary = json.loads((grid / cell / "untied-s1" / "summary.json").read_text())
         assert math.isfinite(summary["final_val_bpb"]) and summary["final_val_bpb"] > 0
+        seeds = {json.loads((grid / cell / n / "config.json").read_text())["train"]["seed"] for n in ("tied-s1", "untied-s1")}
+        assert seeds == {1338}  # paired: both arms of seed index 1 train with train.seed + 1
+        md = (grid / cell / "report.md").read_text()
+        assert re.search(r"untied vs tied: \*\*(better|worse|equivalent within ±0.01 nats|inconclusive)\*\*", md)
+        assert "| tied | untied |" in md and "RO" in md  # side-by-side samples from the prompt
+        assert "python compare.py --config configs/debug.toml" in md  # the command that made it
     md = (grid / "report.md").read_text()
     assert "4 of 4 cells" in md and md.count("| untied |") == 4 and (grid / "loss_vs_params.png").is_file()
     stamp = (grid / "n_embd-16_tokenizer-char" / "tied-s0" / "ckpt_best.pt").stat().st_mtime_ns

@@ -1,9 +1,9 @@
 """One training run from its first step to its summary: :func:`train`, and the :class:`Trainer` it drives.
 
-:meth:`Trainer.run` reads top to bottom as the steps of a run: lock the folder, restore or
-start the counters, record the config and environment, open the logs, evaluate at init, loop
-(step, log, evaluate, checkpoint, obey stop signals), write the summary, print the end.
-Every step that can meet bad input or a fault says so in one line (docs/reliability.md).
+:meth:`Trainer.run` reads as the steps of a run: lock the folder, restore or start the counters,
+record the config and environment, open the logs, evaluate at init, loop (step, log, evaluate,
+checkpoint, obey stop signals), write the summary, print the end.  Every step that can meet bad
+input or a fault says so in one line (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from training.schedule import get_lr
 from training.setup import Progress, build, restore
 from training.step import StepResult, evaluate, evaluate_windows, train_step
 
+PLOT_EVERY_S = 30.0  # seconds between redraws of loss.png during a run (and once at the end)
 
 def train(cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SINGLE, init_from: str | None = None) -> dict:
     """Train per ``cfg`` into ``run_dir`` (resuming from its ``ckpt_last.pt`` if ``resume``).
@@ -73,7 +74,7 @@ class Trainer:
         self.cleanup = contextlib.ExitStack()
         self.stop: faults.StopSignals | None = None
         self.p = Progress()
-        self.saved_step = -1  # the step ckpt_last.pt holds (-1: none yet)
+        self.saved_step, self.plotted_at = -1, time.perf_counter()  # ckpt_last.pt's step (-1: none); loss.png's time
         self.metrics = self.logger = runs.NullLogger()  # rank 0's metrics.jsonl and wandb; null elsewhere
         self.unigram = float("nan")
         self.t_start = time.perf_counter()
@@ -252,21 +253,19 @@ class Trainer:
         scores = evaluate(s.eval_model, s.data, self.eval_offsets, self.cfg, s.device, s.amp_dtype, self.dist)
         val = scores["val"]
         p.last_val, p.last_bpb = val.loss, val.bpb
-        row = {
-            "kind": "eval", "step": p.step, "tokens": p.step * self.tokens_per_step,
-            "train_loss": scores["train"].loss, "val_loss": val.loss, "val_ppl": math.exp(min(val.loss, 50)),
-            "val_bpb": val.bpb, "lr": get_lr(p.step, self.cfg.train), "elapsed_s": self.elapsed(),
-        }
+        row = {"kind": "eval", "step": p.step, "tokens": p.step * self.tokens_per_step,
+               "train_loss": scores["train"].loss, "val_loss": val.loss, "val_ppl": math.exp(min(val.loss, 50)),
+               "val_bpb": val.bpb, "lr": get_lr(p.step, self.cfg.train), "elapsed_s": self.elapsed()}
         self.log(row)
         if self.main:
-            runs.write_loss_plot(self.run_dir, self.unigram, Path(self.cfg.data.cache_dir))  # up to date after every eval
+            if time.perf_counter() - self.plotted_at >= PLOT_EVERY_S:  # a PNG costs ~0.3 s: not at every eval
+                runs.write_loss_plot(self.run_dir, self.unigram, Path(self.cfg.data.cache_dir))
+                self.plotted_at = time.perf_counter()
             tqdm.write(f"step {p.step}: train loss {scores['train'].loss:.4f}, val loss {val.loss:.4f}, "
                        f"val ppl {row['val_ppl']:.1f}, val bpb {val.bpb:.4f}")
         if val.loss < p.best_val:  # the same on every rank: the losses are all-reduced
             p.best_val, p.best_bpb = val.loss, val.bpb
             self.save(self.run_dir / "ckpt_best.pt", with_optimizer=False)
-
-    # ------------------------------------------------------------------ records
 
     def elapsed(self) -> float:
         """Seconds of training, this process's and those before a resume."""
@@ -343,8 +342,7 @@ class Trainer:
             "elapsed_s": round(self.elapsed(), 1), "peak_memory_mib": hardware.peak_memory_mib(s.device),
             "parameters": s.model.num_params(), "non_embedding_parameters": s.model.num_params(non_embedding=True),
             "tie_embeddings": self.cfg.model.tie_embeddings, "data_sha256": s.data.meta.get("source_sha256"),
-            "train_tokens": s.data.num_tokens("train"), "skipped_steps": p.skipped, "world_size": self.dist.world_size,
-        }
+            "train_tokens": s.data.num_tokens("train"), "skipped_steps": p.skipped, "world_size": self.dist.world_size}
 
         def write() -> None:
             train_rows = [r for r in runs.read_metrics(self.run_dir / "metrics.jsonl") if r["kind"] == "train"]
