@@ -119,12 +119,16 @@ def declared_margin(out_dir: Path, given: float | None) -> float:
     return declared if declared is not None else (given if given is not None else DEFAULT_MARGIN)
 
 
+def _print_grid_report(path: Path) -> None:
+    """The grid's report on stdout, then where it is."""
+    print(path.read_text())
+    print(f"[compare] grid report: {path}")
+
+
 def _grid(plan: Plan, axes: list, prompts: list[str], command: str) -> int:
     """Run every cell of the grid, then write the grid's report; exit 1 if a cell is missing."""
     grid_dir, cells = run_grid(plan, axes, prompts, command)
-    path = write_grid_report(grid_dir, {c.name: c.error for c in cells if c.error}, command)
-    print(path.read_text())
-    print(f"[compare] grid report: {path}")
+    _print_grid_report(write_grid_report(grid_dir, {c.name: c.error for c in cells if c.error}, command))
     missing = [c.name for c in cells if c.error]
     if missing:
         print(f"[compare] {len(missing)} grid cell(s) failed and are marked missing ({', '.join(missing)}): "
@@ -141,9 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         prompts = args.prompt if args.prompt is not None else ["\n", "ROMEO:"]
         command = shlex.join(["python", "compare.py", *(sys.argv[1:] if argv is None else argv)])
         if len(args.runs) == 1 and (args.runs[0] / GRID_FILE).is_file():  # a grid folder: its report alone
-            path = write_grid_report(args.runs[0], command=command)
-            print(path.read_text())
-            print(f"[compare] grid report: {path}")
+            _print_grid_report(write_grid_report(args.runs[0], command=command))
             return 0
         if args.runs:
             out_dir = args.report_dir or Path(args.runs[0]).resolve().parent

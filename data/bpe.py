@@ -9,8 +9,7 @@ Training on the same pieces in the same order gives the same merges (checked by 
 
 The trained tokenizer is stored inside tinygpt's own ``tokenizer.json`` (``{"kind": "bpe",
 "hf": <Hugging Face's tokenizer JSON>}``), so a prepared-data or run folder needs nothing
-else.  Also here: GPT-2's byte <-> printable-character table that byte-level BPEs spell
-their tokens with.
+else.
 
     python -c "from data.bpe import BPETokenizer as B; t = B.train(['to be or not to be'] * 9, 260); print(t.encode('to be'))"
 """
@@ -45,17 +44,6 @@ def parse_bpe_size(kind: str) -> int | None:
             f"to {MAX_VOCAB:,} (uint16 token files), e.g. --data.tokenizer=bpe:4096"
         )
     return int(size)
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table (``encoder.py`` in openai/gpt-2).
-
-    Byte-level BPEs (GPT-2's ``vocab.json``, Hugging Face's ``ByteLevel``) spell each
-    token's bytes through it.
-    """
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    rest = [b for b in range(256) if b not in printable]
-    return {**{b: chr(b) for b in printable}, **{b: chr(256 + i) for i, b in enumerate(rest)}}
 
 
 def _take_chars(texts: Iterable[str], limit: int):
@@ -125,9 +113,12 @@ class BPETokenizer:
         return self._tk.decode([int(i) for i in ids], skip_special_tokens=False)
 
     def token_bytes(self) -> list[int]:
-        """UTF-8 bytes of each id's text, ``(vocab_size,)``: the denominator of bits per byte."""
-        unspell = {c: b for b, c in bytes_to_unicode().items()}
-        return [len([unspell[c] for c in self._tk.id_to_token(i)]) for i in range(self.vocab_size)]
+        """UTF-8 bytes of each id's text, ``(vocab_size,)``: the denominator of bits per byte.
+
+        A byte-level token is spelled with one printable character per byte (GPT-2's table), and
+        this vocabulary has no special tokens, so its length in characters is its length in bytes.
+        """
+        return [len(self._tk.id_to_token(i)) for i in range(self.vocab_size)]
 
     def hf_tokenizer(self) -> Tokenizer:
         """The Hugging Face ``tokenizers.Tokenizer`` itself (for export)."""

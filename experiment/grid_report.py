@@ -91,20 +91,17 @@ def gap_rows(cells: list[GridCell]) -> list[dict]:
         scale = _bpb_per_nat(exp)
         for c in report.comparisons(exp):
             rows.append({
-                "cell": gc.cell.name, "values": gc.cell.values, "arm": c.arm, "reference": exp.reference,
+                "cell": gc.cell.name, "arm": c.arm, "reference": exp.reference,
                 "vocab_size": ref.config["model"]["vocab_size"], "tokenizer": ref.config["data"]["tokenizer"],
                 "n_embd": ref.config["model"]["n_embd"], "n_layer": ref.config["model"]["n_layer"],
                 "parameters": params, "non_embedding_parameters": non_emb,
-                "arm_parameters": exp.runs[c.arm][0].summary["parameters"],
                 "embedding_share": 1 - non_emb / params,
                 "tokens": ref.summary["tokens"], "epochs": ref.summary["tokens"] / train_tokens if train_tokens else None,
                 "lr_reference": _arm_lr(exp, exp.reference), "lr_arm": _arm_lr(exp, c.arm),
-                "delta": c.mean, "ci": c.ci, "verdict": c.verdict, "p_holm": c.p_holm, "seeds": len(c.diffs),
+                "delta": c.mean, "ci": c.ci, "verdict": c.verdict, "seeds": len(c.diffs),
                 "seeds_needed": c.seeds_needed, "margin": c.margin, "bpb_per_nat": scale,
                 "delta_bpb": None if scale is None else c.mean * scale,
                 "ci_bpb": None if scale is None else (c.ci[0] * scale, c.ci[1] * scale),
-                "ref_bpb": statistics.fmean(r.bpb for r in exp.runs[exp.reference]) if scale else None,
-                "arm_bpb": statistics.fmean(r.bpb for r in exp.runs[c.arm]) if scale else None,
             })
     return rows
 

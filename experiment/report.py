@@ -51,17 +51,21 @@ class Run:
     seed: int
     arm: str
 
+    def _summary_number(self, key: str) -> float | None:
+        """``summary.json[key]`` if it is a finite number, else None (absent in runs from older versions)."""
+        value = self.summary.get(key)
+        return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
     @property
     def score(self) -> float:
         """The run's final val loss (nats/token) on the windows every run shares, else its last eval's."""
-        value = self.summary.get("final_val_loss")
-        return value if isinstance(value, (int, float)) and math.isfinite(value) else self.final["val_loss"]
+        value = self._summary_number("final_val_loss")
+        return self.final["val_loss"] if value is None else value
 
     @property
     def bpb(self) -> float | None:
         """The final score in bits per UTF-8 byte (``final_val_bpb``), or None for runs from before it."""
-        value = self.summary.get("final_val_bpb")
-        return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+        return self._summary_number("final_val_bpb")
 
     @property
     def learning_rate(self) -> float:
@@ -81,8 +85,7 @@ class Run:
     @property
     def unigram_val_loss(self) -> float | None:
         """The val loss of the unigram baseline (token frequencies alone; summary.json), or None if not recorded."""
-        value = self.summary.get("unigram_val_loss")
-        return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+        return self._summary_number("unigram_val_loss")
 
     @property
     def learned(self) -> bool:

@@ -8,6 +8,7 @@ writes the report (:mod:`experiment.report`, :mod:`experiment.report_markdown`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import signal
@@ -53,6 +54,7 @@ def equal_params_config(cfg: GPTConfig, how: str = "width") -> tuple[GPTConfig, 
     # target, then take whichever of it and the value before is closer.
     values = list(range(start, limit + 1, step_))
 
+    @functools.cache
     def count(i: int) -> int:
         return count_params(dataclasses.replace(cfg, tie_embeddings=True, **{key: values[i]}))
 

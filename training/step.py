@@ -85,28 +85,37 @@ def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg
     return StepResult(loss, grad_norm, applied)
 
 
+def _score(model, data: TokenData, split: str, batches, cfg: RunConfig, device, amp_dtype, dist: ddp.Dist) -> Score:
+    """Loss and bits per byte over this rank's ``batches`` (offset tensors for :meth:`TokenData.batch_at`).
+
+    Summed losses, tokens and bytes are averaged over ranks, so the ratios are those of every
+    rank's batches together.
+    """
+    token_bytes = data.token_bytes(device)
+    nll, tokens, nbytes = 0.0, 0, 0
+    for offsets in batches:
+        x, y = data.batch_at(split, offsets, cfg.model.block_size, device)  # (rows, T) each
+        with hardware.autocast(device, amp_dtype):
+            _, loss = model(x, y)
+        nll += loss.item() * y.numel()
+        tokens += y.numel()
+        nbytes += int(token_bytes[y].sum())
+    nll, tokens, nbytes = (ddp.mean(float(v), dist, device) for v in (nll, tokens, nbytes))
+    return Score(nll / tokens, _bpb(nll, nbytes))
+
+
 @torch.no_grad()
 def evaluate(model, data: TokenData, offsets: dict, cfg: RunConfig, device, amp_dtype,
              dist: ddp.Dist = ddp.SINGLE) -> dict[str, Score]:
     """Mean loss and bits per byte per split over the fixed batches ``offsets[split]`` ``(eval_iters, world_size * B)``.
 
-    Each rank evaluates its ``B`` columns of every batch; summed losses and bytes are averaged
-    over ranks (equal sizes, so the ratios are those of the whole batch).
+    Each rank evaluates its ``B`` columns of every batch.
     """
     model.eval()
-    out = {}
-    B, token_bytes = cfg.train.batch_size, data.token_bytes(device)
-    for split, split_offsets in offsets.items():
-        losses, nll, nbytes = [], 0.0, 0
-        for batch_offsets in split_offsets[:, dist.rank * B:(dist.rank + 1) * B]:
-            x, y = data.batch_at(split, batch_offsets, cfg.model.block_size, device)  # (B, T) each
-            with hardware.autocast(device, amp_dtype):
-                _, loss = model(x, y)
-            losses.append(loss.item())
-            nll += losses[-1] * y.numel()
-            nbytes += int(token_bytes[y].sum())
-        mean = ddp.mean(sum(losses) / len(losses), dist, device)
-        out[split] = Score(mean, _bpb(ddp.mean(nll, dist, device), ddp.mean(float(nbytes), dist, device)))
+    B = cfg.train.batch_size
+    out = {split: _score(model, data, split, split_offsets[:, dist.rank * B:(dist.rank + 1) * B], cfg, device,
+                         amp_dtype, dist)
+           for split, split_offsets in offsets.items()}
     model.train()
     return out
 
@@ -117,23 +126,13 @@ def evaluate_windows(model, data: TokenData, positions: torch.Tensor, cfg: RunCo
     """Mean val loss (nats/token) and bits per byte over the val windows at ``positions`` ``(N,)``: a run's final score.
 
     The windows are cut to a multiple of ``world_size`` and dealt out round-robin, so every
-    rank scores as many; the ranks' summed losses and bytes are averaged, which gives the
-    ratios over all the windows kept.  With fewer windows than ranks, every rank scores all of them.
+    rank scores as many.  With fewer windows than ranks, every rank scores all of them.
     """
     model.eval()
     if len(positions) >= dist.world_size:
         kept = positions[: len(positions) - len(positions) % dist.world_size][dist.rank::dist.world_size]
     else:  # fewer windows than ranks: every rank scores them all (the mean over ranks is then the same)
         kept = positions
-    token_bytes = data.token_bytes(device)
-    nll, tokens, nbytes = 0.0, 0, 0
-    for batch in kept.split(cfg.train.batch_size):
-        x, y = data.batch_at("val", batch, cfg.model.block_size, device)  # (rows, T) each
-        with hardware.autocast(device, amp_dtype):
-            _, loss = model(x, y)
-        nll += loss.item() * y.numel()
-        tokens += y.numel()
-        nbytes += int(token_bytes[y].sum())
+    score = _score(model, data, "val", kept.split(cfg.train.batch_size), cfg, device, amp_dtype, dist)
     model.train()
-    nll, tokens, nbytes = (ddp.mean(float(v), dist, device) for v in (nll, tokens, nbytes))
-    return Score(nll / tokens, _bpb(nll, nbytes))
+    return score
