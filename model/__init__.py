@@ -6,6 +6,7 @@ Imports ``core`` only (never ``data``, ``training`` or a command): a model knows
 """
 
 from model.config import GPTConfig
-from model.gpt import GPT, MLP, Block, CausalSelfAttention, KVCache
+from model.gpt import GPT, MLP, Block, CausalSelfAttention
+from model.kv_cache import KVCache
 
 __all__ = ["GPT", "GPTConfig", "CausalSelfAttention", "KVCache", "MLP", "Block"]

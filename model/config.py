@@ -12,6 +12,7 @@ from core.errors import UserError
 from core.settings import doc_field
 
 INIT_POLICIES = ("gpt2", "pytorch")
+GELU_APPROXIMATIONS = ("tanh", "none")  # F.gelu's `approximate` argument
 
 
 @dataclass
@@ -27,6 +28,7 @@ class GPTConfig:
     bias: bool = doc_field(True, "Use biases in the Linear layers and LayerNorms (GPT-2 does).")
     tie_embeddings: bool = doc_field(True, "Share one matrix between the token embedding and lm_head (W = E).")
     lm_head_bias: bool = doc_field(False, "Learn a bias on lm_head: a free per-token logit offset (vocab_size parameters; GPT-2 has none).")
+    gelu_approximate: str = doc_field("tanh", "The MLP's GELU, as F.gelu's `approximate`: 'tanh' (GPT-2's gelu_new, Hendrycks & Gimpel 2016) or 'none' (the exact erf form: nanoGPT's nn.GELU, Hugging Face's 'gelu'; about half the cost on a CPU).")
     init: str = doc_field("gpt2", "Initialisation policy, the same for both arms: 'gpt2' (every weight N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)); GPT-2, nanoGPT) or 'pytorch' (PyTorch's layer defaults: nn.Linear Kaiming-uniform, nn.Embedding N(0, 1); a tied matrix is the embedding's).")
     zero_init_head: bool = doc_field(False, "Start an untied lm_head at zero (nanochat, modded-nanogpt); needs tie_embeddings=false.")
 
@@ -42,6 +44,8 @@ class GPTConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise UserError(f"model.dropout must be in [0, 1), got {self.dropout!r}")
+        if self.gelu_approximate not in GELU_APPROXIMATIONS:
+            raise UserError(f"model.gelu_approximate must be 'tanh' or 'none', got {self.gelu_approximate!r}")
         if self.init not in INIT_POLICIES:
             raise UserError(f"model.init must be one of {', '.join(INIT_POLICIES)}, got {self.init!r}")
         if self.zero_init_head and self.tie_embeddings:

@@ -1,7 +1,7 @@
 """The GPT model: a GPT-2-style decoder-only transformer with an optional tied embedding.
 
 One concept per class, as in nanoGPT: :class:`GPTConfig`, :class:`CausalSelfAttention`,
-:class:`KVCache`, :class:`MLP`, :class:`Block`, :class:`GPT`.  Every projection is an
+:class:`MLP`, :class:`Block`, :class:`GPT`.  Every projection is an
 ``nn.Linear`` (``y = x @ W.T + b``, weight shape ``(out_features, in_features)``).  The model
 returns logits; there is no softmax module anywhere -- the loss is ``nn.CrossEntropyLoss`` on
 the logits and sampling draws straight from them (``model/sampling.py``).
@@ -26,6 +26,8 @@ import torch.nn.functional as F
 
 from core.errors import UserError
 from model.config import GPTConfig
+from model.head_loss import linear_cross_entropy
+from model.kv_cache import KVCache
 from model.sampling import check_sampling, row_generators, sample_next
 
 
@@ -57,10 +59,9 @@ class CausalSelfAttention(nn.Module):
         positions ``cache.length ..``, their keys and values appended to the cache.
         """
         B, T, C = x.shape
-        # (B, T, C) -> (B, T, n_head, head_size) -> (B, n_head, T, head_size)
-        q = self.q_proj(x).view(B, T, self.n_head, self.head_size).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, self.n_head, self.head_size).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, self.n_head, self.head_size).transpose(1, 2)
+        # One matmul for the three projections (their weights stacked, (3C, C)), then
+        # (B, T, 3C) -> 3 x (B, T, C) -> (B, T, n_head, head_size) -> (B, n_head, T, head_size)
+        q, k, v = (t.view(B, T, self.n_head, self.head_size).transpose(1, 2) for t in self._qkv(x).split(C, dim=2))
         if cache is None:
             y = F.scaled_dot_product_attention(
                 q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
@@ -76,51 +77,35 @@ class CausalSelfAttention(nn.Module):
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side again
         return self.resid_dropout(self.out_proj(y))
 
+    def _qkv(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, C) -> (B, T, 3C)``: ``q_proj(x)``, ``k_proj(x)``, ``v_proj(x)`` side by side, in one matmul.
 
-class KVCache:
-    """The keys and values of the positions seen so far, so generation runs one new position a step.
-
-    Per layer, ``keys[l]`` and ``values[l]`` are ``(B, n_head, block_size, head_size)`` (allocated
-    on the first :meth:`update`, like the keys given); the first ``length`` positions are filled.
-    """
-
-    def __init__(self, config: GPTConfig) -> None:
-        self.block_size = config.block_size
-        self.keys: list[torch.Tensor | None] = [None] * config.n_layer
-        self.values: list[torch.Tensor | None] = [None] * config.n_layer
-        self.length = 0  # positions filled, the same in every layer
-
-    def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store ``k``, ``v`` ``(B, n_head, T, head_size)`` at positions ``length ..``; return all so far.
-
-        The result is ``(B, n_head, length + T, head_size)`` each (views); :meth:`GPT.decode`
-        moves ``length`` on after the last layer.
+        The parameters stay the three Linears' own (checkpoints and the GPT-2 layout are
+        unchanged); stacking their weights costs a (3C, C) copy and saves two small matmuls
+        forward and backward, which pays on a CPU.
         """
-        if self.keys[layer] is None:
-            B, n_head, _, head_size = k.shape
-            self.keys[layer] = k.new_zeros(B, n_head, self.block_size, head_size)  # (B, n_head, block_size, head_size)
-            self.values[layer] = v.new_zeros(B, n_head, self.block_size, head_size)
-        end = self.length + k.size(2)
-        self.keys[layer][:, :, self.length:end] = k
-        self.values[layer][:, :, self.length:end] = v
-        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+        weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])  # (3C, C)
+        bias = None if self.q_proj.bias is None else torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
+        return F.linear(x, weight, bias)
 
 
 class MLP(nn.Module):
     """The feed-forward network: ``Linear(n_embd, 4 n_embd) -> GELU -> Linear(4 n_embd, n_embd)``.
 
-    Shapes ``(B, T, n_embd) -> (B, T, n_embd)``; the 4x width and tanh-approximate GELU are GPT-2's.
+    Shapes ``(B, T, n_embd) -> (B, T, n_embd)``; the 4x width and the tanh-approximate GELU are
+    GPT-2's (``config.gelu_approximate='none'`` takes the exact one, as nanoGPT).
     """
 
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
+        self.gelu_approximate = config.gelu_approximate
         self.up_proj = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.down_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, T, n_embd) -> (B, T, n_embd)``, position-wise."""
-        return self.dropout(self.down_proj(F.gelu(self.up_proj(x), approximate="tanh")))
+        return self.dropout(self.down_proj(F.gelu(self.up_proj(x), approximate=self.gelu_approximate)))
 
 
 class Block(nn.Module):
@@ -229,16 +214,26 @@ class GPT(nn.Module):
         return n
 
     def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_logits: bool = True
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """``idx`` ``(B, T)`` int64 -> ``(logits (B, T, vocab_size), loss or None)``.
 
         ``loss`` is the mean ``nn.CrossEntropyLoss`` over all B*T positions when ``targets``
         ``(B, T)`` is given (computed in float32 even under bf16 autocast), else ``None``.
-        Raises :class:`UserError` if ``T > block_size``.
+        ``return_logits=False`` (with ``targets``) returns ``(None, loss)`` and computes the same
+        loss a slice of rows at a time (:func:`model.head_loss.linear_cross_entropy`), never
+        holding all ``(B, T, vocab_size)`` logits: what training and evaluation use on a CPU.
+        Raises :class:`UserError` if ``T > block_size``, ``ValueError`` for ``return_logits=False`` without targets.
         """
         B, T = idx.shape
-        logits = self.lm_head(self.ln_f(self.hidden(idx)))  # (B, T, vocab_size)
+        x = self.ln_f(self.hidden(idx))  # (B, T, n_embd)
+        if not return_logits:
+            if targets is None:
+                raise ValueError("return_logits=False needs targets: the loss is all it returns")
+            # (B*T, n_embd) against (B*T,)
+            return None, linear_cross_entropy(x.view(B * T, -1), self.lm_head.weight, self.lm_head.bias,
+                                              targets.reshape(B * T))
+        logits = self.lm_head(x)  # (B, T, vocab_size)
         loss = None
         if targets is not None:
             # (B*T, vocab_size) against (B*T,); float32 so bf16 rounding never reaches the loss.

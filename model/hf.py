@@ -36,8 +36,9 @@ from model.gpt import GPT
 GPT2_VOCAB_SIZE = 50257  # the gpt2 tokenizer: 50,000 merges + 256 bytes + <|endoftext|>
 LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which tinygpt uses; GPT-2's layer_norm_epsilon
 # gelu_new (GPT-2's) and gelu_pytorch_tanh are both 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
-# which is F.gelu(approximate="tanh") in our MLP.
+# which is F.gelu(approximate="tanh") in our MLP; Hugging Face's "gelu" is the exact erf form.
 TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")
+EXACT_GELU = "gelu"
 
 
 # ----------------------------------------------------------------------------- configs
@@ -50,7 +51,7 @@ def config_from_hf(hf_config, tie_embeddings: bool | None = None, block_size: in
     is then cropped, as nanoGPT's ``crop_block_size``), ``n_embd``, ``n_layer``, ``n_head``,
     ``vocab_size`` are taken over; ``tie_embeddings`` defaults to ``tie_word_embeddings``
     (asking for an untied model from a tied one copies the matrix into both).  Refused: another
-    ``model_type``, an activation other than tanh-GELU, ``layer_norm_epsilon`` other than 1e-5,
+    ``model_type``, an activation other than GELU (tanh or exact), ``layer_norm_epsilon`` other than 1e-5,
     an MLP width other than 4 n_embd, and the attention variants tinygpt does not have.
     Dropout is left at 0 (set ``model.dropout`` to fine-tune with it).
     """
@@ -58,8 +59,9 @@ def config_from_hf(hf_config, tie_embeddings: bool | None = None, block_size: in
     if getattr(c, "model_type", None) != "gpt2":
         raise UserError(f"this is a {getattr(c, 'model_type', None)!r} model, not GPT-2: tinygpt imports GPT-2 only")
     problems = []
-    if c.activation_function not in TANH_GELUS:
-        problems.append(f"activation_function={c.activation_function!r} (tinygpt's MLP uses tanh GELU: {' or '.join(TANH_GELUS)})")
+    if c.activation_function not in (*TANH_GELUS, EXACT_GELU):
+        problems.append(f"activation_function={c.activation_function!r} (tinygpt's MLP uses GELU: "
+                        f"{', '.join(TANH_GELUS)} or {EXACT_GELU})")
     if abs(c.layer_norm_epsilon - LAYER_NORM_EPS) > 1e-12:
         problems.append(f"layer_norm_epsilon={c.layer_norm_epsilon} (tinygpt's LayerNorms use {LAYER_NORM_EPS})")
     if c.n_inner not in (None, 4 * c.n_embd):
@@ -77,6 +79,7 @@ def config_from_hf(hf_config, tie_embeddings: bool | None = None, block_size: in
         vocab_size=c.vocab_size, block_size=block_size or c.n_positions, n_layer=c.n_layer, n_head=c.n_head,
         n_embd=c.n_embd, dropout=0.0, bias=True,
         tie_embeddings=c.tie_word_embeddings if tie_embeddings is None else tie_embeddings,
+        gelu_approximate="none" if c.activation_function == EXACT_GELU else "tanh",
     )
 
 
@@ -91,7 +94,8 @@ def config_to_hf(config: GPTConfig):
     eot = GPT2_VOCAB_SIZE - 1 if config.vocab_size == GPT2_VOCAB_SIZE else None  # <|endoftext|> for gpt2
     return optional.transformers().GPT2Config(
         vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.n_embd, n_layer=config.n_layer,
-        n_head=config.n_head, n_inner=None, activation_function="gelu_new", layer_norm_epsilon=LAYER_NORM_EPS,
+        n_head=config.n_head, n_inner=None, layer_norm_epsilon=LAYER_NORM_EPS,
+        activation_function="gelu_new" if config.gelu_approximate == "tanh" else EXACT_GELU,
         resid_pdrop=config.dropout, embd_pdrop=config.dropout, attn_pdrop=config.dropout,
         tie_word_embeddings=config.tie_embeddings, bos_token_id=eot, eos_token_id=eot,
         architectures=["GPT2LMHeadModel"],

@@ -52,7 +52,7 @@ def test_cached_decode_adds_the_head_bias():
         x = model.ln_f(model.hidden(torch.randint(0, 97, (2, 5)))[:, -1])
         head_t = model.lm_head.weight.t().contiguous()
         assert torch.allclose(model.lm_head(x), x @ head_t + model.lm_head.bias, atol=1e-6)
-    from model.gpt import KVCache
+    from model.kv_cache import KVCache
     cache = KVCache(model.config)
     idx = torch.randint(0, 97, (2, 5))
     assert torch.allclose(model.decode(idx, cache, head_t), model(idx)[0][:, -1], atol=1e-5)

@@ -365,15 +365,15 @@ def poison_forward(monkeypatch, calls: set[int], where: str = "loss") -> None:
     (``where="loss"``) or a finite loss with infinite gradients (``where="grad"``)."""
     real_forward, count = GPT.forward, {"n": 0}
 
-    def forward(self, idx, targets=None):
-        logits, loss = real_forward(self, idx, targets)
+    def forward(self, idx, targets=None, return_logits=True):
+        logits, loss = real_forward(self, idx, targets, return_logits)
         if self.training and targets is not None:
             count["n"] += 1
             if count["n"] in calls:
                 if where == "loss":
                     loss = loss * float("nan")
-                else:
-                    logits.register_hook(lambda grad: grad * float("inf"))
+                else:  # every gradient below the loss becomes infinite (or NaN), the loss stays finite
+                    loss.register_hook(lambda grad: grad * float("inf"))
         return logits, loss
 
     monkeypatch.setattr(GPT, "forward", forward)

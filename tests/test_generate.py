@@ -13,7 +13,8 @@ from core.errors import UserError
 from data.tokenizers import CharTokenizer
 from model.config import GPTConfig
 from model.generation import generate_text, stream_samples
-from model.gpt import GPT, KVCache
+from model.gpt import GPT
+from model.kv_cache import KVCache
 from model.sampling import sample_next
 
 TINY = dict(vocab_size=97, block_size=16, n_layer=2, n_head=2, n_embd=32)

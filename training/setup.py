@@ -29,6 +29,7 @@ from training import ddp, faults, runs
 from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, parse_config
 from training.gpt2 import init_from_overrides
 from training.schedule import schedule_note
+from training.step import chunked_loss
 
 
 def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SINGLE) -> tuple[RunConfig, Path]:
@@ -87,6 +88,8 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
                         "lower train.untie_at or train.lr_decay_iters")
     if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
         tc.dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
+    if tc.head_loss == "auto":  # recorded, so config.json says which loss path ran
+        tc.head_loss = "chunked" if chunked_loss(cfg, hardware.pick_device(tc.device)) else "logits"
     name = args.run_name
     if name is not None:
         faults.check_run_name(name)
@@ -177,7 +180,9 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     torch.manual_seed(tc.seed)
     model = GPT(mc).to(device)
     groups = model.param_groups(tc.weight_decay, tc.embedding_weight_decay, tc.embedding_lr_scale, tc.head_lr_scale)
-    optimizer = torch.optim.AdamW(groups, lr=tc.learning_rate, betas=(tc.beta1, tc.beta2), fused=device.type == "cuda")
+    # The fused kernel exists on CPU too: 1.11x faster steps on the char recipe on 2 cores (interleaved A/B, session 6).
+    optimizer = torch.optim.AdamW(groups, lr=tc.learning_rate, betas=(tc.beta1, tc.beta2),
+                                  fused=device.type in ("cuda", "cpu"))
     eval_model, step_model = wrap(model, cfg, device, dist)
     if dist.rank:  # dropout noise differs per rank; rank 0 keeps a single process's stream
         torch.manual_seed(tc.seed + dist.rank)

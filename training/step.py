@@ -45,6 +45,15 @@ class StepResult(NamedTuple):
     applied: bool  # False when the loss or gradient was non-finite and the update was skipped
 
 
+def chunked_loss(cfg: RunConfig, device: torch.device) -> bool:
+    """Whether ``train.head_loss`` computes the loss a slice of rows at a time on ``device`` ('auto': on a CPU).
+
+    See :func:`model.head_loss.linear_cross_entropy`; the alternative builds all logits first.
+    """
+    mode = cfg.train.head_loss
+    return mode == "chunked" or (mode == "auto" and device.type == "cpu")
+
+
 def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg: RunConfig,
                device: torch.device, amp_dtype, lr: float, dist: ddp.Dist = ddp.SINGLE) -> StepResult:
     """One optimizer step over ``grad_accum_steps`` micro-batches.
@@ -64,7 +73,7 @@ def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg
     tc = cfg.train
     for group in optimizer.param_groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)  # embedding / head groups may run at their own multiple
-    loss_sum = 0.0
+    loss_sum, return_logits = 0.0, not chunked_loss(cfg, device)
     for micro in range(tc.grad_accum_steps):
         x, y = data.get_batch("train", tc.batch_size, cfg.model.block_size, data_gen, device,
                               rank=dist.rank, world_size=dist.world_size)  # (B, T): this rank's rows of the global batch
@@ -72,7 +81,7 @@ def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg
         last = micro == tc.grad_accum_steps - 1
         with (model.no_sync() if dist.enabled and not last else contextlib.nullcontext()):
             with hardware.autocast(device, amp_dtype):
-                _, loss = model(x, y)
+                _, loss = model(x, y, return_logits=return_logits)
             (loss / tc.grad_accum_steps).backward()
         loss_sum += loss.item()
     # With clipping off, an infinite max_norm still returns the norm (and scales by exactly 1).
@@ -92,11 +101,11 @@ def _score(model, data: TokenData, split: str, batches, cfg: RunConfig, device, 
     rank's batches together.
     """
     token_bytes = data.token_bytes(device)
-    nll, tokens, nbytes = 0.0, 0, 0
+    nll, tokens, nbytes, return_logits = 0.0, 0, 0, not chunked_loss(cfg, device)
     for offsets in batches:
         x, y = data.batch_at(split, offsets, cfg.model.block_size, device)  # (rows, T) each
         with hardware.autocast(device, amp_dtype):
-            _, loss = model(x, y)
+            _, loss = model(x, y, return_logits=return_logits)
         nll += loss.item() * y.numel()
         tokens += y.numel()
         nbytes += int(token_bytes[y].sum())

@@ -1,0 +1,133 @@
+"""The chunked head loss (``model.head_loss``, ``train.head_loss='chunked'``): nn.CrossEntropyLoss's loss and gradients, a slice at a time.
+
+Run: ``python -m pytest -q tests/test_head_loss.py``  (CPU, seconds).
+"""
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import model.head_loss as head_loss
+from core.errors import UserError
+from model.config import GPTConfig
+from model.gpt import GPT
+from model.head_loss import linear_cross_entropy
+from training.config import parse_config
+
+
+def _inputs(n=37, c=8, v=29, bias=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, c, generator=g, requires_grad=True)
+    w = torch.randn(v, c, generator=g).requires_grad_()
+    b = torch.randn(v, generator=g).requires_grad_() if bias else None
+    return x, w, b, torch.randint(0, v, (n,), generator=g)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("rows", [1, 5, 37, 100])
+def test_loss_and_gradients_are_cross_entropy_of_the_linear(bias, rows):
+    """For any slice size (one row, an uneven last slice, one slice, more rows than N) the loss and the
+    gradients of x, weight and bias are those of nn.CrossEntropyLoss on F.linear."""
+    x, w, b, t = _inputs(bias=bias)
+    expected = nn.CrossEntropyLoss()(F.linear(x, w, b), t)
+    want = torch.autograd.grad(expected, [p for p in (x, w, b) if p is not None])
+    got_loss = linear_cross_entropy(x, w, b, t, rows=rows)
+    got = torch.autograd.grad(got_loss, [p for p in (x, w, b) if p is not None])
+    assert got_loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    for a, e in zip(got, want):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-6)
+
+
+def test_upstream_gradient_scales_the_result():
+    """backward() of 3 * loss gives 3x the gradients (the chain rule through the saved gradients)."""
+    x, w, b, t = _inputs()
+    (3 * linear_cross_entropy(x, w, b, t, rows=4)).backward()
+    gx = x.grad.clone()
+    x.grad = None
+    (3 * nn.CrossEntropyLoss()(F.linear(x, w, b), t)).backward()
+    torch.testing.assert_close(gx, x.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_no_grad_gives_the_loss_only():
+    """Under torch.no_grad (evaluation) the same loss comes back, with no graph attached."""
+    x, w, b, t = _inputs()
+    with torch.no_grad():
+        loss = linear_cross_entropy(x, w, b, t, rows=6)
+        expected = F.cross_entropy(F.linear(x, w, b), t)
+    assert not loss.requires_grad
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+def test_never_builds_more_than_one_slice_of_logits(monkeypatch):
+    """The head's matmul only ever sees `rows` rows, with and without gradients: the memory bound."""
+    seen = []
+    real = head_loss._slice_logits
+    monkeypatch.setattr(head_loss, "_slice_logits", lambda xs, w, b: seen.append(xs.size(0)) or real(xs, w, b))
+    x, w, b, t = _inputs(n=37)
+    linear_cross_entropy(x, w, b, t, rows=8).backward()
+    with torch.no_grad():
+        linear_cross_entropy(x, w, b, t, rows=8)
+    assert seen == [8, 8, 8, 8, 5] * 2
+
+
+def test_default_slice_is_a_fixed_number_of_logits():
+    """Rows per slice shrink with the vocabulary (64 MB of float32 logits); a small vocabulary is one slice."""
+    assert head_loss.slice_rows(50257) * 50257 <= head_loss.SLICE_ELEMENTS
+    assert head_loss.slice_rows(65) >= 16 * 128
+    assert head_loss.slice_rows(10**9) == 1
+
+
+def test_bad_shapes_are_an_error():
+    """Mismatched shapes are a ValueError naming them, not a silent broadcast."""
+    x, w, b, t = _inputs()
+    with pytest.raises(ValueError, match="linear_cross_entropy"):
+        linear_cross_entropy(x, w, b, t[:-1])
+
+
+@pytest.mark.parametrize("tie,bias", [(True, False), (False, False), (True, True)])
+def test_model_chunked_loss_matches_the_logits_path(tie, bias):
+    """GPT(idx, targets, return_logits=False) gives (None, the same loss) and the same gradient on every
+    parameter as the logits path, tied (the shared matrix's two uses summed), untied and with a head bias."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=53, block_size=16, n_layer=2, n_head=2, n_embd=16, tie_embeddings=tie,
+                          lm_head_bias=bias))
+    idx = torch.randint(0, 53, (3, 16), generator=torch.Generator().manual_seed(1))
+    x, y = idx[:, :-1], idx[:, 1:]
+    grads = []
+    for return_logits in (True, False):
+        model.zero_grad()
+        logits, loss = model(x, y, return_logits=return_logits)
+        assert (logits is None) == (not return_logits)
+        loss.backward()
+        grads.append((loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    assert grads[1][0] == pytest.approx(grads[0][0], rel=1e-6)
+    for name, g in grads[0][1].items():
+        torch.testing.assert_close(grads[1][1][name], g, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_model_chunked_loss_needs_targets():
+    """return_logits=False without targets is a ValueError: there would be nothing to return."""
+    model = GPT(GPTConfig(vocab_size=53, block_size=16, n_layer=1, n_head=1, n_embd=8))
+    with pytest.raises(ValueError, match="needs targets"):
+        model(torch.zeros(1, 4, dtype=torch.long), return_logits=False)
+
+
+def test_bf16_autocast_stays_close_to_the_logits_path():
+    """Under CPU bf16 autocast the chunked loss agrees with the logits path to bf16 precision."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=211, block_size=16, n_layer=1, n_head=2, n_embd=32))
+    idx = torch.randint(0, 211, (4, 16), generator=torch.Generator().manual_seed(2))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a = model(idx[:, :-1], idx[:, 1:])[1]
+        b = model(idx[:, :-1], idx[:, 1:], return_logits=False)[1]
+    b.backward()
+    assert b.dtype == torch.float32 and b.item() == pytest.approx(a.item(), rel=2e-2)
+    assert model.lm_head.weight.grad.dtype == torch.float32
+
+
+def test_head_loss_setting_is_checked():
+    """train.head_loss takes auto, logits or chunked; anything else is a one-line error naming them."""
+    assert parse_config(None, {"train": {"head_loss": "chunked"}}).train.head_loss == "chunked"
+    with pytest.raises(UserError, match="'auto', 'logits' or 'chunked'"):
+        parse_config(None, {"train": {"head_loss": "fused"}})
