@@ -4,7 +4,8 @@ One concept per class, as in nanoGPT: :class:`GPTConfig`, :class:`CausalSelfAtte
 :class:`MLP`, :class:`Block`, :class:`GPT`.  Every projection is an
 ``nn.Linear`` (``y = x @ W.T + b``, weight shape ``(out_features, in_features)``).  The model
 returns logits; there is no softmax module anywhere -- the loss is ``nn.CrossEntropyLoss`` on
-the logits and sampling draws straight from them (``model/sampling.py``).
+the logits (or the same cross-entropy a slice of rows at a time, ``model/head_loss.py``) and
+sampling draws straight from them (``model/sampling.py``).
 
 Use it from Python::
 

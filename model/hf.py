@@ -258,14 +258,16 @@ def load_into(model: GPT, source) -> dict:
     The parameters are overwritten in place, so an optimizer built on them stays valid.
     Returns a record of where the weights came from (source, GPT-2 config, sha256 of the
     weight files of a local folder), for the run folder.  Raises :class:`UserError` when the
-    checkpoint does not fit ``model.config`` (other shape, or a tied model from untied weights).
+    checkpoint does not fit ``model.config`` (other shape or GELU form, or a tied model from untied weights).
     """
     hf_model = load_hf_model(source)
     config = config_from_hf(hf_model.config, model.config.tie_embeddings, model.config.block_size)
-    if (config.n_layer, config.n_head, config.n_embd, config.vocab_size) != (
-            model.config.n_layer, model.config.n_head, model.config.n_embd, model.config.vocab_size):
+    if (config.n_layer, config.n_head, config.n_embd, config.vocab_size, config.gelu_approximate) != (
+            model.config.n_layer, model.config.n_head, model.config.n_embd, model.config.vocab_size,
+            model.config.gelu_approximate):
         raise UserError(f"the GPT-2 weights in {source} are {config.n_layer} layers x {config.n_head} heads x "
-                        f"{config.n_embd} wide with {config.vocab_size} tokens; the model to fill differs: take its shape from them")
+                        f"{config.n_embd} wide with {config.vocab_size} tokens and gelu_approximate="
+                        f"{config.gelu_approximate!r}; the model to fill differs: take its shape from them")
     state = state_from_hf(hf_model.state_dict(), config)
     with torch.no_grad():
         for name, tensor in model.state_dict(keep_vars=True).items():

@@ -78,11 +78,41 @@ def test_default_slice_is_a_fixed_number_of_logits():
     assert head_loss.slice_rows(10**9) == 1
 
 
-def test_bad_shapes_are_an_error():
-    """Mismatched shapes are a ValueError naming them, not a silent broadcast."""
+def test_bad_shapes_and_slice_sizes_are_an_error():
+    """Mismatched shapes or a slice of fewer than 1 row are a ValueError, not a silent broadcast or a 0 loss."""
     x, w, b, t = _inputs()
     with pytest.raises(ValueError, match="linear_cross_entropy"):
         linear_cross_entropy(x, w, b, t[:-1])
+    for rows in (0, -1):
+        with pytest.raises(ValueError, match="rows per slice"):
+            linear_cross_entropy(x, w, b, t, rows=rows)
+
+
+def test_only_the_wanted_gradients_are_computed():
+    """A frozen input or bias gets no gradient; the weight's is still exact (x.requires_grad False)."""
+    x, w, b, t = _inputs()
+    x, b = x.detach(), b.detach()
+    linear_cross_entropy(x, w, b, t, rows=4).backward()
+    want = torch.autograd.grad(F.cross_entropy(F.linear(x, w, b), t), w)[0]
+    assert x.grad is None and b.grad is None
+    torch.testing.assert_close(w.grad, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_second_derivative_is_refused():
+    """The gradients are computed in forward, so they are constants: differentiating them again raises."""
+    x, w, b, t = _inputs()
+    (g,) = torch.autograd.grad(linear_cross_entropy(x, w, b, t, rows=4), w, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|differentiate twice|does not require grad"):
+        g.sum().backward()
+
+
+def test_int32_targets_work_with_and_without_gradients():
+    """Targets of any integer type index alike in both paths."""
+    x, w, b, t = _inputs()
+    expected = F.cross_entropy(F.linear(x, w, b), t).item()
+    assert linear_cross_entropy(x, w, b, t.int(), rows=4).item() == pytest.approx(expected, rel=1e-6)
+    with torch.no_grad():
+        assert linear_cross_entropy(x, w, b, t.int(), rows=4).item() == pytest.approx(expected, rel=1e-6)
 
 
 @pytest.mark.parametrize("tie,bias", [(True, False), (False, False), (True, True)])
@@ -131,3 +161,26 @@ def test_head_loss_setting_is_checked():
     assert parse_config(None, {"train": {"head_loss": "chunked"}}).train.head_loss == "chunked"
     with pytest.raises(UserError, match="'auto', 'logits' or 'chunked'"):
         parse_config(None, {"train": {"head_loss": "fused"}})
+
+
+def test_a_new_run_records_which_loss_path_ran(tmp_path):
+    """train.head_loss='auto' is resolved when a run starts: on a CPU config.json says 'chunked'."""
+    from training.setup import _resolve_head_loss
+    cfg = parse_config(None, {"train": {"device": "cpu"}})
+    _resolve_head_loss(cfg)
+    assert cfg.train.head_loss == "chunked"
+    cfg = parse_config(None, {"train": {"device": "cpu", "head_loss": "logits"}})
+    _resolve_head_loss(cfg)
+    assert cfg.train.head_loss == "logits"
+
+
+def test_a_run_saved_before_head_loss_existed_resumes_on_the_logits_path(tmp_path):
+    """An old config.json without train.head_loss reads as 'logits', the arithmetic that run began with."""
+    import json
+
+    from training.runs import load_run_config
+    d = parse_config(None, {}).to_dict()
+    del d["train"]["head_loss"], d["model"]["gelu_approximate"]
+    (tmp_path / "config.json").write_text(json.dumps(d))
+    cfg = load_run_config(tmp_path)
+    assert cfg.train.head_loss == "logits" and cfg.model.gelu_approximate == "tanh"

@@ -116,6 +116,20 @@ def test_export_round_trip_gives_identical_logits(tmp_path, tie):
     assert (back.lm_head.weight is back.wte.weight) == tie
 
 
+def test_exact_gelu_exports_as_gelu_and_imports_back(tmp_path):
+    """model.gelu_approximate='none' is Hugging Face's 'gelu': their logits equal ours, and it imports as 'none'."""
+    torch.manual_seed(1)
+    ours = GPT(GPTConfig(vocab_size=97, block_size=32, n_layer=2, n_head=2, n_embd=32, gelu_approximate="none")).eval()
+    folder = hf.export(ours, tmp_path / "hf")
+    assert json.loads((folder / "config.json").read_text())["activation_function"] == "gelu"
+    theirs = GPT2LMHeadModel.from_pretrained(folder).eval()
+    back = hf.from_hf(folder)
+    assert back.config.gelu_approximate == "none"
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(ids()).logits, ours(ids())[0], atol=1e-5, rtol=0)
+        assert torch.equal(back(ids())[0], ours(ids())[0])
+
+
 def test_export_refuses_bias_free_models_and_non_empty_folders(tmp_path):
     """GPT-2 has biases everywhere; an export never writes into a folder that holds files."""
     with pytest.raises(UserError, match="bias"):
@@ -304,6 +318,7 @@ def test_init_from_starts_from_exactly_the_checkpoint_weights(tmp_path, gpt2_fol
     (["--model.n_layer=3"], "model.n_layer=3 (from the command line) conflicts"),
     (["--model.block_size=128"], "block_size=128"),
     (["--data.tokenizer=char"], "needs the gpt2 tokenizer"),
+    (["--model.gelu_approximate=none"], "gelu_approximate=none (from the command line) conflicts"),
 ])
 def test_init_from_refuses_conflicting_settings(tmp_path, gpt2_folder, capsys, extra, match):
     """A shape the weights do not have, or another tokenizer: one line, exit 2, no run folder."""

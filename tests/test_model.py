@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from core.errors import UserError
 from model.checkpoint import load_checkpoint, load_model_state, save_checkpoint
@@ -175,6 +176,21 @@ def test_overfits_one_batch(tie):
         loss.backward()
         opt.step()
     assert loss.item() < 0.2
+
+
+def test_gelu_approximate_picks_the_mlp_activation():
+    """'tanh' is GPT-2's approximation and 'none' the exact erf GELU (nanoGPT's nn.GELU); they differ slightly."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 32)
+    outs = {}
+    for form in ("tanh", "none"):
+        model = tiny(gelu_approximate=form)
+        mlp = model.blocks[0].mlp
+        outs[form] = mlp(x)
+        torch.testing.assert_close(outs[form], mlp.down_proj(F.gelu(mlp.up_proj(x), approximate=form)))
+    assert not torch.equal(outs["tanh"], outs["none"])
+    with pytest.raises(UserError, match="gelu_approximate"):
+        GPTConfig(**TINY, gelu_approximate="erf")
 
 
 @pytest.mark.parametrize("return_logits", [True, False])

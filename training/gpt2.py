@@ -37,7 +37,7 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
     if not Path(source).expanduser().exists() and not hf.is_hub_id(source):
         raise UserError(f"--init-from {source} does not exist: give a folder written by save_pretrained (config.json + weights)")
     hf_cfg = hf.read_hf(lambda: transformers.AutoConfig.from_pretrained(hf.where(source)), source)
-    hf.config_from_hf(hf_cfg)  # refuses what tinygpt cannot represent
+    ours = hf.config_from_hf(hf_cfg)  # refuses what tinygpt cannot represent
     user = merge(load_toml(config_path) if config_path else {}, overrides)
     if user.get("model", {}).get("lm_head_bias"):
         raise UserError("--init-from loads GPT-2 weights, whose lm_head has no bias: drop model.lm_head_bias")
@@ -48,7 +48,9 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
     if hf_cfg.vocab_size != hf.GPT2_VOCAB_SIZE:
         raise UserError(f"--init-from {source} has {hf_cfg.vocab_size} tokens, not the gpt2 tokenizer's {hf.GPT2_VOCAB_SIZE}: "
                         "give a GPT-2 checkpoint")
-    shape = {"n_layer": hf_cfg.n_layer, "n_head": hf_cfg.n_head, "n_embd": hf_cfg.n_embd, "block_size": hf_cfg.n_positions, "bias": True}
+    # The GELU form is part of what the weights were trained with, like the shape.
+    shape = {"n_layer": hf_cfg.n_layer, "n_head": hf_cfg.n_head, "n_embd": hf_cfg.n_embd, "block_size": hf_cfg.n_positions,
+             "bias": True, "gelu_approximate": ours.gelu_approximate}
     model = dict(user.get("model", {}))
     for key, value in shape.items():
         if key in model and model[key] != value and not (key == "block_size" and 1 <= model[key] < value):

@@ -44,8 +44,14 @@ def _env_default(name: str, value: str):
 
 
 def load_run_config(run_dir: Path) -> RunConfig:
-    """The resolved :class:`RunConfig` saved in ``run_dir/config.json``."""
+    """The resolved :class:`RunConfig` saved in ``run_dir/config.json``.
+
+    A run saved before ``train.head_loss`` existed computed its loss from the full logits:
+    it reads as ``'logits'``, so a resume goes on with the arithmetic it began with.
+    """
     d = read_json(run_dir / "config.json", "run config")
+    if isinstance(d.get("train"), dict):
+        d["train"].setdefault("head_loss", "logits")
     return RunConfig.from_dict(d, str(run_dir / "config.json"))
 
 

@@ -32,11 +32,18 @@ from training.schedule import schedule_note
 from training.step import chunked_loss
 
 
+def _resolve_head_loss(cfg: RunConfig) -> None:
+    """``train.head_loss='auto'`` -> 'chunked' or 'logits' for this run's device, so config.json says which ran."""
+    if cfg.train.head_loss == "auto":
+        cfg.train.head_loss = "chunked" if chunked_loss(cfg, hardware.pick_device(cfg.train.device)) else "logits"
+
+
 def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SINGLE) -> tuple[RunConfig, Path]:
     """Resolve the config and the run folder; refuse to overwrite or to silently change a run.
 
     Nothing is written here.  For a new run, settings that default to "derive it" (lr decay
-    horizon, checkpoint interval, autocast dtype) are resolved so ``config.json`` records what ran.
+    horizon, checkpoint interval, autocast dtype, head loss) are resolved so ``config.json``
+    records what ran; a resume resolves a head loss set back to 'auto'.
     Under torchrun (``dist``) a new run needs ``--run-name``, and only rank 0 checks that the
     folder does not exist yet (it may already have created it when a peer looks).
     """
@@ -72,6 +79,7 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
             note = schedule_note(cfg.train)
             if note:
                 print(note, file=sys.stderr, flush=True)
+        _resolve_head_loss(cfg)
         cfg.train.out_dir = str(out_dir)  # the folder it lives in now, even if it was moved
         faults.check_paths(cfg, run_dir)
         return cfg, run_dir
@@ -88,8 +96,7 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
                         "lower train.untie_at or train.lr_decay_iters")
     if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
         tc.dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
-    if tc.head_loss == "auto":  # recorded, so config.json says which loss path ran
-        tc.head_loss = "chunked" if chunked_loss(cfg, hardware.pick_device(tc.device)) else "logits"
+    _resolve_head_loss(cfg)
     name = args.run_name
     if name is not None:
         faults.check_run_name(name)
