@@ -237,8 +237,24 @@ def _score(run_dir: Path) -> float:
     return value if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
 
 
+def lr_grid_refusal(before: list[float], now: list[float]) -> str | None:
+    """None if the learning-rate grid ``now`` may continue a folder made with ``before``; else why not.
+
+    A grid may grow -- widening it when a best learning rate sat on its edge -- as long as it
+    keeps every point it had: the runs already made stay part of it, every arm trains at the new
+    points alike, and an arm whose best rate moves trains its reported seeds at the new rate.
+    A folder made without a grid (every arm at the config's rate) cannot gain one.
+    """
+    old, new = {f"{lr:g}" for lr in before}, {f"{lr:g}" for lr in now}
+    if old == new or (old and old <= new):
+        return None
+    if not old or not new:
+        return "lr_grid (a folder made with a grid needs one, and one made without cannot gain one)"
+    return f"lr_grid (it may grow but must keep {', '.join(sorted(old - new, key=float))})"
+
+
 def _remember_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> None:
-    """Write experiment.json, or refuse a folder made with other settings (arms and seeds may grow)."""
+    """Write experiment.json, or refuse a folder made with other settings (arms, seeds and the lr grid may grow)."""
     # The folder remembers the resolved config it was made with (bookkeeping aside), so a re-run
     # continues it -- with more seeds or arms, another device or wandb mode -- but never mixes settings.
     flat = report.flatten(cfg.to_dict())
@@ -254,9 +270,10 @@ def _remember_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> None:
         now = json.loads(json.dumps(settings))
         changed = sorted(k for k in set(before_cfg) | set(now["config"]) if before_cfg.get(k) != now["config"].get(k))
         # Older folders recorded no grid (none was run) and no margin (any may be declared now).
-        was = {"equal_params": before.get("equal_params"), "lr_grid": before.get("lr_grid", []),
-               "margin": before.get("margin", now["margin"])}
+        was = {"equal_params": before.get("equal_params"), "margin": before.get("margin", now["margin"])}
         changed += [k for k, v in was.items() if v != now[k]]
+        grid_refusal = lr_grid_refusal(before.get("lr_grid", []), plan.lr_grid)
+        changed += [grid_refusal] if grid_refusal else []
         if changed:
             raise UserError(f"experiment folder {out_dir} was made with other settings ({', '.join(changed)}): "
                             "pick another --name")

@@ -272,6 +272,38 @@ def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, mon
         runner.run_experiment(plan)
 
 
+def test_the_learning_rate_grid_may_grow_but_not_lose_points(tmp_path, monkeypatch):
+    """A folder tuned on 1e-3,4e-3 continues with 1e-3,4e-3,1.6e-2 (widening past an edge) and records the
+    wider grid; dropping a point it had, or adding a grid to a folder made without one, is refused."""
+    path = tmp_path / "c.txt"
+    path.write_text("To be, or not to be: that is the question.\n" * 300)
+    argv = ["--config", "configs/debug.toml", "--seeds", "1", "--name", "exp", f"--data.source={path}",
+            "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}"]
+
+    class Reached(Exception):
+        pass
+
+    def stop_before_training(*args, **kwargs):
+        raise Reached
+
+    monkeypatch.setattr(runner, "run_arm", stop_before_training)
+    args, overrides = compare.parse_args(argv)
+
+    def attempt(grid, name="exp"):
+        runner.run_experiment(runner.Plan(args.config, overrides, args.arms, args.seeds, grid, name=name))
+
+    for grid in ([1e-3, 4e-3], [1e-3, 4e-3, 1.6e-2]):
+        with pytest.raises(Reached):
+            attempt(grid)
+    assert json.loads((tmp_path / "exp" / "experiment.json").read_text())["lr_grid"] == [1e-3, 4e-3, 1.6e-2]
+    with pytest.raises(UserError, match=r"lr_grid \(it may grow but must keep 0.004\)"):
+        attempt([1e-3, 1.6e-2])
+    with pytest.raises(Reached):
+        attempt([], name="plain")
+    with pytest.raises(UserError, match="cannot gain one"):
+        attempt([1e-3], name="plain")
+
+
 def test_report_on_missing_run_exits_2(tmp_path, capsys):
     """compare.py on a folder that does not exist: one error line, exit 2."""
     assert compare.main([str(tmp_path / "nope"), str(tmp_path / "nope2")]) == 2

@@ -132,3 +132,16 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
     stamp = (grid / "n_embd-16_tokenizer-char" / "tied-s0" / "ckpt_best.pt").stat().st_mtime_ns
     assert compare.main(argv) == 0
     assert (grid / "n_embd-16_tokenizer-char" / "tied-s0" / "ckpt_best.pt").stat().st_mtime_ns == stamp
+
+
+def test_a_grid_folder_takes_a_wider_learning_rate_grid_and_refuses_a_narrower_one(tmp_path):
+    """grid.json: the lr grid may grow (it is then recorded whole), like the axes; losing a point is refused."""
+    from experiment.grid import Axis, _remember_grid
+    from experiment.runner import Plan
+
+    axes = [Axis("model.n_embd", (64,))]
+    _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, [2e-3, 4e-3, 8e-3]), axes)
+    _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, [2e-3, 4e-3, 8e-3, 1.6e-2]), axes)
+    assert json.loads((tmp_path / "grid.json").read_text())["lr_grid"] == [2e-3, 4e-3, 8e-3, 1.6e-2]
+    with pytest.raises(UserError, match="must keep 0.002"):
+        _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, [4e-3, 8e-3, 1.6e-2]), axes)
