@@ -240,22 +240,29 @@ def test_experiment_folder_refuses_other_settings(tmp_path, capsys):
     assert not (tmp_path / "exp" / "tied-s0").exists()
 
 
-def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, monkeypatch):
-    """An experiment.json written before a setting existed (it ran at the default) or while a key was
-    not yet bookkeeping still matches the same command: the runs in it are reused, not refused."""
+class Reached(Exception):
+    """Raised instead of training: the experiment got past its settings checks."""
+
+
+@pytest.fixture
+def no_training(tmp_path, monkeypatch):
+    """``(args, overrides)`` of a tiny compare.py command into ``tmp_path/exp``; ``run_arm`` raises :class:`Reached`."""
     path = tmp_path / "c.txt"
     path.write_text("To be, or not to be: that is the question.\n" * 300)
     argv = ["--config", "configs/debug.toml", "--seeds", "1", "--name", "exp", f"--data.source={path}",
             "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}"]
 
-    class Reached(Exception):
-        pass
-
     def stop_before_training(*args, **kwargs):
         raise Reached
 
     monkeypatch.setattr(runner, "run_arm", stop_before_training)
-    args, overrides = compare.parse_args(argv)
+    return compare.parse_args(argv)
+
+
+def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, no_training):
+    """An experiment.json written before a setting existed (it ran at the default) or while a key was
+    not yet bookkeeping still matches the same command: the runs in it are reused, not refused."""
+    args, overrides = no_training
     plan = runner.Plan(args.config, overrides, args.arms, args.seeds, name=args.name)
     with pytest.raises(Reached):  # first run writes experiment.json
         runner.run_experiment(plan)
@@ -272,22 +279,10 @@ def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, mon
         runner.run_experiment(plan)
 
 
-def test_the_learning_rate_grid_may_grow_but_not_lose_points(tmp_path, monkeypatch):
+def test_the_learning_rate_grid_may_grow_but_not_lose_points(tmp_path, no_training):
     """A folder tuned on 1e-3,4e-3 continues with 1e-3,4e-3,1.6e-2 (widening past an edge) and records the
     wider grid; dropping a point it had, or adding a grid to a folder made without one, is refused."""
-    path = tmp_path / "c.txt"
-    path.write_text("To be, or not to be: that is the question.\n" * 300)
-    argv = ["--config", "configs/debug.toml", "--seeds", "1", "--name", "exp", f"--data.source={path}",
-            "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}"]
-
-    class Reached(Exception):
-        pass
-
-    def stop_before_training(*args, **kwargs):
-        raise Reached
-
-    monkeypatch.setattr(runner, "run_arm", stop_before_training)
-    args, overrides = compare.parse_args(argv)
+    args, overrides = no_training
 
     def attempt(grid, name="exp"):
         runner.run_experiment(runner.Plan(args.config, overrides, args.arms, args.seeds, grid, name=name))
