@@ -39,7 +39,7 @@ from model.gpt import GPT
 from training.config import parse_cli, parse_config
 from training.schedule import get_lr
 from training.setup import build
-from training.step import chunked_loss, train_step
+from training.step import train_step
 
 # Dense bf16 peak FLOP/s by device name substring (vendor datasheets, no sparsity).
 PEAK_FLOPS = {
@@ -232,8 +232,7 @@ def bench(args, overrides: dict) -> int:
     flops = model.flops_per_token(mc.block_size)
     peak = peak_flops(device)
     mfu = f"{100 * flops * tokens_per_s / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s bf16 peak" if peak else "n/a (no peak figure for this device)"
-    head_loss = "chunked" if chunked_loss(cfg, device) else "logits"
-    print(f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}, head loss {head_loss}")
+    print(f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}, head loss {tc.head_loss}")
     print(model_line)
     print(f"parameters:      {model.num_params():,} ({model.num_params(non_embedding=True):,} non-embedding)")
     print(f"tokens/step:     {tokens_per_step:,} (batch {tc.batch_size} x grad_accum {tc.grad_accum_steps} x block {mc.block_size})")

@@ -21,7 +21,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json, write_json
 from core.settings import field_types, merge, parse_cli_value
-from experiment.runner import Plan, lr_grid_refusal, run_experiment, write_report
+from experiment.runner import Plan, lr_grid_refusals, run_experiment, write_report
 from training.config import SCHEMA, parse_config
 
 GRID_FILE = "grid.json"
@@ -148,7 +148,7 @@ def run_grid(plan: Plan, axes: list[Axis], prompts: list[str], command: str) -> 
 def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
     """Write grid.json, or refuse a folder made with another margin, reference, config or axis keys.
 
-    Axis values, arms, seeds and the learning-rate grid may grow (:func:`lr_grid_refusal`).
+    Axis values, arms, seeds and the learning-rate grid may grow (:func:`lr_grid_refusals`).
     """
     settings = {"axes": {a.key: list(a.values) for a in axes}, "arms": plan.arms, "seeds": plan.seeds,
                 "lr_grid": plan.lr_grid, "margin": plan.margin, "reference": plan.reference,
@@ -157,8 +157,7 @@ def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
     if path.is_file():
         before = read_json(path, "grid settings")
         changed = [k for k in ("margin", "reference", "config") if before.get(k) != settings[k]]
-        grid_refusal = lr_grid_refusal(before.get("lr_grid", []), plan.lr_grid)
-        changed += [grid_refusal] if grid_refusal else []
+        changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid)
         if set(before.get("axes", {})) != set(settings["axes"]):
             changed.append("axes (keys)")
         if changed:

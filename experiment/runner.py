@@ -237,8 +237,8 @@ def _score(run_dir: Path) -> float:
     return value if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
 
 
-def lr_grid_refusal(before: list[float], now: list[float]) -> str | None:
-    """None if the learning-rate grid ``now`` may continue a folder made with ``before``; else why not.
+def lr_grid_refusals(before: list[float], now: list[float]) -> list[str]:
+    """``[]`` if the learning-rate grid ``now`` may continue a folder made with ``before``; else ``[why not]``.
 
     A grid may grow -- widening it when a best learning rate sat on its edge -- as long as it
     keeps every point it had: the runs already made stay part of it, every arm trains at the new
@@ -247,10 +247,10 @@ def lr_grid_refusal(before: list[float], now: list[float]) -> str | None:
     """
     old, new = {f"{lr:g}" for lr in before}, {f"{lr:g}" for lr in now}
     if old == new or (old and old <= new):
-        return None
+        return []
     if not old or not new:
-        return "lr_grid (a folder made with a grid needs one, and one made without cannot gain one)"
-    return f"lr_grid (it may grow but must keep {', '.join(sorted(old - new, key=float))})"
+        return ["lr_grid (a folder made with a grid needs one, and one made without cannot gain one)"]
+    return [f"lr_grid (it may grow but must keep {', '.join(sorted(old - new, key=float))})"]
 
 
 def _remember_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> None:
@@ -272,8 +272,7 @@ def _remember_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> None:
         # Older folders recorded no grid (none was run) and no margin (any may be declared now).
         was = {"equal_params": before.get("equal_params"), "margin": before.get("margin", now["margin"])}
         changed += [k for k, v in was.items() if v != now[k]]
-        grid_refusal = lr_grid_refusal(before.get("lr_grid", []), plan.lr_grid)
-        changed += [grid_refusal] if grid_refusal else []
+        changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid)
         if changed:
             raise UserError(f"experiment folder {out_dir} was made with other settings ({', '.join(changed)}): "
                             "pick another --name")

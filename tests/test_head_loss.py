@@ -165,12 +165,12 @@ def test_head_loss_setting_is_checked():
 
 def test_a_new_run_records_which_loss_path_ran(tmp_path):
     """train.head_loss='auto' is resolved when a run starts: on a CPU config.json says 'chunked'."""
-    from training.setup import _resolve_head_loss
+    from training.step import resolve_head_loss
     cfg = parse_config(None, {"train": {"device": "cpu"}})
-    _resolve_head_loss(cfg)
+    resolve_head_loss(cfg, torch.device("cpu"))
     assert cfg.train.head_loss == "chunked"
     cfg = parse_config(None, {"train": {"device": "cpu", "head_loss": "logits"}})
-    _resolve_head_loss(cfg)
+    resolve_head_loss(cfg, torch.device("cpu"))
     assert cfg.train.head_loss == "logits"
 
 

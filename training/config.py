@@ -54,7 +54,7 @@ class TrainConfig:
     device: str = doc_field("auto", "'auto' (cuda, then mps, then cpu), 'cpu', 'cuda', 'cuda:N' or 'mps'.")
     dtype: str = doc_field("auto", "'auto' (bfloat16 autocast on CUDA, else float32), 'float32' or 'bfloat16'.")
     compile: bool = doc_field(False, "Wrap the model in torch.compile (faster on GPU; the first steps are slow).")
-    head_loss: str = doc_field("auto", "How the loss meets the head: 'logits' builds all (B, T, vocab_size) logits, then nn.CrossEntropyLoss (nanoGPT); 'chunked' computes lm_head and the cross-entropy, with their gradients, a slice of rows at a time and never holds all logits (far less memory, and faster on a CPU); 'auto' is chunked on CPU, logits elsewhere. Resolved and saved with the run. The same loss up to float rounding.")
+    head_loss: str = doc_field("auto", "How the loss meets the head: 'logits' builds all (B, T, vocab_size) logits, then nn.CrossEntropyLoss (nanoGPT); 'chunked' computes lm_head and the cross-entropy, with their gradients, a slice of rows at a time and never holds all logits (far less memory, the same speed on a CPU within noise); 'auto' is chunked on CPU, logits elsewhere. Resolved and saved with the run. The same loss up to float rounding.")
     out_dir: str = doc_field("runs", "Folder holding run folders: a run writes to <out_dir>/<run-name>/.")
     sample_prompt: str = doc_field("\n", "Prompt for the sample printed at the end of training.")
     sample_tokens: int = doc_field(200, "Tokens in the sample printed at the end of training; 0 prints none.")

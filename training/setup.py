@@ -29,21 +29,15 @@ from training import ddp, faults, runs
 from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, parse_config
 from training.gpt2 import init_from_overrides
 from training.schedule import schedule_note
-from training.step import chunked_loss
-
-
-def _resolve_head_loss(cfg: RunConfig) -> None:
-    """``train.head_loss='auto'`` -> 'chunked' or 'logits' for this run's device, so config.json says which ran."""
-    if cfg.train.head_loss == "auto":
-        cfg.train.head_loss = "chunked" if chunked_loss(cfg, hardware.pick_device(cfg.train.device)) else "logits"
+from training.step import resolve_head_loss
 
 
 def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SINGLE) -> tuple[RunConfig, Path]:
     """Resolve the config and the run folder; refuse to overwrite or to silently change a run.
 
     Nothing is written here.  For a new run, settings that default to "derive it" (lr decay
-    horizon, checkpoint interval, autocast dtype, head loss) are resolved so ``config.json``
-    records what ran; a resume resolves a head loss set back to 'auto'.
+    horizon, checkpoint interval, autocast dtype) are resolved so ``config.json`` records what
+    ran; :func:`build` resolves the head loss for the device it picks.
     Under torchrun (``dist``) a new run needs ``--run-name``, and only rank 0 checks that the
     folder does not exist yet (it may already have created it when a peer looks).
     """
@@ -79,7 +73,6 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
             note = schedule_note(cfg.train)
             if note:
                 print(note, file=sys.stderr, flush=True)
-        _resolve_head_loss(cfg)
         cfg.train.out_dir = str(out_dir)  # the folder it lives in now, even if it was moved
         faults.check_paths(cfg, run_dir)
         return cfg, run_dir
@@ -96,7 +89,6 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
                         "lower train.untie_at or train.lr_decay_iters")
     if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
         tc.dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
-    _resolve_head_loss(cfg)
     name = args.run_name
     if name is not None:
         faults.check_run_name(name)
@@ -162,7 +154,8 @@ def wrap(model: GPT, cfg: RunConfig, device: torch.device, dist: ddp.Dist) -> tu
 def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     """Prepare the data and build model, optimizer and data order for ``cfg`` (seeded).
 
-    Sets ``cfg.model.vocab_size`` from the tokenizer.  Writes nothing but the data cache
+    Sets ``cfg.model.vocab_size`` from the tokenizer and resolves ``train.head_loss='auto'``
+    for the device (new runs and resumes alike, before config.json is written).  Writes nothing but the data cache
     (prepared by rank 0 alone under torchrun).  Shared by ``train.py`` and ``bench.py`` so the
     benchmark times the training set-up exactly.  Under torchrun the model is wrapped in
     ``DistributedDataParallel``; the tied head stays one Parameter inside it.
@@ -171,6 +164,7 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     tc, mc = cfg.train, cfg.model
     device = ddp.init(dist, tc.device) or hardware.pick_device(tc.device)
     amp_dtype = hardware.autocast_dtype(device, tc.dtype)
+    resolve_head_loss(cfg, device)
     if device.type == "cpu":
         hardware.keep_freed_memory_on_cpu()
     data_dir = ddp.on_main(lambda: prepare_from_config(cfg.data), dist)  # one writer for the cache

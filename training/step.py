@@ -54,6 +54,12 @@ def chunked_loss(cfg: RunConfig, device: torch.device) -> bool:
     return mode == "chunked" or (mode == "auto" and device.type == "cpu")
 
 
+def resolve_head_loss(cfg: RunConfig, device: torch.device) -> None:
+    """``train.head_loss='auto'`` -> 'chunked' or 'logits' for ``device``, so config.json says which ran."""
+    if cfg.train.head_loss == "auto":
+        cfg.train.head_loss = "chunked" if chunked_loss(cfg, device) else "logits"
+
+
 def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg: RunConfig,
                device: torch.device, amp_dtype, lr: float, dist: ddp.Dist = ddp.SINGLE) -> StepResult:
     """One optimizer step over ``grad_accum_steps`` micro-batches.
