@@ -9,6 +9,7 @@ batch 2b (the same global batch), within float tolerance, with gradient accumula
 from __future__ import annotations
 
 import datetime
+import gc
 import json
 import os
 import subprocess
@@ -122,6 +123,7 @@ def test_tied_weights_stay_one_parameter_under_ddp(tmp_path, monkeypatch):
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
     store = dist.FileStore(str(tmp_path / "store"), 1)
     dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=60))
+    wrapped = None
     try:
         model = GPT(GPTConfig(vocab_size=17, block_size=8, n_layer=1, n_head=2, n_embd=8, tie_embeddings=True))
         wrapped = DistributedDataParallel(model)
@@ -132,6 +134,10 @@ def test_tied_weights_stay_one_parameter_under_ddp(tmp_path, monkeypatch):
         loss.backward()
         assert model.lm_head.weight.grad is model.wte.weight.grad and model.wte.weight.grad.abs().sum() > 0
     finally:
+        # The DDP reducer holds the gloo group: free it while the group is alive. Freed after
+        # destroy_process_group, the group's destructor once waited forever on its threads (session 6).
+        del wrapped
+        gc.collect()
         dist.destroy_process_group()
 
 
