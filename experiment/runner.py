@@ -16,11 +16,13 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, TypeVar
 
+import filelock
 import torch
 
 from core.errors import Interrupted, UserError
-from core.files import REPO_ROOT, read_json, write_json, write_text_atomic
+from core.files import REPO_ROOT, acquire_or_wait, file_lock, read_json, write_json, write_text_atomic
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
@@ -138,6 +140,7 @@ def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], re
     return run_dir
 
 
+T = TypeVar("T")
 TUNING_SEED_OFFSET = 1000  # the grid trains on train.seed + this: never one of the reported seeds (seed + i)
 
 
@@ -161,7 +164,8 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
 
     With a grid, each arm trains at every grid learning rate on the tuning seed; its best by
     final val loss is then used for the reported seeds (min_lr scaled alike, keeping the
-    schedule's shape).  Finished runs are reused and unfinished ones resumed.
+    schedule's shape).  Finished runs are reused and unfinished ones resumed; several processes
+    may run the same experiment at once and split its runs (:func:`run_shared`).
     """
     cfg = parse_config(plan.config, plan.overrides)
     # The vocabulary comes from the data: prepare it once so sizing and every run agree on it.
@@ -186,32 +190,79 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
                                            if f"{sec}.{k}" in RESUME_OVERRIDABLE and f"{sec}.{k}" != "train.out_dir"}
                                      for sec, values in plan.overrides.items()})
     group = [f"--wandb.group={cfg.wandb.group or name}"]
-    tuning, best = [], {}
-    for arm in plan.arms:
-        points = []
-        for lr in plan.lr_grid:
+
+    def grid_point(arm: str, lr: float) -> Callable[[], Path | None]:
+        def train() -> Path | None:
             extra = [*arm_flags[arm], *_lr_flags(cfg, lr), f"--train.seed={cfg.train.seed + TUNING_SEED_OFFSET}", *group]
             try:
-                path = run_arm(base_argv, out_dir, f"tune-{arm}-lr{lr:g}", extra, resume_argv)
+                return run_arm(base_argv, out_dir, f"tune-{arm}-lr{lr:g}", extra, resume_argv)
             except UserError as e:  # e.g. a learning rate that diverges: a grid point with no result, not the end
                 print(f"[compare] {arm} at learning rate {lr:g} failed, counted as no result: {e}", flush=True)
-                continue
-            tuning.append(path)
-            points.append((_score(path), lr))
-        if plan.lr_grid and not any(math.isfinite(score) for score, _ in points):
-            raise UserError(f"every grid learning rate failed for the {arm} arm: widen --lr-grid towards smaller values")
-        if points:
-            best[arm] = min(points)[1]
-            print(f"[compare] {arm}: best learning rate {best[arm]:g} of {', '.join(f'{lr:g}' for lr in plan.lr_grid)}",
-                  flush=True)
-    paths = []
-    for i in range(plan.seeds):
-        for arm in plan.arms:
-            lr_part = f"-lr{best[arm]:g}" if arm in best else ""
-            extra = [*arm_flags[arm], *(_lr_flags(cfg, best[arm]) if arm in best else []),
-                     f"--train.seed={cfg.train.seed + i}", *group]
-            paths.append(run_arm(base_argv, out_dir, f"{arm}{lr_part}-s{i}", extra, resume_argv))
+                return None
+        return train
+
+    points = [(arm, lr) for arm in plan.arms for lr in plan.lr_grid]
+    found = run_shared(out_dir, [(f"tune-{arm}-lr{lr:g}", grid_point(arm, lr)) for arm, lr in points])
+    tuning = [path for path in found if path is not None]
+    best = {arm: _best_lr(arm, [(lr, path) for (a, lr), path in zip(points, found) if a == arm])
+            for arm in plan.arms if plan.lr_grid}
+
+    def reported(arm: str, i: int) -> tuple[str, Callable[[], Path]]:
+        lr_part = f"-lr{best[arm]:g}" if arm in best else ""
+        extra = [*arm_flags[arm], *(_lr_flags(cfg, best[arm]) if arm in best else []),
+                 f"--train.seed={cfg.train.seed + i}", *group]
+        run_name = f"{arm}{lr_part}-s{i}"
+        return run_name, lambda: run_arm(base_argv, out_dir, run_name, extra, resume_argv)
+
+    paths = run_shared(out_dir, [reported(arm, i) for i in range(plan.seeds) for arm in plan.arms])
     return paths, tuning, out_dir
+
+
+def _best_lr(arm: str, points: list[tuple[float, Path | None]]) -> float:
+    """The grid learning rate with the lowest final val loss among ``arm``'s finished grid runs.
+
+    Raises :class:`UserError` when none finished (every point diverged or failed).
+    """
+    scored = [(_score(path), lr) for lr, path in points if path is not None]
+    if not any(math.isfinite(score) for score, _ in scored):
+        raise UserError(f"every grid learning rate failed for the {arm} arm: widen --lr-grid towards smaller values")
+    lr = min(scored)[1]
+    print(f"[compare] {arm}: best learning rate {lr:g} of {', '.join(f'{x:g}' for x, _ in points)}", flush=True)
+    return lr
+
+
+def run_shared(out_dir: Path, jobs: list[tuple[str, Callable[[], T]]]) -> list[T]:
+    """Run each ``(run name, job)`` under a claim on the name, so several ``compare.py`` share one folder.
+
+    A run whose claim another process holds (another ``compare.py`` on this experiment,
+    perhaps on another machine sharing ``runs/``) is put off: the free ones run first, then
+    each put-off one waits for its claim and runs (by then it is usually finished, so
+    ``run_arm`` reuses it).  Claims are ``flock`` files in ``out_dir/.claims/``; the kernel
+    drops them when their process dies.  Returns the jobs' results in the order given.
+    """
+    claims = out_dir / ".claims"
+    claims.mkdir(parents=True, exist_ok=True)
+    results: dict[str, T] = {}
+    later = []
+    for name, job in jobs:
+        claim = file_lock(claims / f"{name}.lock", timeout=0)
+        try:
+            claim.acquire()
+        except filelock.Timeout:
+            print(f"[compare] {out_dir / name}: another compare.py holds it; going on with the others", flush=True)
+            later.append((name, job, claim))
+            continue
+        try:
+            results[name] = job()
+        finally:
+            claim.release()
+    for name, job, claim in later:
+        acquire_or_wait(claim, f"[compare] waiting for the other compare.py that holds {out_dir / name} ...")
+        try:
+            results[name] = job()
+        finally:
+            claim.release()
+    return [results[name] for name, _ in jobs]
 
 
 def _size_flags(cfg: RunConfig, equal_params: str | None, arm: str) -> list[str]:

@@ -1,0 +1,41 @@
+"""Several ``compare.py`` processes on one experiment folder: each run is claimed, none is trained twice."""
+
+import pytest
+
+from core.files import file_lock
+from experiment import runner
+
+
+def test_a_run_claimed_elsewhere_is_put_off_and_waited_for(tmp_path, capsys):
+    """A run whose claim another process holds is skipped at first, the free runs go on, and it
+    runs (reused or resumed by ``run_arm``) once the claim is free; results keep the given order."""
+    ran = []
+    (tmp_path / ".claims").mkdir()
+    elsewhere = file_lock(tmp_path / ".claims" / "tied-s0.lock", timeout=0)
+    elsewhere.acquire()  # another flock on the same file: what a second compare.py holds
+
+    def job(name):
+        def run():
+            ran.append(name)
+            if name == "untied-s0":  # the other process finishes while we train untied-s0
+                elsewhere.release()
+            return f"path of {name}"
+        return run
+
+    names = ["tied-s0", "untied-s0", "tied-s1"]
+    assert runner.run_shared(tmp_path, [(n, job(n)) for n in names]) == [f"path of {n}" for n in names]
+    assert ran == ["untied-s0", "tied-s1", "tied-s0"]
+    assert "another compare.py holds it" in capsys.readouterr().out
+
+
+def test_claims_are_released_when_a_run_fails(tmp_path):
+    """A run that raises (a stop signal, a failed start) gives its claim back, so a rerun can take it."""
+    def fail():
+        raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError):
+        runner.run_shared(tmp_path, [("tied-s0", fail)])
+    claim = file_lock(tmp_path / ".claims" / "tied-s0.lock", timeout=0)
+    claim.acquire()  # would raise filelock.Timeout if the failed run still held it
+    claim.release()
+
