@@ -1,4 +1,6 @@
-"""pytest setup: put the repo root on sys.path so tests import ``data``, ``errors``, ... as the CLI does.
+"""pytest setup: put the repo root on sys.path so tests import ``data``, ``errors``, ... as the CLI does;
+fix Hypothesis's profile; and the small prepared corpora the data tests share (``corpus_file``,
+``token_data``, ``sharded``) and the training tests share (``corpus``).
 
 Run all tests from the repo root with ``python -m pytest -q``.
 """
@@ -25,3 +27,38 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 settings.load_profile("tinygpt")
+
+
+import pytest  # noqa: E402
+from data_helpers import STORIES, lines_text, write_jsonl  # noqa: E402
+from helpers import write_corpus  # noqa: E402
+
+from data.loader import TokenData  # noqa: E402
+from data.prepare import prepare_data  # noqa: E402
+
+
+@pytest.fixture
+def corpus_file(tmp_path):
+    """A 200-line UTF-8 text file (~3 KB)."""
+    p = tmp_path / "corpus.txt"
+    p.write_text(lines_text("alpha beta", 200), encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def token_data(tmp_path, corpus_file):
+    """TokenData over the char-prepared corpus_file (~5.5 K train tokens, ~600 val)."""
+    return TokenData(prepare_data(str(corpus_file), "char", tmp_path / "cache"))
+
+
+@pytest.fixture
+def sharded(tmp_path):
+    """TokenData over a char-tokenized jsonl corpus in several train and val shards."""
+    src = write_jsonl(tmp_path / "stories.jsonl", STORIES)
+    return TokenData(prepare_data(str(src), "char", tmp_path / "cache", shard_tokens=250, num_proc=1))
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """A small local text corpus (~30 KB) that the char tokenizer trains on in seconds."""
+    return write_corpus(tmp_path)

@@ -6,9 +6,13 @@ because pytest puts the ``tests/`` folder on ``sys.path``.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from training.runs import read_metrics
+
+REPO = Path(__file__).resolve().parent.parent
 
 VERSE = (
     "ROMEO:\nBut soft, what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n\n"
@@ -56,3 +60,13 @@ def loss_curve(run_dir: Path) -> list[tuple]:
     keys = ("train_loss", "val_loss")
     return [(r["kind"], r["step"], tuple(r.get(k) for k in keys))
             for r in read_metrics(Path(run_dir) / "metrics.jsonl") if r["kind"] in ("train", "eval")]
+
+
+def train_cmd(*args: str) -> list[str]:
+    """``python train.py ARGS`` as an argv list."""
+    return [sys.executable, str(REPO / "train.py"), *args]
+
+
+def run_train(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    """``python train.py ARGS`` to completion, output captured."""
+    return subprocess.run(train_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=300, **kwargs)

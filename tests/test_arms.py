@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from helpers import tiny_args, train_rows, write_corpus
+from helpers import tiny_args, train_rows
 
 import sample
 import train
@@ -29,11 +29,6 @@ TINY = dict(vocab_size=97, block_size=16, n_layer=2, n_head=2, n_embd=32)
 def tiny(**kw) -> GPT:
     torch.manual_seed(0)
     return GPT(GPTConfig(**{**TINY, **kw}))
-
-
-@pytest.fixture
-def corpus(tmp_path):
-    return write_corpus(tmp_path)
 
 
 def test_lm_head_bias_adds_vocab_size_parameters_starting_at_zero():

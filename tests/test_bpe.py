@@ -17,7 +17,13 @@ from data.config import DataConfig
 from data.corpus import load_documents
 from data.loader import TokenData
 from data.prepare import prepare_data
-from data.tokenizers import CharTokenizer, build_tokenizer, load_tokenizer, save_tokenizer, tokenizer_from_dict
+from data.tokenizers import (
+    CharTokenizer,
+    build_tokenizer,
+    load_tokenizer,
+    save_tokenizer,
+    tokenizer_from_dict,
+)
 from training.step import Score, _bpb
 
 # The first 30,000 characters of the shipped plays, in 30 pieces: enough pairs for a 400-token vocabulary.

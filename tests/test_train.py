@@ -10,7 +10,7 @@ import re
 
 import pytest
 import torch
-from helpers import VERSE, error_line, tiny_args, train_rows, write_corpus
+from helpers import VERSE, error_line, tiny_args, train_rows
 
 import train
 from core.errors import UserError
@@ -18,13 +18,6 @@ from model.checkpoint import load_checkpoint
 from training import schedule, setup, step
 from training.config import RunConfig, TrainConfig, parse_config
 from training.runs import read_metrics
-
-
-@pytest.fixture
-def corpus(tmp_path):
-    """A small local text corpus (~30 KB) that the char tokenizer trains on in seconds."""
-    return write_corpus(tmp_path)
-
 
 # ---------------------------------------------------------------- schedule
 
