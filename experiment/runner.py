@@ -202,6 +202,10 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
         return train
 
     points = [(arm, lr) for arm in plan.arms for lr in plan.lr_grid]
+    if points:
+        print(_progress(out_dir, [f"tune-{arm}-lr{lr:g}" for arm, lr in points],
+                        f"learning-rate grid ({len(plan.arms)} arms x {len(plan.lr_grid)} rates, "
+                        f"seed {cfg.train.seed + TUNING_SEED_OFFSET})"), flush=True)
     found = run_shared(out_dir, [(f"tune-{arm}-lr{lr:g}", grid_point(arm, lr)) for arm, lr in points])
     tuning = [path for path in found if path is not None]
     best = {arm: _best_lr(arm, [(lr, path) for (a, lr), path in zip(points, found) if a == arm])
@@ -214,7 +218,10 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
         run_name = f"{arm}{lr_part}-s{i}"
         return run_name, lambda: run_arm(base_argv, out_dir, run_name, extra, resume_argv)
 
-    paths = run_shared(out_dir, [reported(arm, i) for i in range(plan.seeds) for arm in plan.arms])
+    jobs = [reported(arm, i) for i in range(plan.seeds) for arm in plan.arms]
+    seeds = f"{plan.seeds} seed{'s' if plan.seeds != 1 else ''}"
+    print(_progress(out_dir, [name for name, _ in jobs], f"reported runs ({len(plan.arms)} arms x {seeds})"), flush=True)
+    paths = run_shared(out_dir, jobs)
     return paths, tuning, out_dir
 
 
@@ -229,6 +236,14 @@ def _best_lr(arm: str, points: list[tuple[float, Path | None]]) -> float:
     lr = min(scored)[1]
     print(f"[compare] {arm}: best learning rate {lr:g} of {', '.join(f'{x:g}' for x, _ in points)}", flush=True)
     return lr
+
+
+def _progress(out_dir: Path, names: list[str], what: str) -> str:
+    """One line: how many of the runs ``names`` in ``out_dir`` are finished, to resume, or to train."""
+    finished = sum((out_dir / n / "summary.json").is_file() for n in names)
+    resume = sum(not (out_dir / n / "summary.json").is_file() and (out_dir / n / "ckpt_last.pt").is_file() for n in names)
+    return (f"[compare] {what}: {len(names)} runs, {finished} finished, {resume} to resume, "
+            f"{len(names) - finished - resume} to train")
 
 
 def run_shared(out_dir: Path, jobs: list[tuple[str, Callable[[], T]]]) -> list[T]:

@@ -1,4 +1,5 @@
-"""Several ``compare.py`` processes on one experiment folder: each run is claimed, none is trained twice."""
+"""Several ``compare.py`` processes on one experiment folder (each run claimed, none trained twice), and
+the progress line compare.py prints before each phase."""
 
 import pytest
 
@@ -39,3 +40,14 @@ def test_claims_are_released_when_a_run_fails(tmp_path):
     claim.acquire()  # would raise filelock.Timeout if the failed run still held it
     claim.release()
 
+
+
+def test_progress_line_counts_finished_unfinished_and_new_runs(tmp_path):
+    """Before each phase compare.py says how much of it is done: a summary is finished, a checkpoint
+    without one is to resume, no folder is to train."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "summary.json").write_text("{}")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "ckpt_last.pt").write_bytes(b"")
+    line = runner._progress(tmp_path, ["a", "b", "c"], "reported runs (3 arms x 1 seeds)")
+    assert line == "[compare] reported runs (3 arms x 1 seeds): 3 runs, 1 finished, 1 to resume, 1 to train"
