@@ -13,8 +13,8 @@
 Each arm is a set of ``train.py`` settings (docs/experiment.md): tied, untied, tied-bias (a
 learned lm_head bias), untied-split (zero-init head, own learning rates: nanochat's recipe),
 tie-then-untie (modded-nanogpt's schedule).  With ``--lr-grid`` every arm first trains at every
-grid learning rate on a tuning seed no reported run uses; each arm's best is then used for
-the reported seeds.  For each seed ``s`` every arm trains ``runs/<experiment>/<arm>[-lr<lr>]-s<s>``
+grid learning rate on a tuning seed no reported run uses (with ``--lr-widen N`` also up to N
+steps past an edge its best sits on); each arm's best is then used for the reported seeds.  For each seed ``s`` every arm trains ``runs/<experiment>/<arm>[-lr<lr>]-s<s>``
 with the same config, seed, data order, eval windows, token budget and schedule; only the
 arms' own settings (and tuned learning rates) differ.  Finished runs are reused and
 unfinished ones resumed.  The report (``report.md`` + figures) compares each arm with
@@ -61,6 +61,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
                    help="Seeds per arm, paired across arms: run i trains with the config's train.seed + i.")
     p.add_argument("--lr-grid", help="Comma-separated peak learning rates to tune each arm over, on a separate "
                                      "tuning seed (default: none, every arm at train.learning_rate).")
+    p.add_argument("--lr-widen", type=int, default=0, metavar="N",
+                   help="With --lr-grid: when an arm's best rate is the grid's smallest or largest, also train it one "
+                        "grid step past that edge, and again while the best stays there, up to N rates a side "
+                        "(default 0: the grid as given; an arm's best on an edge is then only flagged).")
     p.add_argument("--margin", type=float,
                    help=f"Equivalence margin in nats/token, declared before the runs: arms closer than this count "
                         f"as equivalent (TOST). Default {DEFAULT_MARGIN}, or the margin the experiment folder declared.")
@@ -76,6 +80,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     args, overrides = parse_cli(p, argv, exclude=SET_PER_RUN)
     args.arms = parse_arms(args.arms)
     args.lr_grid = _parse_grid(args.lr_grid)
+    if args.lr_widen < 0 or (args.lr_widen and not args.lr_grid):
+        raise UserError(f"--lr-widen {args.lr_widen} needs --lr-grid and a count >= 0: e.g. --lr-grid 2e-3,4e-3,8e-3 --lr-widen 2")
     args.grid = parse_axes(args.grid, (*SET_PER_RUN, "train.out_dir"))
     training = args.config or args.equal_params or overrides or args.name or args.lr_grid or args.grid
     if args.runs and training:
@@ -155,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             margin = DEFAULT_MARGIN if args.margin is None else args.margin
             plan = Plan(args.config, overrides, args.arms, args.seeds, args.lr_grid, args.equal_params, args.name,
-                        args.reference, margin)
+                        args.reference, margin, args.lr_widen)
             if args.grid:
                 return _grid(plan, args.grid, prompts, command)
             reported, tuning, out_dir = run_experiment(plan)

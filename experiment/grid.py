@@ -21,7 +21,8 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json, write_json
 from core.settings import field_types, merge, parse_cli_value
-from experiment.runner import Plan, lr_grid_refusals, run_experiment, write_report
+from experiment.runner import Plan, run_experiment, write_report
+from experiment.tuning import lr_grid_refusals
 from training.config import SCHEMA, parse_config
 
 GRID_FILE = "grid.json"
@@ -151,13 +152,13 @@ def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
     Axis values, arms, seeds and the learning-rate grid may grow (:func:`lr_grid_refusals`).
     """
     settings = {"axes": {a.key: list(a.values) for a in axes}, "arms": plan.arms, "seeds": plan.seeds,
-                "lr_grid": plan.lr_grid, "margin": plan.margin, "reference": plan.reference,
+                "lr_grid": plan.lr_grid, "lr_widen": plan.lr_widen, "margin": plan.margin, "reference": plan.reference,
                 "config": plan.config}
     path = grid_dir / GRID_FILE
     if path.is_file():
         before = read_json(path, "grid settings")
         changed = [k for k in ("margin", "reference", "config") if before.get(k) != settings[k]]
-        changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid)
+        changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if set(before.get("axes", {})) != set(settings["axes"]):
             changed.append("axes (keys)")
         if changed:

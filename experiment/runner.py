@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from data.loader import TokenData
 from data.prepare import prepare_from_config
 from experiment import figures, report, report_markdown
 from experiment.arms import ARM_KEYS, arm_argv
+from experiment.tuning import TUNING_SEED_OFFSET, best_lr, lr_flags, lr_grid_refusals, next_rates, score
 from model.config import GPTConfig
 from model.gpt import GPT
 from training import faults
@@ -141,7 +141,6 @@ def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], re
 
 
 T = TypeVar("T")
-TUNING_SEED_OFFSET = 1000  # the grid trains on train.seed + this: never one of the reported seeds (seed + i)
 
 
 @dataclass
@@ -157,6 +156,7 @@ class Plan:
     name: str | None = None
     reference: str = "tied"
     margin: float = 0.01  # nats/token, declared before the runs
+    lr_widen: int = 0  # with a grid: rates tried past an edge an arm's best sits on, at most, a side
 
 
 def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
@@ -193,7 +193,8 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
 
     def grid_point(arm: str, lr: float) -> Callable[[], Path | None]:
         def train() -> Path | None:
-            extra = [*arm_flags[arm], *_lr_flags(cfg, lr), f"--train.seed={cfg.train.seed + TUNING_SEED_OFFSET}", *group]
+            extra = [*arm_flags[arm], *lr_flags(cfg.train.learning_rate, cfg.train.min_lr, lr),
+                     f"--train.seed={cfg.train.seed + TUNING_SEED_OFFSET}", *group]
             try:
                 return run_arm(base_argv, out_dir, f"tune-{arm}-lr{lr:g}", extra, resume_argv)
             except UserError as e:  # e.g. a learning rate that diverges: a grid point with no result, not the end
@@ -201,19 +202,11 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
                 return None
         return train
 
-    points = [(arm, lr) for arm in plan.arms for lr in plan.lr_grid]
-    if points:
-        print(_progress(out_dir, [f"tune-{arm}-lr{lr:g}" for arm, lr in points],
-                        f"learning-rate grid ({len(plan.arms)} arms x {len(plan.lr_grid)} rates, "
-                        f"seed {cfg.train.seed + TUNING_SEED_OFFSET})"), flush=True)
-    found = run_shared(out_dir, [(f"tune-{arm}-lr{lr:g}", grid_point(arm, lr)) for arm, lr in points])
-    tuning = [path for path in found if path is not None]
-    best = {arm: _best_lr(arm, [(lr, path) for (a, lr), path in zip(points, found) if a == arm])
-            for arm in plan.arms if plan.lr_grid}
+    tuning, best = _tune(plan, out_dir, grid_point, cfg.train.seed + TUNING_SEED_OFFSET)
 
     def reported(arm: str, i: int) -> tuple[str, Callable[[], Path]]:
         lr_part = f"-lr{best[arm]:g}" if arm in best else ""
-        extra = [*arm_flags[arm], *(_lr_flags(cfg, best[arm]) if arm in best else []),
+        extra = [*arm_flags[arm], *(lr_flags(cfg.train.learning_rate, cfg.train.min_lr, best[arm]) if arm in best else []),
                  f"--train.seed={cfg.train.seed + i}", *group]
         run_name = f"{arm}{lr_part}-s{i}"
         return run_name, lambda: run_arm(base_argv, out_dir, run_name, extra, resume_argv)
@@ -225,17 +218,31 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     return paths, tuning, out_dir
 
 
-def _best_lr(arm: str, points: list[tuple[float, Path | None]]) -> float:
-    """The grid learning rate with the lowest final val loss among ``arm``'s finished grid runs.
+def _tune(plan: Plan, out_dir: Path, grid_point: Callable[[str, float], Callable[[], Path | None]],
+          seed: int) -> tuple[list[Path], dict[str, float]]:
+    """Train every arm at every grid rate, then past an edge its best sits on (``plan.lr_widen`` steps a side).
 
-    Raises :class:`UserError` when none finished (every point diverged or failed).
+    Returns (the finished tuning runs, each arm's best rate); both empty without a grid.
+    Raises :class:`UserError` when every rate of an arm failed.
     """
-    scored = [(_score(path), lr) for lr, path in points if path is not None]
-    if not any(math.isfinite(score) for score, _ in scored):
-        raise UserError(f"every grid learning rate failed for the {arm} arm: widen --lr-grid towards smaller values")
-    lr = min(scored)[1]
-    print(f"[compare] {arm}: best learning rate {lr:g} of {', '.join(f'{x:g}' for x, _ in points)}", flush=True)
-    return lr
+    if not plan.lr_grid:
+        return [], {}
+    tried: dict[str, dict[float, Path | None]] = {arm: {} for arm in plan.arms}
+    todo = [(arm, lr) for arm in plan.arms for lr in plan.lr_grid]
+    what = f"learning-rate grid ({len(plan.arms)} arms x {len(plan.lr_grid)} rates, seed {seed})"
+    while todo:
+        names = [f"tune-{arm}-lr{lr:g}" for arm, lr in todo]
+        print(_progress(out_dir, names, what), flush=True)
+        for (arm, lr), path in zip(todo, run_shared(out_dir, [(n, grid_point(*job)) for n, job in zip(names, todo)])):
+            tried[arm][lr] = path
+        scores = {arm: {lr: score(path) for lr, path in runs.items()} for arm, runs in tried.items()}
+        todo = [(arm, lr) for arm in plan.arms for lr in next_rates(plan.lr_grid, scores[arm], plan.lr_widen)]
+        what = "learning rates past the grid's edge, for the arms whose best sits on it (--lr-widen)"
+    best = {arm: best_lr(arm, scores[arm]) for arm in plan.arms}
+    for arm in plan.arms:
+        print(f"[compare] {arm}: best learning rate {best[arm]:g} of "
+              f"{', '.join(f'{lr:g}' for lr in sorted(tried[arm]))}", flush=True)
+    return [path for runs in tried.values() for path in runs.values() if path is not None], best
 
 
 def _progress(out_dir: Path, names: list[str], what: str) -> str:
@@ -291,41 +298,14 @@ def _size_flags(cfg: RunConfig, equal_params: str | None, arm: str) -> list[str]
     return [f"--model.{key}={getattr(tied_cfg, key)}"]
 
 
-def _lr_flags(cfg: RunConfig, lr: float) -> list[str]:
-    """Peak learning rate ``lr``, with min_lr scaled alike so the schedule keeps its shape."""
-    return [f"--train.learning_rate={lr:g}", f"--train.min_lr={lr * cfg.train.min_lr / cfg.train.learning_rate:g}"]
-
-
-def _score(run_dir: Path) -> float:
-    """A finished run's final val loss (summary.json), the score the grid ranks by."""
-    summary = read_json(run_dir / "summary.json", "run summary")
-    value = summary.get("final_val_loss", summary.get("val_loss"))
-    return value if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
-
-
-def lr_grid_refusals(before: list[float], now: list[float]) -> list[str]:
-    """``[]`` if the learning-rate grid ``now`` may continue a folder made with ``before``; else ``[why not]``.
-
-    A grid may grow -- widening it when a best learning rate sat on its edge -- as long as it
-    keeps every point it had: the runs already made stay part of it, every arm trains at the new
-    points alike, and an arm whose best rate moves trains its reported seeds at the new rate.
-    A folder made without a grid (every arm at the config's rate) cannot gain one.
-    """
-    old, new = {f"{lr:g}" for lr in before}, {f"{lr:g}" for lr in now}
-    if old == new or (old and old <= new):
-        return []
-    if not old or not new:
-        return ["lr_grid (a folder made with a grid needs one, and one made without cannot gain one)"]
-    return [f"lr_grid (it may grow but must keep {', '.join(sorted(old - new, key=float))})"]
-
-
 def _remember_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> None:
     """Write experiment.json, or refuse a folder made with other settings (arms, seeds and the lr grid may grow)."""
     # The folder remembers the resolved config it was made with (bookkeeping aside), so a re-run
     # continues it -- with more seeds or arms, another device or wandb mode -- but never mixes settings.
     flat = report.flatten(cfg.to_dict())
     settings = {"config": {k: v for k, v in flat.items() if k not in report.BOOKKEEPING},
-                "equal_params": plan.equal_params, "lr_grid": plan.lr_grid, "margin": plan.margin}
+                "equal_params": plan.equal_params, "lr_grid": plan.lr_grid, "lr_widen": plan.lr_widen,
+                "margin": plan.margin}
     saved = out_dir / "experiment.json"
     if saved.is_file():
         before = read_json(saved, "experiment settings")
@@ -338,7 +318,7 @@ def _remember_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> None:
         # Older folders recorded no grid (none was run) and no margin (any may be declared now).
         was = {"equal_params": before.get("equal_params"), "margin": before.get("margin", now["margin"])}
         changed += [k for k, v in was.items() if v != now[k]]
-        changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid)
+        changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if changed:
             raise UserError(f"experiment folder {out_dir} was made with other settings ({', '.join(changed)}): "
                             "pick another --name")
