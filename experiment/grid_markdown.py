@@ -62,6 +62,11 @@ def _tally(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _widen_words(widen: int) -> str:
+    """How far past the grid's edges a best rate was followed (``--lr-widen``), in words; '' for none."""
+    return f", then up to {widen} rate{'s' if widen > 1 else ''} a side past an edge an arm's best sat on" if widen else ""
+
+
 def render_grid(settings: dict, cells: list[GridCell], rows: list[dict], fits: list[Fit], figures: list[str],
                 command: str | None) -> str:
     """The grid's markdown report."""
@@ -72,7 +77,8 @@ def render_grid(settings: dict, cells: list[GridCell], rows: list[dict], fits: l
         lines += ["```bash", command, "```", ""]
     lines += [f"Grid: {axes}. Arms: {', '.join(settings['arms'])}, each against `{settings['reference']}`, "
               f"{settings['seeds']} seeds, learning rate tuned per arm and cell on "
-              f"{', '.join(f'{v:g}' for v in settings['lr_grid']) or 'no grid (the config’s)'}; "
+              f"{', '.join(f'{v:g}' for v in settings['lr_grid']) or 'no grid (the config’s)'}"
+              f"{_widen_words(settings.get('lr_widen', 0))}; "
               f"equivalence margin ±{settings['margin']:g} nats/token, declared before the runs.", ""]
     lines += ["Δ = arm − reference in final val loss on the same val tokens for every run of a cell, paired by seed. "
               "Bits per byte (bpb) = loss / ln 2 × tokens / UTF-8 bytes of the scored text: comparable across "

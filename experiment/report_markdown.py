@@ -214,7 +214,8 @@ def _lr_section(exp: Experiment) -> list[str]:
         if t["edge"]:
             lo, hi = t["points"][0][0], t["points"][-1][0]
             lines.append(f"- **Warning:** {arm}'s best learning rate {t['best']:g} is at the edge of its grid "
-                         f"({lo:g}–{hi:g}): the optimum may lie outside it; widen the grid.")
+                         f"({lo:g}–{hi:g}): the optimum may lie outside it; widen the grid (more --lr-grid rates, "
+                         "or a larger --lr-widen), unless the rate past that edge was tried and failed.")
         if used[arm] != t["best"]:
             lines.append(f"- {arm}'s reported runs used {used[arm]:g}, not its grid's best {t['best']:g}.")
     untuned = [arm for arm in exp.arms if arm not in table]

@@ -118,6 +118,10 @@ def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], re
     """
     run_dir = out_dir / name
     train_py = str(REPO_ROOT / "train.py")
+    if (run_dir / ".lock").is_file():  # a train.py still at work here (its compare.py was killed): let it end
+        busy = file_lock(run_dir / ".lock")
+        acquire_or_wait(busy, f"[compare] {run_dir}: waiting for the train.py that still holds it ...")
+        busy.release()
     if (run_dir / "summary.json").is_file():
         print(f"[compare] {run_dir}: finished earlier, reused", flush=True)
         return run_dir
@@ -184,7 +188,7 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     passed_on = {s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in plan.overrides.items()}
     base_argv = [*(["--config", plan.config] if plan.config else []), *overrides_to_argv(passed_on)]
     arm_flags = {arm: arm_argv(arm) + _size_flags(cfg, plan.equal_params, arm) for arm in plan.arms}
-    _remember_settings(out_dir, cfg, plan)
+    settings = _remember_settings(out_dir, cfg, plan)
     # train.out_dir is the experiment's parent here; run_arm names the experiment folder itself.
     resume_argv = overrides_to_argv({sec: {k: v for k, v in values.items()
                                            if f"{sec}.{k}" in RESUME_OVERRIDABLE and f"{sec}.{k}" != "train.out_dir"}
@@ -203,6 +207,9 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
         return train
 
     tuning, best = _tune(plan, out_dir, grid_point, cfg.train.seed + TUNING_SEED_OFFSET)
+    if plan.lr_grid and read_json(out_dir / "experiment.json", "experiment settings") != settings:
+        raise UserError(f"another compare.py changed {out_dir / 'experiment.json'} (a wider grid or --lr-widen) while "
+                        "this one tuned, so their best rates may differ: run the same command as that one")
 
     def reported(arm: str, i: int) -> tuple[str, Callable[[], Path]]:
         lr_part = f"-lr{best[arm]:g}" if arm in best else ""
@@ -298,8 +305,19 @@ def _size_flags(cfg: RunConfig, equal_params: str | None, arm: str) -> list[str]
     return [f"--model.{key}={getattr(tied_cfg, key)}"]
 
 
-def _remember_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> None:
-    """Write experiment.json, or refuse a folder made with other settings (arms, seeds and the lr grid may grow)."""
+def _remember_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> dict:
+    """Write experiment.json and return what it holds, or refuse a folder made with other settings.
+
+    Arms, seeds, the lr grid and ``lr_widen`` may grow.  The check and the write happen under a
+    lock, so two ``compare.py`` starting at once cannot both pass it with different settings.
+    """
+    (out_dir / ".claims").mkdir(parents=True, exist_ok=True)
+    with file_lock(out_dir / ".claims" / "experiment.json.lock"):
+        return _check_and_write_settings(out_dir, cfg, plan)
+
+
+def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> dict:
+    """:func:`_remember_settings`'s body, run under its lock."""
     # The folder remembers the resolved config it was made with (bookkeeping aside), so a re-run
     # continues it -- with more seeds or arms, another device or wandb mode -- but never mixes settings.
     flat = report.flatten(cfg.to_dict())
@@ -322,8 +340,8 @@ def _remember_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> None:
         if changed:
             raise UserError(f"experiment folder {out_dir} was made with other settings ({', '.join(changed)}): "
                             "pick another --name")
-    out_dir.mkdir(parents=True, exist_ok=True)
     write_json(saved, settings)
+    return read_json(saved, "experiment settings")  # as JSON gives it back (lists, not tuples), for comparing later
 
 
 def write_report(paths: list[Path], tuning: list[Path], out_dir: Path, prompts: list[str], title: str,

@@ -64,7 +64,9 @@ def next_rates(grid: list[float], scores: dict[float, float], widen: int) -> lis
         out.append(float(f"{lo / down:.6g}"))
     if best == hi and sum(lr > rates[-1] for lr in scores) < widen:
         out.append(float(f"{hi * up:.6g}"))
-    return out
+    # A step too small to change the rate's 6 digits (two grid ends that close) would repeat a rate forever.
+    tried = {f"{lr:g}" for lr in scores}
+    return [lr for lr in out if f"{lr:g}" not in tried]
 
 
 def lr_grid_refusals(before: list[float], now: list[float], widen_before: int = 0, widen_now: int = 0) -> list[str]:

@@ -1,12 +1,12 @@
-"""Faults a training run survives, each injected for real, each checked for what was kept.
+"""Faults a training run survives, each injected for real: signals, kills, Ctrl-C and NaN / Inf steps.
 
 Run: ``python -m pytest -q tests/test_faults.py``  (CPU, offline, about a minute).
 
-Signals and kills use real ``train.py`` subprocesses (SIGTERM, SIGKILL, a kill in the middle of
-a checkpoint write); the rest calls ``train.main`` in-process with the fault patched in at an
-exact step (Ctrl-C, a full disk, NaN / Inf losses and gradients), or hands it a damaged or
-hostile file.  "Nothing lost" is checked the strict way: a resumed run's loss curve equals the
-uninterrupted run's, bit for bit, on CPU.
+SIGKILL and SIGTERM hit real ``train.py`` subprocesses (and a second run into the busy folder is
+refused); Ctrl-C and non-finite losses and gradients are patched into ``train.main`` in-process
+at an exact step.  "Nothing lost" is checked the strict way: a resumed run's loss curve equals
+the uninterrupted run's, bit for bit, on CPU.  The faults in files and folders are in
+``test_faults_files.py``.
 """
 
 from __future__ import annotations

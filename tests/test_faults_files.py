@@ -5,7 +5,8 @@ Run: ``python -m pytest -q tests/test_faults_files.py``  (CPU, offline, well und
 A kill or a full disk in the middle of a checkpoint write; tampered, truncated and hostile
 checkpoints; token files and metadata that disagree; two runs in one folder; run names and
 links that would leave the run folder; compare.py's children; config values that look like
-code.  Signals, Ctrl-C and NaN / Inf steps are in ``test_faults.py``.
+code; a non-finite model never written over a checkpoint.  SIGKILL, SIGTERM, Ctrl-C and
+NaN / Inf steps are in ``test_faults.py``.
 """
 
 from __future__ import annotations
@@ -21,14 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import (
-    error_line,
-    loss_curve,
-    run_train,
-    tiny_args,
-    train_cmd,
-    write_corpus,
-)
+from helpers import REPO, error_line, loss_curve, run_train, tiny_args, train_cmd, write_corpus
 
 import sample
 import train
@@ -39,8 +33,6 @@ from model.checkpoint import load_checkpoint, save_checkpoint
 from model.gpt import GPT
 from training import faults
 
-REPO = Path(__file__).resolve().parent.parent
-LOG, EVAL = 1, 10  # log and eval intervals of the subprocess runs: a train row every step
 
 
 # ----------------------------------------------------------------------------- crashes while writing

@@ -135,7 +135,8 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
 
 
 def test_a_grid_folder_takes_a_wider_learning_rate_grid_and_refuses_a_narrower_one(tmp_path):
-    """grid.json: the lr grid may grow (it is then recorded whole), like the axes; losing a point is refused."""
+    """grid.json: the lr grid and --lr-widen may grow (recorded whole), like the axes; losing a point or
+    lowering --lr-widen is refused."""
     from experiment.grid import Axis, _remember_grid
     from experiment.runner import Plan
 
@@ -145,3 +146,8 @@ def test_a_grid_folder_takes_a_wider_learning_rate_grid_and_refuses_a_narrower_o
     assert json.loads((tmp_path / "grid.json").read_text())["lr_grid"] == [2e-3, 4e-3, 8e-3, 1.6e-2]
     with pytest.raises(UserError, match="must keep 0.002"):
         _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, [4e-3, 8e-3, 1.6e-2]), axes)
+    wide = [2e-3, 4e-3, 8e-3, 1.6e-2]
+    _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, wide, lr_widen=2), axes)
+    assert json.loads((tmp_path / "grid.json").read_text())["lr_widen"] == 2  # recorded, may rise, never fall
+    with pytest.raises(UserError, match="lr_widen"):
+        _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, wide, lr_widen=1), axes)

@@ -51,3 +51,48 @@ def test_progress_line_counts_finished_unfinished_and_new_runs(tmp_path):
     (tmp_path / "b" / "ckpt_last.pt").write_bytes(b"")
     line = runner._progress(tmp_path, ["a", "b", "c"], "reported runs (3 arms x 1 seeds)")
     assert line == "[compare] reported runs (3 arms x 1 seeds): 3 runs, 1 finished, 1 to resume, 1 to train"
+
+
+def test_a_put_off_run_that_fails_gives_its_claim_back(tmp_path):
+    """The second pass (runs first held elsewhere) also releases a claim when its run raises."""
+    (tmp_path / ".claims").mkdir()
+    elsewhere = file_lock(tmp_path / ".claims" / "tied-s0.lock", timeout=0)
+    elsewhere.acquire()
+
+    def release_then_ok():
+        elsewhere.release()
+        return "ok"
+
+    def fail():
+        raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError):
+        runner.run_shared(tmp_path, [("tied-s0", fail), ("untied-s0", release_then_ok)])
+    claim = file_lock(tmp_path / ".claims" / "tied-s0.lock", timeout=0)
+    claim.acquire()
+    claim.release()
+
+
+def test_a_run_another_process_finished_is_reused_not_trained_again(tmp_path, monkeypatch):
+    """Through ``run_arm``: the other process trains the run it holds; once it lets go, this one finds
+    the finished run (summary.json) and starts no train.py for it."""
+    started = []
+
+    def fake_train(cmd):
+        name = cmd[cmd.index("--run-name") + 1]
+        started.append(name)
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text("{}")
+        if name == "untied-s0":  # meanwhile the other process finishes tied-s0 and lets go of it
+            (tmp_path / "tied-s0").mkdir()
+            (tmp_path / "tied-s0" / "summary.json").write_text("{}")
+            elsewhere.release()
+        return 0, None
+
+    monkeypatch.setattr(runner, "run_forwarding_signals", fake_train)
+    (tmp_path / ".claims").mkdir()
+    elsewhere = file_lock(tmp_path / ".claims" / "tied-s0.lock", timeout=0)
+    elsewhere.acquire()
+    jobs = [(n, lambda n=n: runner.run_arm([], tmp_path, n, [], [])) for n in ("tied-s0", "untied-s0")]
+    assert runner.run_shared(tmp_path, jobs) == [tmp_path / "tied-s0", tmp_path / "untied-s0"]
+    assert started == ["untied-s0"]

@@ -1,0 +1,34 @@
+#!/bin/bash
+# The scaling view on the 2-core CPU (issue 14's floor) and the default-config cell (issue 13), in the
+# order they are being run: the commands below are the whole experiment. Each reuses finished runs and
+# resumes unfinished ones, so the script can be stopped (Ctrl-C or SIGTERM: the run in progress saves a
+# checkpoint) and started again in a later session; it goes on where it stopped.
+#
+#   bash results/scaling-cpu/run.sh            # from the repository root (or a git worktree of it)
+#
+# Every cell shares one declared tuning procedure: the grid 1e-3,2e-3,4e-3,8e-3 on seed 2337, then one
+# step past an edge an arm's best sits on (--lr-widen 1). Session 5 ran the two n_embd-64 cells on the grid
+# 2e-3,4e-3,8e-3 alone; the grid may grow, so step 2 adds 1e-3 and the widening to them.
+set -eu
+COMMON=(--config configs/shakespeare.toml --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3,8e-3
+        --lr-widen 1 --margin 0.01 --train.sample_tokens=0)
+
+# 1. The default config's cell (GPT-2 tokens, n_embd 128): issue 13's tuned rerun, 5 seeds.
+python compare.py "${COMMON[@]}" --seeds 5 --name scaling-cpu/n_embd-128_tokenizer-gpt2 \
+    --model.n_embd=128 --data.tokenizer=gpt2
+
+# 2. The cheap cells: char and bpe:4096 at n_embd 64, 128 and 256 (minutes a run), 3 seeds.
+python compare.py "${COMMON[@]}" --seeds 3 --name scaling-cpu \
+    --grid model.n_embd=64,128,256 --grid data.tokenizer=char,bpe:4096
+
+# 3. The GPT-2 vocabulary at the other two sizes (about 10 minutes a run), which completes the floor.
+python compare.py "${COMMON[@]}" --seeds 3 --name scaling-cpu \
+    --grid model.n_embd=64,128,256 --grid data.tokenizer=char,bpe:4096,gpt2
+
+# 4. Step 3 rewrote the default cell's report.md from its first 3 seeds: rerunning step 1 trains
+#    nothing and writes it again from all 5. The grid's report reads every finished run of a cell.
+python compare.py "${COMMON[@]}" --seeds 5 --name scaling-cpu/n_embd-128_tokenizer-gpt2 \
+    --model.n_embd=128 --data.tokenizer=gpt2
+
+# The grid's report (no training): every cell as far as it got, gap_vs_size.png, the regression.
+python compare.py runs/scaling-cpu
