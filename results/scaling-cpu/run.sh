@@ -7,8 +7,9 @@
 #   bash results/scaling-cpu/run.sh            # from the repository root (or a git worktree of it)
 #
 # Every cell shares one declared tuning procedure: the grid 1e-3,2e-3,4e-3,8e-3 on seed 2337, then one
-# step past an edge an arm's best sits on (--lr-widen 1). Session 5 ran the two n_embd-64 cells on the grid
-# 2e-3,4e-3,8e-3 alone; the grid may grow, so step 2 adds 1e-3 and the widening to them.
+# step past an edge an arm's best sits on (--lr-widen 1), and each cell runs on one code version. Session 5's
+# two n_embd-64 cells (grid 2e-3,4e-3,8e-3 alone, commit 695b07c, whose rounding differs from today's) were
+# moved aside to runs/_superseded/ in session 7, so step 2 trains them again under this procedure.
 set -eu
 COMMON=(--config configs/shakespeare.toml --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3,8e-3
         --lr-widen 1 --margin 0.01 --train.sample_tokens=0)
