@@ -115,7 +115,7 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
     assert compare.main(argv) == 0
     grid = tmp_path / "g"
     for cell, n_embd in (("n_embd-16_tokenizer-char", 16), ("n_embd-32_tokenizer-bpe300", 32)):
-        runs = sorted(p.name for p in (grid / cell).iterdir() if p.is_dir())
+        runs = sorted(p.name for p in (grid / cell).iterdir() if p.is_dir() and not p.name.startswith("."))
         assert runs == ["tied-s0", "tied-s1", "untied-s0", "untied-s1"] and (grid / cell / "report.md").is_file()
         cfg = json.loads((grid / cell / "tied-s0" / "config.json").read_text())
         assert cfg["model"]["n_embd"] == n_embd
