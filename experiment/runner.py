@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import json
 import signal
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -253,11 +254,21 @@ def _tune(plan: Plan, out_dir: Path, grid_point: Callable[[str, float], Callable
 
 
 def _progress(out_dir: Path, names: list[str], what: str) -> str:
-    """One line: how many of the runs ``names`` in ``out_dir`` are finished, to resume, or to train."""
-    finished = sum((out_dir / n / "summary.json").is_file() for n in names)
+    """One line: how many of the runs ``names`` in ``out_dir`` are finished, to resume, or to train.
+
+    With a finished run among them and some left, it adds a rough time left: the runs left times
+    the finished runs' median ``elapsed_s`` (wall seconds, pauses included), labelled as an estimate.
+    """
+    done = [out_dir / n / "summary.json" for n in names if (out_dir / n / "summary.json").is_file()]
     resume = sum(not (out_dir / n / "summary.json").is_file() and (out_dir / n / "ckpt_last.pt").is_file() for n in names)
-    return (f"[compare] {what}: {len(names)} runs, {finished} finished, {resume} to resume, "
-            f"{len(names) - finished - resume} to train")
+    line = (f"[compare] {what}: {len(names)} runs, {len(done)} finished, {resume} to resume, "
+            f"{len(names) - len(done) - resume} to train")
+    seconds = [t for t in (read_json(f, "run summary").get("elapsed_s") for f in done) if isinstance(t, (int, float))]
+    if seconds and len(done) < len(names):
+        per_run = statistics.median(seconds)
+        line += (f"; roughly {(len(names) - len(done)) * per_run / 60:.0f} min left at the finished runs' "
+                 f"median of {per_run / 60:.1f} min a run (an estimate)")
+    return line
 
 
 def run_shared(out_dir: Path, jobs: list[tuple[str, Callable[[], T]]]) -> list[T]:
