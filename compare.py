@@ -15,8 +15,8 @@ learned lm_head bias), untied-split (zero-init head, own learning rates: nanocha
 tie-then-untie (modded-nanogpt's schedule).  With ``--lr-grid`` every arm first trains at every
 grid learning rate on a tuning seed no reported run uses (with ``--lr-widen N`` also up to N
 steps past an edge its best sits on); each arm's best is then used for the reported seeds.
-For each seed ``s`` every arm trains ``runs/<experiment>/<arm>[-lr<lr>]-s<s>`` with the same config, seed, data order, eval windows, token budget and schedule; only the
-arms' own settings (and tuned learning rates) differ.  Finished runs are reused and
+For each seed ``s`` every arm trains ``runs/<experiment>/<arm>[-lr<lr>]-s<s>`` with the same
+config, seed, data order, eval windows, token budget and schedule; only the arms' own settings (and tuned learning rates) differ.  Finished runs are reused and
 unfinished ones resumed.  The report (``report.md`` + figures) compares each arm with
 ``--reference`` paired by seed: better, worse, equivalent within ``--margin`` nats (declared
 before the runs), or inconclusive.  With ``--grid KEY=V1,V2`` (repeatable) the whole experiment

@@ -292,17 +292,19 @@ def run_shared(out_dir: Path, jobs: list[tuple[str, Callable[[], T]]]) -> list[T
             print(f"[compare] {out_dir / name}: another compare.py holds it; going on with the others", flush=True)
             later.append((name, job, claim))
             continue
-        try:
-            results[name] = job()
-        finally:
-            claim.release()
+        results[name] = _release_after(claim, job)
     for name, job, claim in later:
         acquire_or_wait(claim, f"[compare] waiting for the other compare.py that holds {out_dir / name} ...")
-        try:
-            results[name] = job()
-        finally:
-            claim.release()
+        results[name] = _release_after(claim, job)
     return [results[name] for name, _ in jobs]
+
+
+def _release_after(claim: filelock.FileLock, job: Callable[[], T]) -> T:
+    """``job()``, then release ``claim`` however the job ended."""
+    try:
+        return job()
+    finally:
+        claim.release()
 
 
 def _size_flags(cfg: RunConfig, equal_params: str | None, arm: str) -> list[str]:
@@ -352,7 +354,7 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> dict
             raise UserError(f"experiment folder {out_dir} was made with other settings ({', '.join(changed)}): "
                             "pick another --name")
     write_json(saved, settings)
-    return read_json(saved, "experiment settings")  # as JSON gives it back (lists, not tuples), for comparing later
+    return json.loads(json.dumps(settings))  # as read back from the file (lists, not tuples), for comparing later
 
 
 def write_report(paths: list[Path], tuning: list[Path], out_dir: Path, prompts: list[str], title: str,
