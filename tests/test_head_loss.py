@@ -63,12 +63,26 @@ def test_never_builds_more_than_one_slice_of_logits(monkeypatch):
     """The head's matmul only ever sees `rows` rows, with and without gradients: the memory bound."""
     seen = []
     real = head_loss._slice_logits
-    monkeypatch.setattr(head_loss, "_slice_logits", lambda xs, w, b: seen.append(xs.size(0)) or real(xs, w, b))
+    monkeypatch.setattr(head_loss, "_slice_logits", lambda xs, *rest: seen.append(xs.size(0)) or real(xs, *rest))
     x, w, b, t = _inputs(n=37)
     linear_cross_entropy(x, w, b, t, rows=8).backward()
     with torch.no_grad():
         linear_cross_entropy(x, w, b, t, rows=8)
     assert seen == [8, 8, 8, 8, 5] * 2
+
+
+def test_every_slice_reuses_the_same_logits_buffer(monkeypatch):
+    """Float32 slices are written into one buffer per call, not allocated anew: the per-slice
+    64 MB tensors fragmented the CPU heap (which is never trimmed) and a run's RSS crept upwards."""
+    starts = []
+    real = head_loss._slice_logits
+    monkeypatch.setattr(head_loss, "_slice_logits", lambda *a: starts.append(real(*a).data_ptr()) or real(*a))
+    x, w, b, t = _inputs(n=37)
+    linear_cross_entropy(x, w, b, t, rows=8).backward()
+    with torch.no_grad():
+        linear_cross_entropy(x, w, b, t, rows=8)
+    assert len(starts) == 10
+    assert len(set(starts[:5])) == 1 and len(set(starts[5:])) == 1
 
 
 def test_default_slice_is_a_fixed_number_of_logits():
