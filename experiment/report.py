@@ -315,7 +315,7 @@ def arm_table(exp: Experiment) -> list[dict]:
         final = [r.score for r in members]
         best = [r.best_val_loss for r in members]
         s0 = members[0].summary
-        ckpt = members[0].path / "ckpt_best.pt"
+        ckpt = next((r.path / "ckpt_best.pt" for r in members if (r.path / "ckpt_best.pt").is_file()), None)
         baselines = [r.unigram_val_loss for r in members if r.unigram_val_loss is not None]
         rows.append({
             "arm": arm,
@@ -330,7 +330,8 @@ def arm_table(exp: Experiment) -> list[dict]:
             "tokens_per_s": median_range([r.summary["tokens_per_s_median"] for r in members]),
             "wall_time_s": median_range([r.summary.get("elapsed_s") for r in members]),
             "peak_memory_mib": mean_std([r.summary.get("peak_memory_mib", float("nan")) for r in members]),
-            "checkpoint_mib": ckpt.stat().st_size / 2**20 if ckpt.is_file() else float("nan"),
+            # Committed run folders (results/) keep no checkpoints: then the size is unknown here.
+            "checkpoint_mib": ckpt.stat().st_size / 2**20 if ckpt is not None else float("nan"),
             # Skipped (non-finite) steps are updates an arm did not get: a fairness caveat when non-zero.
             "skipped_steps": sum(r.summary.get("skipped_steps", 0) for r in members),
             "seeds": len(members),
@@ -339,16 +340,21 @@ def arm_table(exp: Experiment) -> list[dict]:
 
 
 def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed: int = 1337) -> dict:
-    """``{prompt: {arm: text}}`` from each arm's first-seed ``ckpt_best.pt``, same prompt and seed (an illustration).
+    """``{prompt: {arm: text}}`` from each arm's first seed with a checkpoint, same prompt and seed (an illustration).
 
-    Prompts the tokenizer cannot encode are skipped.  Top-k 50, temperature 0.8.
+    Prompts the tokenizer cannot encode are skipped.  Top-k 50, temperature 0.8.  An arm none
+    of whose run folders holds a checkpoint (run folders committed under ``results/`` keep
+    only their text files) gets no sample; :func:`report_markdown.render_markdown` says so.
     """
     from model.generation import generate_text
     from training.runs import load_run
 
     out: dict = {}
     for arm, members in exp.runs.items():
-        model, tokenizer, _ = load_run(members[0].path, "best", torch.device("cpu"))
+        with_ckpt = [r for r in members if any((r.path / f"ckpt_{w}.pt").is_file() for w in ("best", "last"))]
+        if not with_ckpt:
+            continue
+        model, tokenizer, _ = load_run(with_ckpt[0].path, "best", torch.device("cpu"))
         for prompt in prompts:
             try:
                 tokenizer.encode(prompt)

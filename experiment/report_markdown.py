@@ -281,7 +281,7 @@ def _arm_section(exp: Experiment) -> list[str]:
         ("tokens/s (each run's median) ‡", [_spread(r["tokens_per_s"]) for r in rows]),
         ("wall time (s) ‡", [_spread(r["wall_time_s"], 1) for r in rows]),
         ("peak memory (MiB)", [_pm(r["peak_memory_mib"], 0) for r in rows]),
-        ("ckpt_best.pt size (MiB, first seed)", [f"{r['checkpoint_mib']:.1f}" if _finite(r["checkpoint_mib"])
+        ("ckpt_best.pt size (MiB, first seed keeping one)", [f"{r['checkpoint_mib']:.1f}" if _finite(r["checkpoint_mib"])
                                                  else "n/a" for r in rows]),
         ("non-finite steps skipped (all seeds)", [f"{r['skipped_steps']}" for r in rows]),
     ]
@@ -307,11 +307,13 @@ def _samples_section(exp: Experiment, sample_texts: dict) -> list[str]:
     if not sample_texts:
         return []
     lines = ["## Samples: an illustration, not evidence", "",
-             "First seed's ckpt_best.pt of each arm, top-k 50, temperature 0.8, the same sampling seed.", ""]
+             "Each arm's first seed with a checkpoint (ckpt_best.pt), top-k 50, temperature 0.8, the same "
+             "sampling seed; *no checkpoint* where none of the arm's run folders kept one.", ""]
     for prompt, by_arm in sample_texts.items():
         lines += [f"Prompt <code>{html.escape(repr(prompt), quote=False)}</code>:", "",
                   "| " + " | ".join(exp.arms) + " |", "|" + "---|" * len(exp.arms),
-                  "| " + " | ".join(_cell(by_arm.get(arm, "")) for arm in exp.arms) + " |", ""]
+                  "| " + " | ".join(_cell(by_arm[arm]) if arm in by_arm else "*no checkpoint*"
+                                    for arm in exp.arms) + " |", ""]
     return lines
 
 

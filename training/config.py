@@ -125,7 +125,7 @@ SCHEMA = Schema(SECTIONS, DERIVED)
 # (experiment.report.BOOKKEEPING); each of those adds its own few keys.
 BOOKKEEPING = frozenset({
     "train.out_dir", "train.device", "train.compile", "train.head_loss", "train.sample_prompt", "train.sample_tokens",
-    "train.log_interval", "train.checkpoint_interval", "data.num_proc", "data.streaming",
+    "train.log_interval", "train.checkpoint_interval", "data.cache_dir", "data.num_proc", "data.streaming",
     "wandb.mode", "wandb.name", "wandb.tags", "wandb.group", "wandb.project",
 })
 

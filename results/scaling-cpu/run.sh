@@ -9,10 +9,21 @@
 # Every cell shares one declared tuning procedure: the grid 1e-3,2e-3,4e-3,8e-3 on seed 2337, then one
 # step past an edge an arm's best sits on (--lr-widen 1), and each cell runs on one code version. Session 5's
 # two n_embd-64 cells (grid 2e-3,4e-3,8e-3 alone, commit 695b07c, whose rounding differs from today's) were
-# moved aside to runs/_superseded/ in session 7, so step 2 trains them again under this procedure.
+# superseded (their reports: results/scaling-cpu-s5-superseded/), so step 2 trains them again under this procedure.
+#
+# The run folders live here, in results/scaling-cpu/<cell>/<run>/ (--train.out_dir=results), and each
+# finished run's text files are committed (.gitignore keeps the checkpoints out): a machine is not kept
+# from one session to the next, and session 7's 12 tuning runs, kept in runs/, were lost with it. So,
+# after any step, commit what finished (docs/experiment.md, "Keeping runs in git"):
+#
+#   git add results/scaling-cpu/*/experiment.json $(dirname $(ls results/scaling-cpu/*/*/summary.json))
+#
+# To keep a cell on one code version while editing the tree, run this from a git worktree at the
+# cell's commit with absolute paths: OUT=/path/to/repo/results CACHE=/path/to/repo/data/cache bash run.sh
 set -eu
 COMMON=(--config configs/shakespeare.toml --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3,8e-3
-        --lr-widen 1 --margin 0.01 --train.sample_tokens=0)
+        --lr-widen 1 --margin 0.01 --train.sample_tokens=0 --train.out_dir="${OUT:-results}"
+        --data.cache_dir="${CACHE:-data/cache}")
 
 # 1. The default config's cell (GPT-2 tokens, n_embd 128): issue 13's tuned rerun, 5 seeds.
 python compare.py "${COMMON[@]}" --seeds 5 --name scaling-cpu/n_embd-128_tokenizer-gpt2 \
@@ -32,4 +43,4 @@ python compare.py "${COMMON[@]}" --seeds 5 --name scaling-cpu/n_embd-128_tokeniz
     --model.n_embd=128 --data.tokenizer=gpt2
 
 # The grid's report (no training): every cell as far as it got, gap_vs_size.png, the regression.
-python compare.py runs/scaling-cpu
+python compare.py "${OUT:-results}/scaling-cpu"
