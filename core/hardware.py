@@ -96,6 +96,23 @@ def peak_memory_mib(device: torch.device) -> float:
 
 
 
+def cpu_model() -> str | None:
+    """The CPU's name with its family and model numbers from ``/proc/cpuinfo`` (Linux), else ``platform.processor()``.
+
+    Returns e.g. ``"AMD EPYC (family 26, model 2)"``, or None where neither says anything.
+    """
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = f.read().split("\n\n")[0].splitlines()  # the first processor's block
+    except OSError:
+        lines = []
+    fields = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in lines)}
+    name = fields.get("model name") or platform.processor() or None
+    if name and "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
+
+
 def environment(device: torch.device) -> dict:
     """What a reader needs to reproduce a run: git commit, versions, hardware (modded-nanogpt style)."""
     try:
@@ -122,6 +139,10 @@ def environment(device: torch.device) -> dict:
         "versions": versions,
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
+        # The kernels torch picked for this CPU (e.g. AVX2, AVX512): two machines that differ here round
+        # differently, so the same run on each drifts apart the way two seeds do.
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "platform": platform.platform(),

@@ -19,6 +19,7 @@ import html
 import math
 import re
 import statistics
+from pathlib import Path
 
 from experiment import stats
 from experiment.arms import DESCRIPTIONS
@@ -317,11 +318,19 @@ def _samples_section(exp: Experiment, sample_texts: dict) -> list[str]:
     return lines
 
 
-def _runs_section(exp: Experiment) -> list[str]:
-    """``## Runs``: every reported run folder with its arm and seed, then the tuning runs."""
-    lines = ["## Runs", ""] + [f"- `{r.path}` ({arm}, seed {r.seed})" for arm, members in exp.runs.items()
+def _runs_section(exp: Experiment, folder: Path | None) -> list[str]:
+    """``## Runs``: every reported run folder with its arm and seed, then the tuning runs.
+
+    A run inside ``folder`` (the report's own) is named relative to it, so a report committed with
+    its runs names no path of the machine that wrote it.
+    """
+    def shown(path: Path) -> str:
+        whole = path.resolve()
+        return whole.relative_to(folder).as_posix() if folder is not None and whole.is_relative_to(folder) else str(path)
+
+    lines = ["## Runs", ""] + [f"- `{shown(r.path)}` ({arm}, seed {r.seed})" for arm, members in exp.runs.items()
                                for r in members]
-    tuning = [f"- `{r.path}` ({arm}, seed {r.seed}, learning rate {r.learning_rate:g})"
+    tuning = [f"- `{shown(r.path)}` ({arm}, seed {r.seed}, learning rate {r.learning_rate:g})"
               for arm, members in exp.tuning.items() for r in members]
     return lines + (["", "Tuning runs:", "", *tuning] if tuning else [])
 
@@ -333,13 +342,14 @@ def _command_block(command: str) -> list[str]:
 
 
 def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, title: str,
-                    command: str | None = None) -> str:
+                    command: str | None = None, folder: Path | None = None) -> str:
     """The report as Markdown: title, command, baseline warning, verdict, paired statistics,
     compute-equivalent, learning rates, setup, per-arm table, figures, samples, runs.
 
     ``figures``: PNG names in the report's folder (:func:`experiment.figures.plot_all`);
     ``sample_texts``: ``{prompt: {arm: text}}`` (:func:`report.samples`), may be empty;
-    ``command``: the exact command line that produced the report, shown after the title.
+    ``command``: the exact command line that produced the report, shown after the title;
+    ``folder``: the report's folder, against which the run folders inside it are named.
     """
     comps = comparisons(exp)
     warning = baseline_warning(exp)
@@ -354,5 +364,5 @@ def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, tit
     lines += _arm_section(exp)
     lines += _figures_section(figures)
     lines += _samples_section(exp, sample_texts)
-    lines += _runs_section(exp)
+    lines += _runs_section(exp, folder)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -100,6 +100,8 @@ def test_run_folder_contents(tmp_path, corpus):
     assert cfg.train.lr_decay_iters == 4  # resolved, not 0
     env = json.loads((run / "env.json").read_text())
     assert env["versions"]["torch"] == torch.__version__ and "git_commit" in env
+    # The hardware that sets the rounding: the CPU and the kernels torch chose for it.
+    assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and "cpu_model" in env
     rows = read_metrics(run / "metrics.jsonl")
     assert rows[0]["kind"] == "eval" and rows[0]["step"] == 0
     assert abs(rows[0]["val_loss"] - math.log(cfg.model.vocab_size)) < 0.3
