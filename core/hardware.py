@@ -120,7 +120,9 @@ def environment(device: torch.device) -> dict:
             ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
         ).stdout.strip() or None
         dirty = bool(subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+            # results/ holds committed run folders and reports, which change while an experiment runs
+            # on unchanged code: only the code makes a run "dirty".
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"], cwd=REPO_ROOT,
             capture_output=True, text=True, timeout=10,
         ).stdout.strip())
     except (OSError, subprocess.SubprocessError):

@@ -340,21 +340,25 @@ def arm_table(exp: Experiment) -> list[dict]:
 
 
 def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed: int = 1337) -> dict:
-    """``{prompt: {arm: text}}`` from each arm's first seed with a checkpoint, same prompt and seed (an illustration).
+    """``{prompt: {arm: text}}`` from each arm's first seed with a ``ckpt_best.pt``, same prompt and seed (an illustration).
 
     Prompts the tokenizer cannot encode are skipped.  Top-k 50, temperature 0.8.  An arm none
     of whose run folders holds a checkpoint (run folders committed under ``results/`` keep
     only their text files) gets no sample; :func:`report_markdown.render_markdown` says so.
+    When no arm has one, every prompt maps to ``{}``, so the report still says why it has no text.
     """
     from model.generation import generate_text
     from training.runs import load_run
 
+    firsts = {arm: next((r for r in members if (r.path / "ckpt_best.pt").is_file()), None)
+              for arm, members in exp.runs.items()}
+    if all(r is None for r in firsts.values()):
+        return {prompt: {} for prompt in prompts}
     out: dict = {}
-    for arm, members in exp.runs.items():
-        with_ckpt = [r for r in members if any((r.path / f"ckpt_{w}.pt").is_file() for w in ("best", "last"))]
-        if not with_ckpt:
+    for arm, run in firsts.items():
+        if run is None:
             continue
-        model, tokenizer, _ = load_run(with_ckpt[0].path, "best", torch.device("cpu"))
+        model, tokenizer, _ = load_run(run.path, "best", torch.device("cpu"))
         for prompt in prompts:
             try:
                 tokenizer.encode(prompt)

@@ -325,8 +325,8 @@ def _runs_section(exp: Experiment, folder: Path | None) -> list[str]:
     its runs names no path of the machine that wrote it.
     """
     def shown(path: Path) -> str:
-        whole = path.resolve()
-        return whole.relative_to(folder).as_posix() if folder is not None and whole.is_relative_to(folder) else str(path)
+        whole, base = path.resolve(), folder.resolve() if folder is not None else None
+        return whole.relative_to(base).as_posix() if base is not None and whole.is_relative_to(base) else str(path)
 
     lines = ["## Runs", ""] + [f"- `{shown(r.path)}` ({arm}, seed {r.seed})" for arm, members in exp.runs.items()
                                for r in members]

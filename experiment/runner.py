@@ -368,7 +368,7 @@ def write_report(paths: list[Path], tuning: list[Path], out_dir: Path, prompts: 
     out_dir.mkdir(parents=True, exist_ok=True)
     names = figures.plot_all(exp, out_dir)
     texts = report.samples(exp, prompts) if prompts else {}
-    md = report_markdown.render_markdown(exp, names, texts, title, command, out_dir.resolve())
+    md = report_markdown.render_markdown(exp, names, texts, title, command, out_dir)
     path = out_dir / "report.md"
     write_text_atomic(path, md)
     return path, report_markdown.baseline_warning(exp) is None

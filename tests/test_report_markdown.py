@@ -236,6 +236,15 @@ def test_an_arm_without_a_sample_says_it_kept_no_checkpoint(tmp_path):
     assert "| tied | untied |\n|---|---|\n| abc | *no checkpoint* |" in section
 
 
+def test_with_no_checkpoint_in_any_arm_the_samples_say_so(tmp_path):
+    """No ckpt_best.pt in any run folder (a fresh clone of committed runs): every prompt is still listed,
+    each arm's column reading '*no checkpoint*', instead of the section vanishing without a word."""
+    exp = _exp(tmp_path, CLEAR)
+    texts = report.samples(exp, ["RO"])
+    assert texts == {"RO": {}}
+    assert "| tied | untied |\n|---|---|\n| *no checkpoint* | *no checkpoint* |" in _section(_md(exp, samples=texts), "Samples")
+
+
 def test_samples_are_labelled_an_illustration_with_one_column_per_arm(tmp_path):
     """Samples: 'an illustration, not evidence'; one column per arm, text escaped into its cell."""
     md = _md(_exp(tmp_path, CLEAR), samples={"Hi": {"tied": "a|b", "untied": "<b>"}})
