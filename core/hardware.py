@@ -68,13 +68,37 @@ def keep_freed_memory_on_cpu() -> bool:
         return False
 
 
+def cpu_flags() -> frozenset[str]:
+    """The instruction-set flags of the first CPU in ``/proc/cpuinfo`` (empty where there is none: macOS, Windows)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+# x86 instructions that do bf16 matmuls in hardware (AVX512-BF16: Cooper Lake, Zen 4 and later; AMX: Sapphire
+# Rapids and later). Without them oneDNN converts to float32 and bf16 gains nothing.
+NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
 def autocast_dtype(device: torch.device, dtype: str) -> torch.dtype | None:
-    """The autocast dtype for ``dtype`` ('auto' -> bf16 on CUDA with bf16 support, else None = fp32)."""
+    """The autocast dtype for ``dtype``: None means float32.
+
+    'auto' -> bf16 on CUDA with bf16 support, and on a CPU with native bf16 matmuls
+    (:data:`NATIVE_BF16_FLAGS`; there the default config's step is 1.94x faster with the same
+    losses, results/bf16-cpu-2026-11-24), else float32.
+    """
     if dtype == "float32":
         return None
     if dtype == "bfloat16":
         return torch.bfloat16
     if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    if device.type == "cpu" and cpu_flags() & NATIVE_BF16_FLAGS:
         return torch.bfloat16
     return None
 

@@ -1,0 +1,50 @@
+"""Hardware choices: which precision ``train.dtype=auto`` picks, and what ``env.json`` says of the CPU.
+
+Run: ``python -m pytest -q tests/test_hardware.py``  (CPU, offline, seconds).
+"""
+
+import pytest
+import torch
+
+from core import hardware
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ({"avx2", "avx512f", "avx512_bf16"}, torch.bfloat16),  # Zen 4/5, Cooper Lake
+    ({"avx2", "amx_bf16", "amx_tile"}, torch.bfloat16),     # Sapphire Rapids
+    ({"avx2", "avx512f", "avx512bw"}, None),                # AVX512 with no bf16 dot product
+    (set(), None),                                          # no /proc/cpuinfo (macOS, Windows)
+])
+def test_auto_picks_bf16_on_a_cpu_only_where_it_has_native_bf16(monkeypatch, flags, expected):
+    """On a CPU, 'auto' means bf16 autocast exactly when the CPU has bf16 matmul instructions
+    (AVX512-BF16 or AMX), else float32 (None); an explicit dtype is taken as given."""
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset(flags))
+    assert hardware.autocast_dtype(CPU, "auto") is expected
+    assert hardware.autocast_dtype(CPU, "float32") is None
+    assert hardware.autocast_dtype(CPU, "bfloat16") is torch.bfloat16
+
+
+def test_cpu_flags_are_this_machines():
+    """cpu_flags() reads the first processor's flags line: on Linux x86 it holds the basic sse2."""
+    flags = hardware.cpu_flags()
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        assert flags == frozenset()
+        return
+    if "flags" in text and " sse2" in text:
+        assert "sse2" in flags
+
+
+def test_cpu_model_names_the_processor():
+    """env.json's cpu_model starts with /proc/cpuinfo's 'model name' where there is one (Linux)."""
+    try:
+        lines = open("/proc/cpuinfo").read().splitlines()
+    except OSError:
+        pytest.skip("no /proc/cpuinfo here")
+    names = [line.partition(":")[2].strip() for line in lines if line.startswith("model name")]
+    if not names:
+        pytest.skip("/proc/cpuinfo names no model here")
+    assert hardware.cpu_model().startswith(names[0])
