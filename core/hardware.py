@@ -68,16 +68,19 @@ def keep_freed_memory_on_cpu() -> bool:
         return False
 
 
-def cpu_flags() -> frozenset[str]:
-    """The instruction-set flags of the first CPU in ``/proc/cpuinfo`` (empty where there is none: macOS, Windows)."""
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's ``key: value`` fields in ``/proc/cpuinfo``; empty where there is none (macOS, Windows)."""
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
+            lines = f.read().split("\n\n")[0].splitlines()
     except OSError:
-        pass
-    return frozenset()
+        return {}
+    return {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in lines)}
+
+
+def cpu_flags() -> frozenset[str]:
+    """The instruction-set flags of the first CPU in ``/proc/cpuinfo`` (empty where there is none)."""
+    return frozenset(_cpuinfo().get("flags", "").split())
 
 
 # x86 instructions that do bf16 matmuls in hardware (AVX512-BF16: Cooper Lake, Zen 4 and later; AMX: Sapphire
@@ -125,12 +128,7 @@ def cpu_model() -> str | None:
 
     Returns e.g. ``"AMD EPYC (family 26, model 2)"``, or None where neither says anything.
     """
-    try:
-        with open("/proc/cpuinfo") as f:
-            lines = f.read().split("\n\n")[0].splitlines()  # the first processor's block
-    except OSError:
-        lines = []
-    fields = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in lines)}
+    fields = _cpuinfo()
     name = fields.get("model name") or platform.processor() or None
     if name and "cpu family" in fields and "model" in fields:
         name += f" (family {fields['cpu family']}, model {fields['model']})"
