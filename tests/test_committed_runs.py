@@ -73,3 +73,18 @@ def test_a_committed_experiment_is_reused_without_its_checkpoints(tmp_path):
     assert "- `tied-s0` (tied, seed 1337)" in md  # runs named from the report's folder, not this machine's path
     assert json.loads((out / "exp" / "experiment.json").read_text())["lr_grid"] == []
 
+
+
+@pytest.mark.parametrize("cell", sorted(p.parent.name for p in (REPO / "results" / "scaling-cpu").glob("*/experiment.json")))
+def test_the_pinned_experiment_config_matches_every_committed_cell(cell):
+    """configs/scaling_cpu.toml, with run.sh's bf16 flag, resolves to the config each committed cell of
+    results/scaling-cpu was trained with (the cell's own axes, n_embd and tokenizer, aside), so
+    re-running run.sh continues those cells instead of being refused or training them again."""
+    from experiment import report
+    from training.config import parse_config
+
+    recorded = json.loads((REPO / "results" / "scaling-cpu" / cell / "experiment.json").read_text())["config"]
+    pinned = report.flatten(parse_config(REPO / "configs" / "scaling_cpu.toml", {"train": {"dtype": "bfloat16"}}).to_dict())
+    axes = {"model.n_embd", "data.tokenizer", "model.vocab_size"}  # vocab_size follows the tokenizer
+    differ = {k: (v, pinned.get(k)) for k, v in recorded.items() if k not in axes and pinned.get(k) != v}
+    assert not differ, f"configs/scaling_cpu.toml no longer matches {cell}: {differ}"

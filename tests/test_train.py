@@ -36,6 +36,15 @@ def test_lr_warms_up_linearly_then_decays_to_min_lr():
 # ---------------------------------------------------------------- config
 
 
+def test_shakespeare_toml_is_the_defaults_written_out():
+    """configs/shakespeare.toml resolves to exactly the config of ``python train.py`` with no flags,
+    as the README and the file itself promise (change both together)."""
+    from pathlib import Path
+
+    written = Path(train.__file__).resolve().parent / "configs" / "shakespeare.toml"
+    assert parse_config(written, {}) == parse_config(None, {})
+
+
 def test_toml_and_cli_override_defaults(tmp_path):
     """Defaults < TOML file < command line, each typed."""
     toml = tmp_path / "c.toml"

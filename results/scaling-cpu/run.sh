@@ -23,10 +23,15 @@
 #
 #   git add results/scaling-cpu/*/experiment.json $(dirname $(ls results/scaling-cpu/*/*/summary.json))
 #
+# The base config is configs/scaling_cpu.toml: the default config as it stood when the experiment
+# started (500 steps of 16 x 128 tokens; sessions 5-8 passed configs/shakespeare.toml, then identical).
+# The default run has since moved on (session 9: batch 8, more steps), and compare.py refuses to mix
+# configs in one folder, so the experiment keeps its own.
+#
 # To keep a cell on one code version while editing the tree, run this from a git worktree at the
 # cell's commit with absolute paths: OUT=/path/to/repo/results CACHE=/path/to/repo/data/cache bash run.sh
 set -eu
-COMMON=(--config configs/shakespeare.toml --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3,8e-3
+COMMON=(--config configs/scaling_cpu.toml --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3,8e-3
         --lr-widen 1 --margin 0.01 --train.sample_tokens=0 --train.dtype=bfloat16 --train.out_dir="${OUT:-results}"
         --data.cache_dir="${CACHE:-data/cache}")
 
