@@ -28,10 +28,15 @@ from model.config import GPTConfig
 
 @dataclass
 class TrainConfig:
-    """Optimisation, schedule, evaluation and bookkeeping.  Defaults fit a 2-core CPU in < 10 minutes."""
+    """Optimisation, schedule, evaluation and bookkeeping.
 
-    max_iters: int = doc_field(500, "Optimizer steps to train for.")
-    batch_size: int = doc_field(16, "Sequences per micro-batch (B).")
+    The defaults train the default model on 2.05M tokens (2000 steps of 8 x 128) in about 7 minutes on
+    a 2-core CPU with bf16 matmul instructions (twice that in float32); session 9's sweep that chose
+    them is in results/default-sweep-2026-11-24/.
+    """
+
+    max_iters: int = doc_field(2000, "Optimizer steps to train for.")
+    batch_size: int = doc_field(8, "Sequences per micro-batch (B).")
     grad_accum_steps: int = doc_field(1, "Micro-batches per optimizer step; tokens/step = grad_accum_steps * batch_size * block_size.")
     learning_rate: float = doc_field(2e-3, "Peak learning rate, reached after warmup_iters.")
     min_lr: float = doc_field(2e-4, "Learning rate at the end of the cosine decay (nanoGPT: learning_rate / 10).")
@@ -45,8 +50,8 @@ class TrainConfig:
     beta1: float = doc_field(0.9, "AdamW beta1.")
     beta2: float = doc_field(0.99, "AdamW beta2 (nanoGPT uses 0.99 for small models, 0.95 for GPT-2 scale).")
     grad_clip: float = doc_field(1.0, "Clip the global gradient norm to this; 0 disables clipping.")
-    eval_interval: int = doc_field(50, "Evaluate train/val loss every this many steps (and at the last step).")
-    eval_iters: int = doc_field(10, "Fixed batches per split in each evaluation.")
+    eval_interval: int = doc_field(200, "Evaluate train/val loss every this many steps (and at the last step).")
+    eval_iters: int = doc_field(20, "Fixed batches per split in each evaluation.")
     log_interval: int = doc_field(10, "Write a training row to metrics.jsonl every this many steps.")
     checkpoint_interval: int = doc_field(0, "Write ckpt_last.pt every this many steps (a crash loses at most this many); 0 means every eval_interval.")
     max_skipped_steps: int = doc_field(0, "Steps with a non-finite loss or gradient that may be skipped (no update; counted in metrics.jsonl and summary.json) before the run stops; 0 stops at the first.")

@@ -12,7 +12,9 @@
 # Without native bf16 (check `grep -o avx512_bf16 /proc/cpuinfo`) expect no such gain; that was not measured.
 #
 # Every cell shares one declared tuning procedure: the grid 1e-3,2e-3,4e-3,8e-3 on seed 2337, then one
-# step past an edge an arm's best sits on (--lr-widen 1), and each cell runs on one code version. Session 5's
+# step past an edge an arm's best sits on (--lr-widen 1; from session 9 --lr-widen 2: up to two steps, because in
+# the n_embd-64 char cell every arm's best sat on the first widened rate, 1.6e-2 -- a rule for every cell, which
+# adds rates only where a best sits on an edge), and each cell runs on one code version. Session 5's
 # two n_embd-64 cells (grid 2e-3,4e-3,8e-3 alone, commit 695b07c, whose rounding differs from today's) were
 # superseded (their reports: results/scaling-cpu-s5-superseded/), so step 2 trains them again under this procedure.
 #
@@ -32,7 +34,7 @@
 # cell's commit with absolute paths: OUT=/path/to/repo/results CACHE=/path/to/repo/data/cache bash run.sh
 set -eu
 COMMON=(--config configs/scaling_cpu.toml --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3,8e-3
-        --lr-widen 1 --margin 0.01 --train.sample_tokens=0 --train.dtype=bfloat16 --train.out_dir="${OUT:-results}"
+        --lr-widen 2 --margin 0.01 --train.sample_tokens=0 --train.dtype=bfloat16 --train.out_dir="${OUT:-results}"
         --data.cache_dir="${CACHE:-data/cache}")
 
 # 1. The default config's cell (GPT-2 tokens, n_embd 128): issue 13's tuned rerun, 5 seeds.
