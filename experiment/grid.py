@@ -147,9 +147,12 @@ def run_grid(plan: Plan, axes: list[Axis], prompts: list[str], command: str) -> 
 
 
 def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
-    """Write grid.json, or refuse a folder made with another margin, reference, config or axis keys.
+    """Write grid.json, or refuse a folder made with another margin, reference or axis keys.
 
-    Axis values, arms, seeds and the learning-rate grid may grow (:func:`lr_grid_refusals`).
+    Axis values, arms, seeds and the learning-rate grid may grow (:func:`lr_grid_refusals`).  The
+    config *file* is recorded (the latest one), not compared: each cell's ``experiment.json`` compares
+    the resolved config, which is what must not change, so a pinned copy of a config under another
+    name continues the grid and one with other values is refused cell by cell.
     """
     settings = {"axes": {a.key: list(a.values) for a in axes}, "arms": plan.arms, "seeds": plan.seeds,
                 "lr_grid": plan.lr_grid, "lr_widen": plan.lr_widen, "margin": plan.margin, "reference": plan.reference,
@@ -157,7 +160,7 @@ def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
     path = grid_dir / GRID_FILE
     if path.is_file():
         before = read_json(path, "grid settings")
-        changed = [k for k in ("margin", "reference", "config") if before.get(k) != settings[k]]
+        changed = [k for k in ("margin", "reference") if before.get(k) != settings[k]]
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if set(before.get("axes", {})) != set(settings["axes"]):
             changed.append("axes (keys)")

@@ -44,6 +44,9 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
         cell.error = "no finished runs"
         return GridCell(cell, None)
     tuning = [p for p in folders if p.name.startswith("tune-")]
+    if len(tuning) == len(folders):  # still on its learning-rate grid: no reported run has finished
+        cell.error = f"in progress: only learning-rate grid runs have finished ({len(tuning)})"
+        return GridCell(cell, None)
     try:
         exp = report.check_experiment(report.load_runs([p for p in folders if p not in tuning]), reference, margin,
                                       report.load_runs(tuning))

@@ -151,3 +151,28 @@ def test_a_grid_folder_takes_a_wider_learning_rate_grid_and_refuses_a_narrower_o
     assert json.loads((tmp_path / "grid.json").read_text())["lr_widen"] == 2  # recorded, may rise, never fall
     with pytest.raises(UserError, match="lr_widen"):
         _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, wide, lr_widen=1), axes)
+
+
+def test_a_grid_folder_continues_under_a_config_file_of_another_name(tmp_path):
+    """grid.json records the config file but does not compare it (the cells compare resolved configs):
+    a grid made with one file continues with a pinned copy of it under another name."""
+    from experiment.grid import Axis, _remember_grid
+    from experiment.runner import Plan
+
+    axes = [Axis("model.n_embd", (64,))]
+    _remember_grid(tmp_path, Plan("configs/shakespeare.toml", {}, ["tied", "untied"], 3, [2e-3]), axes)
+    _remember_grid(tmp_path, Plan("configs/scaling_cpu.toml", {}, ["tied", "untied"], 3, [2e-3]), axes)
+    assert json.loads((tmp_path / "grid.json").read_text())["config"] == "configs/scaling_cpu.toml"
+
+
+def test_a_cell_still_on_its_learning_rate_grid_is_reported_in_progress(tmp_path):
+    """A cell whose only finished runs are tune-* runs is missing from the grid report as 'in progress',
+    not as a misleading 'no tied runs' error."""
+    grid = _fake_grid(tmp_path, [("n_embd-64", 64, [-0.05, -0.04, -0.06], 0.5, 1000)])
+    settings = json.loads((grid / "grid.json").read_text())
+    settings["axes"]["model.n_embd"].append(128)
+    (grid / "grid.json").write_text(json.dumps(settings))
+    arm_run(grid / "n_embd-128", "tied", 2337, 3.0, name="tune-tied-lr0.002", model__n_embd=128)
+    _, loaded = load_grid(grid)
+    missing = {c.cell.name: c.cell.error for c in loaded if c.exp is None}
+    assert missing == {"n_embd-128": "in progress: only learning-rate grid runs have finished (1)"}
