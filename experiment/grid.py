@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,8 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json, write_json
 from core.settings import field_types, merge, parse_cli_value
+from experiment import report
+from experiment.arms import ARM_KEYS
 from experiment.runner import Plan, run_experiment, write_report
 from experiment.tuning import lr_grid_refusals
 from training.config import SCHEMA, parse_config
@@ -146,21 +149,33 @@ def run_grid(plan: Plan, axes: list[Axis], prompts: list[str], command: str) -> 
     return grid_dir, cells
 
 
+def _base_config(plan: Plan, axes: list[Axis]) -> dict:
+    """The resolved config every cell of the grid shares, flattened: all but the axes' keys, the keys
+    the arms and seeds set per run, bookkeeping, and ``model.vocab_size`` (it follows the tokenizer)."""
+    flat = report.flatten(parse_config(plan.config, plan.overrides).to_dict())
+    per_cell = {a.key for a in axes} | set(ARM_KEYS) | {"train.seed", "model.vocab_size"}
+    return {k: v for k, v in flat.items() if k not in per_cell and k not in report.BOOKKEEPING}
+
+
 def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
-    """Write grid.json, or refuse a folder made with another margin, reference or axis keys.
+    """Write grid.json, or refuse a folder made with another base config, margin, reference or axis keys.
 
     Axis values, arms, seeds and the learning-rate grid may grow (:func:`lr_grid_refusals`).  The
-    config *file* is recorded (the latest one), not compared: each cell's ``experiment.json`` compares
-    the resolved config, which is what must not change, so a pinned copy of a config under another
-    name continues the grid and one with other values is refused cell by cell.
+    base config is compared resolved (:func:`_base_config`), not by file name: a pinned copy of a
+    config under another name continues the grid; a file that kept its name but changed a value is
+    refused before any cell, old or new, trains.  ``config`` records the latest file name.  A
+    grid.json from before ``base_config`` was recorded adopts the current one.
     """
     settings = {"axes": {a.key: list(a.values) for a in axes}, "arms": plan.arms, "seeds": plan.seeds,
                 "lr_grid": plan.lr_grid, "lr_widen": plan.lr_widen, "margin": plan.margin, "reference": plan.reference,
-                "config": plan.config}
+                "config": plan.config, "base_config": _base_config(plan, axes)}
     path = grid_dir / GRID_FILE
     if path.is_file():
         before = read_json(path, "grid settings")
         changed = [k for k in ("margin", "reference") if before.get(k) != settings[k]]
+        old_base = before.get("base_config", settings["base_config"])
+        now_base = json.loads(json.dumps(settings["base_config"]))  # as it reads back from the file
+        changed += sorted(k for k in set(old_base) | set(now_base) if old_base.get(k) != now_base.get(k))
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if set(before.get("axes", {})) != set(settings["axes"]):
             changed.append("axes (keys)")

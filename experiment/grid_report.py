@@ -25,6 +25,8 @@ from core.files import read_json
 from experiment import report
 from experiment.grid import GRID_FILE, Axis, Cell, cells_of
 from experiment.report import Experiment
+from experiment.tuning import best_lr
+from experiment.tuning import score as tuning_score
 
 
 @dataclass
@@ -33,6 +35,21 @@ class GridCell:
 
     cell: Cell
     exp: Experiment | None  # None: missing (``cell.error`` says why)
+
+
+def at_best_rates(runs: list[report.Run], tuning: list[report.Run]) -> list[report.Run]:
+    """The reported runs of each arm at its best tuned rate; an arm without tuning runs keeps all.
+
+    A cell tuned again with a wider grid (a larger ``--lr-widen``) whose best rate moved trains the
+    reported seeds at the new rate and leaves the old ones in the folder; the cell's report uses the
+    new ones, and so must the grid's (the same seed twice in an arm is otherwise refused).
+    """
+    best: dict[str, float] = {}
+    for arm in {r.arm for r in tuning}:
+        scores = {r.config["train"]["learning_rate"]: tuning_score(r.path) for r in tuning if r.arm == arm}
+        best[arm] = best_lr(arm, scores)
+    return [r for r in runs if r.arm not in best or math.isclose(r.config["train"]["learning_rate"], best[r.arm],
+                                                                 rel_tol=1e-9)]
 
 
 def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
@@ -48,8 +65,13 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
         cell.error = f"in progress: only learning-rate grid runs have finished ({len(tuning)})"
         return GridCell(cell, None)
     try:
-        exp = report.check_experiment(report.load_runs([p for p in folders if p not in tuning]), reference, margin,
-                                      report.load_runs(tuning))
+        tuned = report.load_runs(tuning)
+        runs = at_best_rates(report.load_runs([p for p in folders if p not in tuning]), tuned)
+        waiting = sorted({r.arm for r in tuned} - {r.arm for r in runs})
+        if waiting:  # tuned, but its reported seeds have not trained yet
+            cell.error = f"in progress: no reported run of {', '.join(waiting)} at its tuned rate yet"
+            return GridCell(cell, None)
+        exp = report.check_experiment(runs, reference, margin, tuned)
     except UserError as e:
         cell.error = str(e)
         return GridCell(cell, None)

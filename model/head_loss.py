@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 # Logit elements per slice: 16M float32 is 64 MB, 333 rows of GPT-2's 50,257-token vocabulary
 # and the whole batch at once for a small one.  On a 2-core CPU, training the default config
-# (2048 rows a step; medians of 20 interleaved steps, a noisy machine): 333-row slices took 0.97x
+# as it was then (batch 16: 2048 rows a step; medians of 20 interleaved steps, a noisy machine): 333-row slices took 0.97x
 # the time of the plain logits path, 512 and 1024 rows 0.90x; 128 rows were slower.  The peak
 # RSS of `python bench.py` was 1,008 MiB at 333 rows and 1,346 MiB at 667, against 2,921 MiB for the logits.
 SLICE_ELEMENTS = 16 * 2**20
@@ -49,7 +49,7 @@ def _slice_logits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 def _slice_buffers(x: torch.Tensor, weight: torch.Tensor, rows: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Two ``(min(rows, N), vocab_size)`` float32 buffers, for the logits and log-probabilities of every slice.
 
-    Why: each slice's two 64 MB tensors, allocated and freed 2 x 7 times a step (the default config),
+    Why: each slice's two 64 MB tensors, allocated and freed 2 x 7 times a step (the default config at batch 16),
     fragmented the heap that ``core.hardware.keep_freed_memory_on_cpu`` never hands back: a run's RSS
     crept up by 64 MB steps (1,293 -> 1,506 MiB over 60 steps of the untied default config).  Two
     buffers per call hold the same memory without the churn.  ``(None, None)`` under autocast or for

@@ -153,16 +153,22 @@ def test_a_grid_folder_takes_a_wider_learning_rate_grid_and_refuses_a_narrower_o
         _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, wide, lr_widen=1), axes)
 
 
-def test_a_grid_folder_continues_under_a_config_file_of_another_name(tmp_path):
-    """grid.json records the config file but does not compare it (the cells compare resolved configs):
-    a grid made with one file continues with a pinned copy of it under another name."""
+def test_a_grid_folder_compares_its_resolved_base_config_not_the_files_name(tmp_path):
+    """grid.json compares the resolved base config: a copy of the config under another name continues
+    the grid; the same file with a changed value is refused before any cell trains."""
     from experiment.grid import Axis, _remember_grid
     from experiment.runner import Plan
 
     axes = [Axis("model.n_embd", (64,))]
-    _remember_grid(tmp_path, Plan("configs/shakespeare.toml", {}, ["tied", "untied"], 3, [2e-3]), axes)
-    _remember_grid(tmp_path, Plan("configs/scaling_cpu.toml", {}, ["tied", "untied"], 3, [2e-3]), axes)
-    assert json.loads((tmp_path / "grid.json").read_text())["config"] == "configs/scaling_cpu.toml"
+    (tmp_path / "a.toml").write_text("[train]\nmax_iters = 500\n")
+    (tmp_path / "b.toml").write_text("[train]\nmax_iters = 500\n")
+    grid = tmp_path / "g"
+    _remember_grid(grid, Plan(str(tmp_path / "a.toml"), {}, ["tied", "untied"], 3, [2e-3]), axes)
+    _remember_grid(grid, Plan(str(tmp_path / "b.toml"), {"model": {"n_embd": 256}}, ["tied", "untied"], 3, [2e-3]), axes)
+    assert json.loads((grid / "grid.json").read_text())["config"] == str(tmp_path / "b.toml")
+    (tmp_path / "a.toml").write_text("[train]\nmax_iters = 2000\n")
+    with pytest.raises(UserError, match=r"other settings \(train.max_iters\)"):
+        _remember_grid(grid, Plan(str(tmp_path / "a.toml"), {}, ["tied", "untied"], 3, [2e-3]), axes)
 
 
 def test_a_cell_still_on_its_learning_rate_grid_is_reported_in_progress(tmp_path):
@@ -176,3 +182,18 @@ def test_a_cell_still_on_its_learning_rate_grid_is_reported_in_progress(tmp_path
     _, loaded = load_grid(grid)
     missing = {c.cell.name: c.cell.error for c in loaded if c.exp is None}
     assert missing == {"n_embd-128": "in progress: only learning-rate grid runs have finished (1)"}
+
+
+def test_the_grid_reads_each_arms_runs_at_its_best_tuned_rate(tmp_path):
+    """After a wider tuning moved an arm's best rate, its seeds at the old rate stay in the folder; the
+    grid keeps only those at the best rate (lowest tuning score), and an arm without tuning keeps all."""
+    from experiment import report
+    from experiment.grid_report import at_best_rates
+
+    tune = [arm_run(tmp_path, "tied", 2337, loss, name=f"tune-tied-lr{lr:g}", train__learning_rate=lr)
+            for lr, loss in ((0.002, 3.0), (0.004, 2.9))]
+    old = arm_run(tmp_path, "tied", 0, 3.0, name="tied-lr0.002-s0", train__learning_rate=0.002)
+    new = arm_run(tmp_path, "tied", 0, 2.9, name="tied-lr0.004-s0", train__learning_rate=0.004)
+    untuned = arm_run(tmp_path, "untied", 0, 2.8)
+    kept = at_best_rates(report.load_runs([old, new, untuned]), report.load_runs(tune))
+    assert sorted(r.path.name for r in kept) == ["tied-lr0.004-s0", "untied-s0"]

@@ -31,7 +31,7 @@ class TrainConfig:
     """Optimisation, schedule, evaluation and bookkeeping.
 
     The defaults train the default model on 2.05M tokens (2000 steps of 8 x 128) in about 7 minutes on
-    a 2-core CPU with bf16 matmul instructions (twice that in float32); session 9's sweep that chose
+    a 2-core CPU with bf16 matmul instructions (about 11 in float32, estimated from the step time); session 9's sweep that chose
     them is in results/default-sweep-2026-11-24/.
     """
 
