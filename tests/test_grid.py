@@ -197,3 +197,19 @@ def test_the_grid_reads_each_arms_runs_at_its_best_tuned_rate(tmp_path):
     untuned = arm_run(tmp_path, "untied", 0, 2.8)
     kept = at_best_rates(report.load_runs([old, new, untuned]), report.load_runs(tune))
     assert sorted(r.path.name for r in kept) == ["tied-lr0.004-s0", "untied-s0"]
+
+
+def test_gap_figure_dodges_tokenizers_that_share_a_size():
+    """In gap_vs_size.png two tokenizers at the same non-embedding size are drawn at distinct x, each
+    within 10% of the true size, so one interval does not hide the other."""
+    from experiment.grid_figures import gap_figure
+
+    rows = [{"arm": "untied", "reference": "tied", "tokenizer": tok, "vocab_size": v, "non_embedding_parameters": n,
+             "delta_bpb": d, "ci_bpb": (d - 0.1, d + 0.1), "margin": 0.01, "bpb_per_nat": 0.5}
+            for tok, v, d in (("char", 71, 0.1), ("gpt2", 50257, -0.1)) for n in (10_000, 100_000)]
+    (ax,) = gap_figure(rows).axes
+    lines = [line for line in ax.get_lines() if line.get_marker() == "o"]  # the two tokenizers (not the hlines)
+    assert len(lines) == 2
+    (char_x, gpt2_x) = (list(line.get_xdata()) for line in lines)
+    for a, b, n in zip(char_x, gpt2_x, (10_000, 100_000)):
+        assert a != b and abs(a / n - 1) < 0.1 and abs(b / n - 1) < 0.1
