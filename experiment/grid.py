@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,9 +151,9 @@ def run_grid(plan: Plan, axes: list[Axis], prompts: list[str], command: str) -> 
 def _base_config(plan: Plan, axes: list[Axis]) -> dict:
     """The resolved config every cell of the grid shares, flattened: all but the axes' keys, the keys
     the arms and seeds set per run, bookkeeping, and ``model.vocab_size`` (it follows the tokenizer)."""
-    flat = report.flatten(parse_config(plan.config, plan.overrides).to_dict())
-    per_cell = {a.key for a in axes} | set(ARM_KEYS) | {"train.seed", "model.vocab_size"}
-    return {k: v for k, v in flat.items() if k not in per_cell and k not in report.BOOKKEEPING}
+    per_cell = {a.key for a in axes} | set(ARM_KEYS) | {"model.vocab_size"}  # train.seed is bookkeeping
+    return {k: v for k, v in report.compared_config(parse_config(plan.config, plan.overrides)).items()
+            if k not in per_cell}
 
 
 def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
@@ -173,9 +172,7 @@ def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
     if path.is_file():
         before = read_json(path, "grid settings")
         changed = [k for k in ("margin", "reference") if before.get(k) != settings[k]]
-        old_base = before.get("base_config", settings["base_config"])
-        now_base = json.loads(json.dumps(settings["base_config"]))  # as it reads back from the file
-        changed += sorted(k for k in set(old_base) | set(now_base) if old_base.get(k) != now_base.get(k))
+        changed += report.config_changes(before.get("base_config", settings["base_config"]), settings["base_config"])
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if set(before.get("axes", {})) != set(settings["axes"]):
             changed.append("axes (keys)")

@@ -25,8 +25,7 @@ from core.files import read_json
 from experiment import report
 from experiment.grid import GRID_FILE, Axis, Cell, cells_of
 from experiment.report import Experiment
-from experiment.tuning import best_lr
-from experiment.tuning import score as tuning_score
+from experiment.tuning import best_lr, score as tuning_score
 
 
 @dataclass

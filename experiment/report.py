@@ -16,6 +16,7 @@ last periodic eval for runs older than that).  ``experiment.figures`` draws it a
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -114,6 +115,24 @@ class Experiment:
 def flatten(config: dict) -> dict:
     """``{"model": {"n_layer": 4}}`` -> ``{"model.n_layer": 4}``."""
     return {f"{s}.{k}": v for s, values in config.items() for k, v in values.items()}
+
+
+def compared_config(cfg: config.RunConfig) -> dict:
+    """A run config as experiment and grid folders record and compare it: flat, bookkeeping keys left out."""
+    return {k: v for k, v in flatten(cfg.to_dict()).items() if k not in BOOKKEEPING}
+
+
+def config_changes(recorded: dict, now: dict) -> list[str]:
+    """The keys, sorted, whose values differ between a flat config recorded in a folder and ``now``'s.
+
+    Bookkeeping keys are not compared.  A key ``now`` has and the record lacks ran at its default
+    there (a setting added to tinygpt after the folder was made); values are compared as they read
+    back from JSON (tuples as lists).
+    """
+    now = json.loads(json.dumps({k: v for k, v in now.items() if k not in BOOKKEEPING}))
+    defaults = flatten(config.RunConfig().to_dict())
+    before = {k: v for k, v in {**defaults, **recorded}.items() if k in now or (k in recorded and k not in BOOKKEEPING)}
+    return sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
 
 
 def load_run(path: Path) -> Run:

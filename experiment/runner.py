@@ -333,19 +333,14 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> dict
     """:func:`_remember_settings`'s body, run under its lock."""
     # The folder remembers the resolved config it was made with (bookkeeping aside), so a re-run
     # continues it -- with more seeds or arms, another device or wandb mode -- but never mixes settings.
-    flat = report.flatten(cfg.to_dict())
-    settings = {"config": {k: v for k, v in flat.items() if k not in report.BOOKKEEPING},
+    settings = {"config": report.compared_config(cfg),
                 "equal_params": plan.equal_params, "lr_grid": plan.lr_grid, "lr_widen": plan.lr_widen,
                 "margin": plan.margin}
     saved = out_dir / "experiment.json"
     if saved.is_file():
         before = read_json(saved, "experiment settings")
-        # A setting added to tinygpt after the folder was made ran at its default there.
-        defaults = report.flatten(RunConfig().to_dict())
-        before_cfg = {k: v for k, v in {**defaults, **before.get("config", {})}.items()
-                      if k in settings["config"] or (k in before.get("config", {}) and k not in report.BOOKKEEPING)}
         now = json.loads(json.dumps(settings))
-        changed = sorted(k for k in set(before_cfg) | set(now["config"]) if before_cfg.get(k) != now["config"].get(k))
+        changed = report.config_changes(before.get("config", {}), settings["config"])
         # Older folders recorded no grid (none was run) and no margin (any may be declared now).
         was = {"equal_params": before.get("equal_params"), "margin": before.get("margin", now["margin"])}
         changed += [k for k, v in was.items() if v != now[k]]

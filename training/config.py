@@ -30,9 +30,9 @@ from model.config import GPTConfig
 class TrainConfig:
     """Optimisation, schedule, evaluation and bookkeeping.
 
-    The defaults train the default model on 2.05M tokens (2000 steps of 8 x 128) in about 7 minutes on
-    a 2-core CPU with bf16 matmul instructions (about 11 in float32, estimated from the step time); session 9's sweep that chose
-    them is in results/default-sweep-2026-11-24/.
+    The defaults train the default model on 2.05M tokens (2000 steps of 8 x 128) in about 7 minutes
+    on a 2-core CPU with bf16 matmul instructions (about 11 in float32, estimated from the step
+    time); session 9's sweep that chose them is in results/default-sweep-2026-11-24/.
     """
 
     max_iters: int = doc_field(2000, "Optimizer steps to train for.")
