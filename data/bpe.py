@@ -17,9 +17,10 @@ else.
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+if TYPE_CHECKING:  # imported where used: a char or gpt2 run never loads the library (3 MiB of memory)
+    from tokenizers import Tokenizer
 
 from core.errors import UserError
 
@@ -78,6 +79,8 @@ class BPETokenizer:
         never merge across the boundary.  Uses at most :data:`MAX_TRAIN_CHARS` characters.
         Raises UserError if ``vocab_size`` is out of range or the texts are empty.
         """
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
         parse_bpe_size(f"bpe:{vocab_size}")
         tk = Tokenizer(models.BPE())
         tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -92,6 +95,8 @@ class BPETokenizer:
     @classmethod
     def from_dict(cls, d: dict) -> "BPETokenizer":
         """Inverse of :meth:`to_dict`.  Raises UserError if the stored tokenizer is unreadable."""
+        from tokenizers import Tokenizer
+
         try:
             tk = Tokenizer.from_str(json.dumps(d["hf"]))
             return cls(tk, str(d["name"]))

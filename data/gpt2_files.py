@@ -20,8 +20,6 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-import tiktoken.load
-
 from core.errors import UserError
 from core.files import atomic_write_bytes, cache_dir, sha256_bytes, sha256_file
 
@@ -62,6 +60,8 @@ def _fetch_via_tiktoken() -> bytes:
     tiktoken uses ``requests.get`` without a timeout; urllib3 then falls back
     to the socket default timeout, so setting it bounds a hung connection.
     """
+    import tiktoken.load  # only on this rare route; a run that never downloads never loads tiktoken
+
     old = socket.getdefaulttimeout()
     socket.setdefaulttimeout(15)
     try:

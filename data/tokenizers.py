@@ -16,9 +16,6 @@ import json
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import tiktoken
-import tiktoken_ext.openai_public
-
 from core.errors import UserError
 from core.files import atomic_write_bytes, sha256_bytes
 from data.bpe import BPETokenizer, parse_bpe_size
@@ -147,6 +144,9 @@ class GPT2Tokenizer:
             raise UserError(
                 f"GPT-2 BPE file '{self.bpe_path}' has sha256 {actual}, expected {GPT2_BPE_SHA256}: {GPT2_FIX_HINT}"
             )
+        import tiktoken  # here, not at the top: a char or bpe run never loads it
+        import tiktoken_ext.openai_public
+
         ranks = parse_bpe_ranks(contents)
         self._enc = tiktoken.Encoding(
             name="gpt2",

@@ -30,6 +30,7 @@ from model.config import GPTConfig
 from model.head_loss import linear_cross_entropy
 from model.kv_cache import KVCache
 from model.sampling import check_sampling, row_generators, sample_next
+from model.sdpa import causal_attention
 
 
 class CausalSelfAttention(nn.Module):
@@ -38,7 +39,7 @@ class CausalSelfAttention(nn.Module):
     Separate ``q_proj``/``k_proj``/``v_proj`` Linears (rather than nanoGPT's fused
     ``c_attn``) so every projection is a plain ``nn.Linear`` a reader can find by name.
     ``F.scaled_dot_product_attention`` picks a flash / memory-efficient kernel where one
-    exists.  ``layer_idx`` is this block's slot in a :class:`KVCache`.
+    exists (and the math kernel where flash is slow: :mod:`model.sdpa`).  ``layer_idx`` is this block's slot in a :class:`KVCache`.
     """
 
     def __init__(self, config: GPTConfig, layer_idx: int = 0) -> None:
@@ -67,9 +68,7 @@ class CausalSelfAttention(nn.Module):
         # (B, T, C) -> (B, T, n_head, head_size) -> (B, n_head, T, head_size)
         q, k, v = (t.view(B, T, self.n_head, self.head_size).transpose(1, 2) for t in qkv)
         if cache is None:
-            y = F.scaled_dot_product_attention(
-                q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True
-            )  # (B, n_head, T, head_size)
+            y = causal_attention(q, k, v, self.dropout if self.training else 0.0)  # (B, n_head, T, head_size)
         else:
             start = cache.length
             k, v = cache.update(self.layer_idx, k, v)  # (B, n_head, start + T, head_size) each

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from core.errors import UserError
 from model.checkpoint import load_checkpoint, load_model_state, save_checkpoint
 from model.config import GPTConfig
+from model.sdpa import MATH_KERNEL_MAX_T, causal_attention, uses_math_kernel
 from model.gpt import GPT
 
 TINY = dict(vocab_size=97, block_size=16, n_layer=2, n_head=2, n_embd=32)
@@ -346,3 +347,24 @@ def test_bad_model_config_is_an_error(bad):
     """GPTConfig validates itself in __post_init__."""
     with pytest.raises(UserError):
         GPTConfig(**{**TINY, **bad})
+
+
+def test_cpu_bf16_attention_kernel_choice_computes_the_same_function():
+    """model.sdpa: on a CPU in bf16 with T <= 128 and gradients on, the math kernel is used, and its
+    output and gradients match PyTorch's own choice to bf16 rounding; float32, longer sequences and
+    no-grad evaluation keep PyTorch's choice."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 64, 16, generator=g).bfloat16().requires_grad_() for _ in range(3))
+    assert uses_math_kernel(q)
+    assert not uses_math_kernel(q.float()) and not uses_math_kernel(torch.zeros(1, 1, MATH_KERNEL_MAX_T + 1, 8).bfloat16())
+    with torch.no_grad():
+        assert not uses_math_kernel(q)
+    ours = causal_attention(q, k, v)
+    ours_grads = torch.autograd.grad(ours.float().square().sum(), (q, k, v))
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    ref_grads = torch.autograd.grad(ref.float().square().sum(), (q, k, v))
+    torch.testing.assert_close(ours.float(), ref.float(), atol=2e-2, rtol=2e-2)
+    for a, b in zip(ours_grads, ref_grads):
+        torch.testing.assert_close(a.float(), b.float(), atol=5e-2, rtol=5e-2)
+    # Causal: the first position's output is its own value vector, in either kernel.
+    torch.testing.assert_close(ours[:, :, 0].float(), v[:, :, 0].float(), atol=1e-2, rtol=1e-2)

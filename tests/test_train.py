@@ -7,6 +7,9 @@ Most tests call ``train.main(argv)`` in-process with a tiny model on a small tex
 import json
 import math
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -39,8 +42,6 @@ def test_lr_warms_up_linearly_then_decays_to_min_lr():
 def test_shakespeare_toml_is_the_defaults_written_out():
     """configs/shakespeare.toml resolves to exactly the config of ``python train.py`` with no flags,
     as the README and the file itself promise (change both together)."""
-    from pathlib import Path
-
     written = Path(train.__file__).resolve().parent / "configs" / "shakespeare.toml"
     assert parse_config(written, {}) == parse_config(None, {})
 
@@ -124,6 +125,30 @@ def test_run_folder_contents(tmp_path, corpus):
     assert json.loads((run / "summary.json").read_text())["final_val_loss"] == final["val_loss"]
     ckpt = load_checkpoint(run / "ckpt_last.pt")
     assert ckpt["step"] == 4 and ckpt["tie_embeddings"] is True
+
+
+def test_loss_plot_false_draws_no_png(tmp_path, corpus, monkeypatch):
+    """--train.loss_plot=false: the run folder has no loss.png and the drawing code is never entered
+    (that is what keeps matplotlib's ~30 MiB out of the process); the default run draws one."""
+    import training.runs
+
+    drawn, draw = [], training.runs.write_loss_plot
+    monkeypatch.setattr(training.runs, "write_loss_plot", lambda *a, **k: drawn.append(a) or draw(*a, **k))
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--run-name", "off",
+                                "--train.loss_plot=false")) == 0
+    assert drawn == [] and not (tmp_path / "runs" / "off" / "loss.png").exists()
+    assert (tmp_path / "runs" / "off" / "summary.json").is_file()
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--run-name", "on")) == 0
+    assert drawn and (tmp_path / "runs" / "on" / "loss.png").is_file()
+
+
+def test_importing_train_loads_no_tokenizer_library():
+    """tiktoken and Hugging Face tokenizers load only when a gpt2 or bpe:N tokenizer is built, so a
+    char run's process never holds them (about 5 MiB of peak memory, nanoGPT's char recipe)."""
+    code = "import sys, train; print(sorted({m.split('.')[0] for m in sys.modules} & {'tiktoken', 'tokenizers'}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(train.__file__).parent, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_existing_run_folder_is_never_overwritten(tmp_path, corpus, capsys):

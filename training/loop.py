@@ -258,7 +258,7 @@ class Trainer:
                "val_bpb": val.bpb, "lr": get_lr(p.step, self.cfg.train), "elapsed_s": self.elapsed()}
         self.log(row)
         if self.main:
-            if time.perf_counter() - self.plotted_at >= PLOT_EVERY_S:  # a PNG costs ~0.3 s: not at every eval
+            if self.cfg.train.loss_plot and time.perf_counter() - self.plotted_at >= PLOT_EVERY_S:  # a PNG costs ~0.3 s: not at every eval
                 runs.write_loss_plot(self.run_dir, self.unigram, Path(self.cfg.data.cache_dir))
                 self.plotted_at = time.perf_counter()
             tqdm.write(f"step {p.step}: train loss {scores['train'].loss:.4f}, val loss {val.loss:.4f}, "
@@ -348,7 +348,8 @@ class Trainer:
             train_rows = [r for r in runs.read_metrics(self.run_dir / "metrics.jsonl") if r["kind"] == "train"]
             summary["tokens_per_s_median"] = statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None
             files.write_json(self.run_dir / "summary.json", summary)
-            runs.write_loss_plot(self.run_dir, self.unigram, Path(self.cfg.data.cache_dir))
+            if self.cfg.train.loss_plot:
+                runs.write_loss_plot(self.run_dir, self.unigram, Path(self.cfg.data.cache_dir))
 
         ddp.on_main(write, self.dist)
         return summary
@@ -388,7 +389,7 @@ def next_steps(run_dir: Path, summary: dict, cfg: RunConfig, world_size: int) ->
     more = 2 * cfg.train.max_iters
     resume = faults.resume_command(run_dir, world_size)
     return "\n".join([
-        f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json, loss.png)",
+        f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json{', loss.png' * cfg.train.loss_plot})",
         f"best model:  {run_dir / 'ckpt_best.pt'}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
         "next:",
         f"  python sample.py --run {shlex.quote(str(run_dir))}{prompt_flag} --top-k 50   # generate",

@@ -1,0 +1,47 @@
+"""Causal self-attention through ``F.scaled_dot_product_attention``, with the kernel chosen where PyTorch's own choice is slow.
+
+On a CPU, PyTorch picks its flash-attention kernel whenever it can.  In bfloat16 (autocast on a
+CPU with AVX512-BF16 or AMX) that kernel's *backward* is slow for short sequences: on nanoGPT's
+char recipe (T = 64) it was 47% of a training step's CPU time (``torch.profiler``, 40 steps),
+and PyTorch's plain math kernel (the (T, T) score matrix, its softmax and the weighted sum of V,
+all in memory) makes the whole step 1.41x faster.  From T = 256 on, flash is the faster one again.  Measured
+in session 10 on 2 cores of an AMD EPYC with AVX512-BF16, torch 2.13.0+cpu, median ms per
+training step (``results/speed-cpu-2026-11-24/README.md``, "Session 10"):
+
+    config (T, batch)                 flash     math
+    char recipe (64, 12), bf16        19.8      14.0
+    default config (128, 8), bf16     158       150
+    char model (256, 12), bf16         70.7      78.2
+    char model (1024, 4), bf16        137       303
+    char recipe (64, 12), float32      25.0      26.3
+
+So the math kernel is used for bf16 on a CPU at T <= :data:`MATH_KERNEL_MAX_T` when gradients
+are on (the gain is in the backward), and PyTorch's choice everywhere else (GPUs, float32,
+evaluation, generation).  The two kernels compute the same function; they differ in rounding.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+MATH_KERNEL_MAX_T = 128  # the crossover lies between 128 (math 1.05x faster) and 256 (flash 1.11x faster)
+
+
+def uses_math_kernel(q: torch.Tensor) -> bool:
+    """Whether :func:`causal_attention` picks the math kernel for queries ``q`` ``(B, n_head, T, head_size)``."""
+    return (q.device.type == "cpu" and q.dtype == torch.bfloat16 and q.size(-2) <= MATH_KERNEL_MAX_T
+            and torch.is_grad_enabled())
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> torch.Tensor:
+    """Causal scaled-dot-product attention: q, k, v ``(B, n_head, T, head_size)`` -> ``(B, n_head, T, head_size)``.
+
+    ``F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)``, in the math
+    kernel where :func:`uses_math_kernel` says so (see the module docstring for the measurements).
+    """
+    if uses_math_kernel(q):
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+    return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
