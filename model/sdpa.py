@@ -1,4 +1,4 @@
-"""Causal self-attention through ``F.scaled_dot_product_attention``, with the kernel chosen where PyTorch's own choice is slow.
+"""Causal self-attention through ``F.scaled_dot_product_attention``, in another kernel where PyTorch's choice is slow.
 
 On a CPU, PyTorch picks its flash-attention kernel whenever it can.  In bfloat16 (autocast on a
 CPU with AVX512-BF16 or AMX) that kernel's *backward* is slow for short sequences: on nanoGPT's
@@ -17,7 +17,7 @@ training step (``results/speed-cpu-2026-11-24/README.md``, "Session 10"):
 
 So the math kernel is used for bf16 on a CPU at T <= :data:`MATH_KERNEL_MAX_T` (64) when
 gradients are on (the gain is in the backward), and PyTorch's choice everywhere else (GPUs,
-float32, evaluation, generation).  The two kernels compute the same function and differ in
+float32, evaluation, generation, ``torch.compile``).  The two kernels compute the same function and differ in
 rounding; on a trained default model their bf16 gradients are equally close to float64's (0.89%
 and 0.93% relative error at T = 128).  T = 128 stays with flash although math was 1.05x faster
 there: the one default run (seed 1337) trained with math ended 0.22 above the flash run's val loss
@@ -36,8 +36,10 @@ MATH_KERNEL_MAX_T = 64  # math is faster up to at least 128; see the module docs
 
 def uses_math_kernel(q: torch.Tensor) -> bool:
     """Whether :func:`causal_attention` picks the math kernel for queries ``q`` ``(B, n_head, T, head_size)``."""
+    # Under torch.compile the choice is Inductor's (its attention pattern pass may fuse the math
+    # kernel's pieces again), so the switch is only made in eager mode, where it was measured.
     return (q.device.type == "cpu" and q.dtype == torch.bfloat16 and q.size(-2) <= MATH_KERNEL_MAX_T
-            and torch.is_grad_enabled())
+            and torch.is_grad_enabled() and q.requires_grad and not torch.compiler.is_compiling())
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> torch.Tensor:

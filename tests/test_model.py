@@ -349,16 +349,27 @@ def test_bad_model_config_is_an_error(bad):
         GPTConfig(**{**TINY, **bad})
 
 
-def test_cpu_bf16_attention_kernel_choice_computes_the_same_function():
-    """model.sdpa: on a CPU in bf16 with T <= 128 and gradients on, the math kernel is used, and its
-    output and gradients match PyTorch's own choice to bf16 rounding; float32, longer sequences and
-    no-grad evaluation keep PyTorch's choice."""
+def kernels_run(fn) -> set[str]:
+    """The names of the scaled-dot-product-attention aten ops that ``fn()`` runs (torch.profiler)."""
+    with torch.profiler.profile() as prof:
+        fn()
+    return {e.name for e in prof.events() if "scaled_dot_product" in e.name}
+
+
+def test_cpu_bf16_training_attention_runs_the_math_kernel_and_computes_the_same_function():
+    """model.sdpa: on a CPU in bf16 with T <= MATH_KERNEL_MAX_T and gradients on, PyTorch's math
+    kernel runs (not flash, whose backward is slow there), and its output and gradients match
+    PyTorch's own choice to bf16 rounding; float32, longer sequences and no-grad evaluation keep
+    PyTorch's choice."""
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, 4, 64, 16, generator=g).bfloat16().requires_grad_() for _ in range(3))
-    assert uses_math_kernel(q)
-    assert not uses_math_kernel(q.float()) and not uses_math_kernel(torch.zeros(1, 1, MATH_KERNEL_MAX_T + 1, 8).bfloat16())
+    q, k, v = (torch.randn(2, 4, MATH_KERNEL_MAX_T, 16, generator=g).bfloat16().requires_grad_() for _ in range(3))
+    math, flash = "aten::_scaled_dot_product_attention_math", "aten::_scaled_dot_product_flash_attention_for_cpu"
+    ran = kernels_run(lambda: causal_attention(q, k, v))
+    assert math in ran and flash not in ran
     with torch.no_grad():
-        assert not uses_math_kernel(q)
+        assert flash in kernels_run(lambda: causal_attention(q, k, v))
+    longer = torch.zeros(1, 1, MATH_KERNEL_MAX_T + 1, 8).bfloat16().requires_grad_()
+    assert not uses_math_kernel(q.float()) and not uses_math_kernel(longer)
     ours = causal_attention(q, k, v)
     ours_grads = torch.autograd.grad(ours.float().square().sum(), (q, k, v))
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)

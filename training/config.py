@@ -63,7 +63,7 @@ class TrainConfig:
     out_dir: str = doc_field("runs", "Folder holding run folders: a run writes to <out_dir>/<run-name>/.")
     sample_prompt: str = doc_field("\n", "Prompt for the sample printed at the end of training.")
     sample_tokens: int = doc_field(200, "Tokens in the sample printed at the end of training; 0 prints none.")
-    loss_plot: bool = doc_field(True, "Draw loss.png in the run folder with matplotlib, every 30 s of the run and at its end; false draws none, which saves the ~30 MiB matplotlib adds to peak memory (results/speed-cpu-2026-11-24/). metrics.jsonl and summary.json are written either way.")
+    loss_plot: bool = doc_field(True, "Draw loss.png in the run folder with matplotlib, redrawn at evals at most every 30 s and at the end; false draws none, and matplotlib never loads (22-31 MiB less peak memory on nanoGPT's char recipe, results/speed-cpu-2026-11-24/). metrics.jsonl and summary.json are written either way.")
     final_eval_tokens: int = doc_field(2_000_000, "Tokens of the val split scored once at the end: non-overlapping block_size windows from its start, the same for every seed and arm (summary.json's final_val_loss); 0 skips it.")
 
     def __post_init__(self) -> None:
