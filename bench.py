@@ -36,6 +36,7 @@ from core.cli import ArgumentParser, run_command
 from core.errors import UserError
 from model.generation import stream_samples
 from model.gpt import GPT
+from model.sdpa import uses_math_kernel
 from training.config import parse_cli, parse_config
 from training.schedule import get_lr
 from training.setup import build
@@ -190,6 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(lambda: bench(*parse_cli(parser, argv, exclude=NOT_BENCHED)))
 
 
+def attention_kernel(device: torch.device, amp_dtype: torch.dtype | None, block_size: int, compiled: bool) -> str:
+    """Which SDPA kernel a training step at ``block_size`` tokens runs, in words (:mod:`model.sdpa` decides)."""
+    if compiled:
+        return "Inductor's choice (torch.compile)"
+    q = torch.empty(1, 1, block_size, 1, dtype=amp_dtype or torch.float32, device=device, requires_grad=True)
+    return "math kernel (model/sdpa.py: faster here)" if uses_math_kernel(q) else "PyTorch's choice (flash where it can)"
+
+
 def bench(args, overrides: dict) -> int:
     """Build the config's training set-up exactly as train.py does, then time what ``args`` asks for."""
     if args.iters < 1 or args.warmup < 0 or args.new_tokens < 1 or args.repeats < 1 or min(args.stream_tokens) < 1:
@@ -233,6 +242,7 @@ def bench(args, overrides: dict) -> int:
     peak = peak_flops(device)
     mfu = f"{100 * flops * tokens_per_s / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s bf16 peak" if peak else "n/a (no peak figure for this device)"
     print(f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}, head loss {tc.head_loss}")
+    print(f"attention:       {attention_kernel(device, s.amp_dtype, mc.block_size, tc.compile)}")
     print(model_line)
     print(f"parameters:      {model.num_params():,} ({model.num_params(non_embedding=True):,} non-embedding)")
     print(f"tokens/step:     {tokens_per_step:,} (batch {tc.batch_size} x grad_accum {tc.grad_accum_steps} x block {mc.block_size})")

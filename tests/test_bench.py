@@ -24,7 +24,7 @@ def test_bench_prints_every_figure(tmp_path, capsys):
     code = bench.main(tiny_bench_args(tmp_path, "--model.block_size=32", "--train.batch_size=4", "--iters", "3", "--warmup", "1"))
     out = capsys.readouterr().out
     assert code == 0
-    for label in ("device", "model", "parameters", "tokens/step", "ms/iter", "tokens/s", "peak memory", "MFU"):
+    for label in ("device", "attention", "model", "parameters", "tokens/step", "ms/iter", "tokens/s", "peak memory", "MFU"):
         assert re.search(rf"^{re.escape(label)}:", out, re.M), label
     ms = float(re.search(r"^ms/iter:\s+([\d.]+)", out, re.M).group(1))
     tps = float(re.search(r"^tokens/s:\s+([\d,]+)", out, re.M).group(1).replace(",", ""))
