@@ -27,6 +27,8 @@ chance; at T = 64 nanoGPT's char recipe ended at 1.8886 against 1.8889.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -48,7 +50,5 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_
     ``F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)``, in the math
     kernel where :func:`uses_math_kernel` says so (see the module docstring for the measurements).
     """
-    if uses_math_kernel(q):
-        with sdpa_kernel(SDPBackend.MATH):
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-    return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+    with sdpa_kernel(SDPBackend.MATH) if uses_math_kernel(q) else contextlib.nullcontext():
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
