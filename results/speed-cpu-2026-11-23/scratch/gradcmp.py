@@ -1,3 +1,5 @@
+"""Session 8: compare one batch's loss and per-parameter gradients of the default model with and
+without materialised logits (``return_logits``); prints the worst relative gradient difference."""
 import sys, torch
 sys.path.insert(0, ".")
 from training.config import parse_config

@@ -1,3 +1,5 @@
+"""Session 8: train N (env, default 8) steps of the default config with ``train.KEY=VALUE``
+overrides (``fused=0`` turns off fused AdamW) and print the loss every 10th step."""
 import sys, torch
 sys.path.insert(0, ".")
 from training.config import parse_config
