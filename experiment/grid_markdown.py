@@ -22,7 +22,7 @@ def _ci(lo: float, hi: float, digits: int = 4) -> str:
 def _table(rows: list[dict]) -> list[str]:
     """One row per (cell, arm)."""
     head = ["cell", "vocab", "n_embd × n_layer", "params (ref)", "embedding share", "tokens (epochs)",
-            "tuned LR ref / arm", "arm", "Δ val bpb [95% CI]", "Δ nats/token", "verdict"]
+            "tuned LR ref / arm", "arm", "seeds", "Δ val bpb [95% CI]", "Δ nats/token", "verdict"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         epochs = f" ({r['epochs']:.2f})" if r["epochs"] else ""
@@ -31,7 +31,7 @@ def _table(rows: list[dict]) -> list[str]:
         lines.append(
             f"| [{r['cell']}]({r['cell']}/report.md) | {r['vocab_size']:,} ({r['tokenizer']}) | {r['n_embd']} × "
             f"{r['n_layer']} | {r['parameters']:,} | {r['embedding_share']:.1%} | {r['tokens']:,}{epochs} | "
-            f"{r['lr_reference']:g} / {r['lr_arm']:g} | {r['arm']} | {bpb} | {r['delta']:+.4f} | {verdict} |")
+            f"{r['lr_reference']:g} / {r['lr_arm']:g} | {r['arm']} | {r['seeds']} | {bpb} | {r['delta']:+.4f} | {verdict} |")
     return lines
 
 
@@ -62,6 +62,14 @@ def _tally(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _seed_words(settings: dict, rows: list[dict]) -> str:
+    """The seeds the cells hold: one count, or the range when cells differ (a cell grown with more --seeds)."""
+    counts = sorted({r["seeds"] for r in rows}) or [settings["seeds"]]
+    if len(counts) == 1:
+        return f"{counts[0]} seeds"
+    return f"{counts[0]}–{counts[-1]} paired seeds per cell (the table's seeds column)"
+
+
 def _widen_words(widen: int) -> str:
     """How far past the grid's edges a best rate was followed (``--lr-widen``), in words; '' for none."""
     return f", then up to {widen} rate{'s' if widen > 1 else ''} a side past an edge an arm's best sat on" if widen else ""
@@ -76,7 +84,7 @@ def render_grid(settings: dict, cells: list[GridCell], rows: list[dict], fits: l
     if command:
         lines += ["```bash", command, "```", ""]
     lines += [f"Grid: {axes}. Arms: {', '.join(settings['arms'])}, each against `{settings['reference']}`, "
-              f"{settings['seeds']} seeds, learning rate tuned per arm and cell on "
+              f"{_seed_words(settings, rows)}, learning rate tuned per arm and cell on "
               f"{', '.join(f'{v:g}' for v in settings['lr_grid']) or 'no grid (the config’s)'}"
               f"{_widen_words(settings.get('lr_widen', 0))}; "
               f"equivalence margin ±{settings['margin']:g} nats/token, declared before the runs.", ""]

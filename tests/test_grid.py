@@ -102,6 +102,17 @@ def test_regression_recovers_a_known_trend_and_missing_cells_are_listed(tmp_path
     assert "untied** against tied, over 4 cells" in md
 
 
+def test_the_report_says_how_many_seeds_each_cell_holds(tmp_path):
+    """A cell grown with more --seeds: the header gives the range, not grid.json's one number, and each row its count."""
+    grid = _fake_grid(tmp_path, [("n_embd-64", 64, [-0.05, -0.04, -0.06], 1.0, 1000),
+                                 ("n_embd-128", 128, [-0.05, -0.04, -0.06, -0.05, -0.05], 1.0, 4000)])
+    assert compare.main([str(grid)]) == 0
+    md = (grid / "report.md").read_text()
+    assert "3–5 paired seeds per cell" in md and "3 seeds," not in md
+    rows = {line.split(" | ")[0]: line.split(" | ")[8] for line in md.splitlines() if line.startswith("| [n_embd")}
+    assert rows == {"| [n_embd-64](n_embd-64/report.md)": "3", "| [n_embd-128](n_embd-128/report.md)": "5"}
+
+
 def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
     """2 sizes × 2 tokenizers (char, bpe:N) × 2 seeds × 2 arms: every cell a full tied-vs-untied experiment
     (paired seeds, its report with verdict, samples and command), the grid's report with val bpb for every
