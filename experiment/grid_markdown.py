@@ -41,13 +41,22 @@ def _fits(fits: list[Fit], rows: list[dict]) -> list[str]:
     if not fits:
         return lines + ["Too few finished cells for a regression (it needs more cells than terms, with seeds ≥ 2).", ""]
     lines += ["Weighted least squares (weights 1/SE² of each cell's Δ; statsmodels `WLS`) of Δ val bpb on the terms "
-              "that vary across cells. A coefficient whose interval covers 0 is not supported by these cells.", ""]
+              "that vary across cells. A coefficient whose interval covers 0 is not supported by these cells. "
+              "The weights favour the precise cells, so each fit is also redone with one cell left out in turn: "
+              "the range of the coefficient over those fits, and in how many its interval excludes 0.", ""]
     for f in fits:
         ref = rows[0]["reference"]
-        lines.append(f"- **{f.arm} − {ref}** ({f.cells} cells, R² {f.r2:.2f}):")
-        for term, coef, (lo, hi) in zip(f.terms, f.coef, f.ci):
+        cell, share = f.heaviest
+        lines.append(f"- **{f.arm} − {ref}** ({f.cells} cells, R² {f.r2:.2f}; the heaviest cell, `{cell}`, carries "
+                     f"{share:.0%} of the weight):")
+        for j, (term, coef, (lo, hi)) in enumerate(zip(f.terms, f.coef, f.ci)):
             sign = "supported" if lo > 0 or hi < 0 else "interval covers 0"
-            lines.append(f"  - {term}: {coef:+.4f} {_ci(lo, hi)} ({sign})")
+            loo = ""
+            if term != "intercept" and f.loo_fits:
+                low, high = f.loo_range[j]
+                loo = (f"; one cell left out: {low:+.4f} to {high:+.4f}, supported in {f.loo_supported[j]} of "
+                       f"{f.loo_fits} fits")
+            lines.append(f"  - {term}: {coef:+.4f} {_ci(lo, hi)} ({sign}{loo})")
     return lines + [""]
 
 

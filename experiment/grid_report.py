@@ -132,7 +132,8 @@ def gap_rows(cells: list[GridCell]) -> list[dict]:
 
 @dataclass
 class Fit:
-    """Weighted least squares of one arm's Δ val bpb across cells (statsmodels ``WLS``)."""
+    """Weighted least squares of one arm's Δ val bpb across cells (statsmodels ``WLS``), and how much it leans
+    on single cells: the heaviest cell's share of the weight and the fit with each cell left out in turn."""
 
     arm: str
     terms: list[str]  # "intercept", "log10(non-embedding params)", "embedding share"
@@ -140,36 +141,66 @@ class Fit:
     ci: list[tuple[float, float]]  # 95%
     cells: int
     r2: float
+    heaviest: tuple[str, float]  # (cell, its share of the summed weights 1/SE²)
+    loo_range: list[tuple[float, float]]  # per term: lowest and highest coefficient with one cell left out
+    loo_supported: list[int]  # per term: leave-one-out fits whose 95% interval excludes 0
+    loo_fits: int  # how many leave-one-out fits there were (cells whose removal leaves the terms fittable)
+
+
+#: The regressors of the rule of thumb, each read off a gap row.
+TERMS = {"log10(non-embedding params)": lambda r: math.log10(r["non_embedding_parameters"]),
+         "embedding share": lambda r: r["embedding_share"]}
+
+
+def _se(r: dict) -> float:
+    """SE of a cell's Δ bpb from its 95% t interval (half-width / t_{0.975, n-1}); nan when there is none."""
+    t = scipy_stats.t.ppf(0.975, r["seeds"] - 1) if r["seeds"] > 1 else math.inf
+    half = (r["ci_bpb"][1] - r["ci_bpb"][0]) / 2
+    return half / t if math.isfinite(half) and half > 0 else math.nan
+
+
+def _wls(rows: list[dict], terms: list[str]):
+    """``(statsmodels result, weights)`` of Δ bpb ~ 1 + terms weighted by 1/SE², or None when not fittable
+    (no more cells than terms, a term constant across the cells, or a cell without an interval)."""
+    import statsmodels.api as sm
+
+    if len(rows) <= len(terms) + 1 or any(np.ptp([TERMS[t](r) for r in rows]) <= 1e-9 for t in terms):
+        return None
+    se = np.array([_se(r) for r in rows])
+    if not np.all(np.isfinite(se) & (se > 0)):
+        return None
+    X = sm.add_constant(np.column_stack([[TERMS[t](r) for r in rows] for t in terms]), has_constant="add")
+    weights = 1 / np.square(se)
+    return sm.WLS(np.array([r["delta_bpb"] for r in rows]), X, weights=weights).fit(), weights
 
 
 def regressions(rows: list[dict]) -> list[Fit]:
     """Per arm: Δ val bpb ~ 1 + log10(non-embedding params) + embedding share, weighted by 1 / SE².
 
-    SE of each cell's Δ comes from its 95% t interval (half-width / t_{0.975, n-1}).  Only
-    terms that vary across the arm's cells are fitted, and a fit needs more cells than terms
-    (otherwise the arm gets no fit).  Source: ordinary weighted least squares,
-    ``statsmodels.regression.linear_model.WLS``.
+    Only terms that vary across the arm's cells are fitted, and a fit needs more cells than
+    terms (otherwise the arm gets no fit).  Each cell is also left out in turn (the same terms),
+    since with 1/SE² weights a few precise cells can carry the whole fit.  Source: ordinary
+    weighted least squares, ``statsmodels.regression.linear_model.WLS``.
     """
-    import statsmodels.api as sm
-
     fits = []
     for arm in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == arm and r["delta_bpb"] is not None]
-        cols = {"log10(non-embedding params)": [math.log10(r["non_embedding_parameters"]) for r in mine],
-                "embedding share": [r["embedding_share"] for r in mine]}
-        cols = {k: v for k, v in cols.items() if len(v) > 1 and np.ptp(v) > 1e-9}
-        if len(mine) <= len(cols) + 1:
+        terms = [t for t, f in TERMS.items() if len(mine) > 1 and np.ptp([f(r) for r in mine]) > 1e-9]
+        fitted = _wls(mine, terms)
+        if fitted is None:
             continue
-        se = []
-        for r in mine:
-            t = scipy_stats.t.ppf(0.975, r["seeds"] - 1) if r["seeds"] > 1 else math.inf
-            half = (r["ci_bpb"][1] - r["ci_bpb"][0]) / 2
-            se.append(half / t if math.isfinite(half) and half > 0 else math.nan)
-        if not all(math.isfinite(s) and s > 0 for s in se):
-            continue
-        X = sm.add_constant(np.column_stack(list(cols.values())), has_constant="add")
-        res = sm.WLS(np.array([r["delta_bpb"] for r in mine]), X, weights=1 / np.square(se)).fit()
-        ci = res.conf_int(0.05)
-        fits.append(Fit(arm, ["intercept", *cols], [float(c) for c in res.params],
-                        [(float(lo), float(hi)) for lo, hi in ci], len(mine), float(res.rsquared)))
+        res, weights = fitted
+        top = int(np.argmax(weights))
+        loo = [f[0] for f in (_wls(mine[:i] + mine[i + 1:], terms) for i in range(len(mine))) if f is not None]
+        coefs = np.array([f.params for f in loo]).reshape(len(loo), len(terms) + 1)
+        lows = [f.conf_int(0.05)[:, 0] for f in loo]
+        highs = [f.conf_int(0.05)[:, 1] for f in loo]
+        fits.append(Fit(
+            arm, ["intercept", *terms], [float(c) for c in res.params],
+            [(float(lo), float(hi)) for lo, hi in res.conf_int(0.05)], len(mine), float(res.rsquared),
+            (mine[top]["cell"], float(weights[top] / weights.sum())),
+            [(float(coefs[:, j].min()), float(coefs[:, j].max())) if loo else (math.nan, math.nan)
+             for j in range(len(terms) + 1)],
+            [int(sum(lo[j] > 0 or hi[j] < 0 for lo, hi in zip(lows, highs))) for j in range(len(terms) + 1)],
+            len(loo)))
     return fits

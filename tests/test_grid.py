@@ -102,6 +102,23 @@ def test_regression_recovers_a_known_trend_and_missing_cells_are_listed(tmp_path
     assert "untied** against tied, over 4 cells" in md
 
 
+def test_the_fit_says_how_much_it_leans_on_single_cells(tmp_path):
+    """Four cells on Δ = -0.1 + 0.02 per decade and one precise cell off the trend: the full fit is pulled away
+    from 0.02, the heaviest cell is the precise one, and leaving it out recovers 0.02 (inside the reported range)."""
+    cells = [(f"n_embd-{n}", n, [d - 0.002, d, d + 0.002], 1.0, 10 ** k)
+             for n, k, d in ((32, 3, -0.04), (64, 4, -0.02), (128, 5, 0.0), (256, 6, 0.02))]
+    cells.append(("n_embd-512", 512, [0.099, 0.1, 0.101], 1.0, 10 ** 7))  # the trend says 0.04; SE half the others'
+    grid = _fake_grid(tmp_path, cells)
+    _, loaded = load_grid(grid)
+    (fit,) = regressions(gap_rows(loaded))
+    assert fit.coef[1] > 0.025 and fit.heaviest[0] == "n_embd-512" and fit.heaviest[1] == pytest.approx(0.5)
+    low, high = fit.loo_range[1]
+    assert fit.loo_fits == 5 and low == pytest.approx(0.02, abs=1e-6) and high > 0.025
+    assert compare.main([str(grid)]) == 0
+    md = (grid / "report.md").read_text()
+    assert "the heaviest cell, `n_embd-512`, carries 50% of the weight" in md and "one cell left out: +0.0200 to" in md
+
+
 def test_the_report_says_how_many_seeds_each_cell_holds(tmp_path):
     """A cell grown with more --seeds: the header gives the range, not grid.json's one number, and each row its count."""
     grid = _fake_grid(tmp_path, [("n_embd-64", 64, [-0.05, -0.04, -0.06], 1.0, 1000),
