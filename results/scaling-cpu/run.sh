@@ -54,5 +54,11 @@ python compare.py "${COMMON[@]}" --seeds 3 --name scaling-cpu \
 python compare.py "${COMMON[@]}" --seeds 5 --name scaling-cpu/n_embd-128_tokenizer-gpt2 \
     --model.n_embd=128 --data.tokenizer=gpt2
 
+# 5. Session 11, after the floor above was complete (its report: results/scaling-cpu/floor-3-seeds/): every cell
+#    to 5 paired seeds, the default cell's count, at each arm's tuned rate (no new tuning run). Decided after the
+#    floor's results were read and applied to every cell alike, whatever its verdict.
+python compare.py "${COMMON[@]}" --seeds 5 --name scaling-cpu \
+    --grid model.n_embd=64,128,256 --grid data.tokenizer=char,bpe:4096,gpt2
+
 # The grid's report (no training): every cell as far as it got, gap_vs_size.png, the regression.
 python compare.py "${OUT:-results}/scaling-cpu"
