@@ -12,7 +12,7 @@ from pathlib import Path
 
 from core.files import write_text_atomic
 from experiment.grid_figures import CAPTIONS, plot_grid
-from experiment.grid_report import Fit, GridCell, gap_rows, load_grid, regressions
+from experiment.grid_report import Fit, GridCell, excludes_zero, gap_rows, load_grid, regressions
 
 
 def _ci(lo: float, hi: float, digits: int = 4) -> str:
@@ -50,7 +50,7 @@ def _fits(fits: list[Fit], rows: list[dict]) -> list[str]:
         lines.append(f"- **{f.arm} − {ref}** ({f.cells} cells, R² {f.r2:.2f}; the heaviest cell, `{cell}`, carries "
                      f"{share:.0%} of the weight):")
         for j, (term, coef, (lo, hi)) in enumerate(zip(f.terms, f.coef, f.ci)):
-            sign = "supported" if lo > 0 or hi < 0 else "interval covers 0"
+            sign = "supported" if excludes_zero(lo, hi) else "interval covers 0"
             loo = ""
             if term != "intercept" and f.loo_fits:
                 low, high = f.loo_range[j]

@@ -164,14 +164,20 @@ def _wls(rows: list[dict], terms: list[str]):
     (no more cells than terms, a term constant across the cells, or a cell without an interval)."""
     import statsmodels.api as sm
 
-    if len(rows) <= len(terms) + 1 or any(np.ptp([TERMS[t](r) for r in rows]) <= 1e-9 for t in terms):
+    cols = np.array([[TERMS[t](r) for t in terms] for r in rows]).reshape(len(rows), len(terms))  # (cells, terms)
+    if len(rows) <= len(terms) + 1 or np.any(np.ptp(cols, axis=0) <= 1e-9):
         return None
     se = np.array([_se(r) for r in rows])
     if not np.all(np.isfinite(se) & (se > 0)):
         return None
-    X = sm.add_constant(np.column_stack([[TERMS[t](r) for r in rows] for t in terms]), has_constant="add")
     weights = 1 / np.square(se)
+    X = sm.add_constant(cols, has_constant="add")
     return sm.WLS(np.array([r["delta_bpb"] for r in rows]), X, weights=weights).fit(), weights
+
+
+def excludes_zero(lo: float, hi: float) -> bool:
+    """Whether a 95% interval supports a coefficient: it lies wholly above or wholly below 0."""
+    return lo > 0 or hi < 0
 
 
 def regressions(rows: list[dict]) -> list[Fit]:
@@ -192,15 +198,14 @@ def regressions(rows: list[dict]) -> list[Fit]:
         res, weights = fitted
         top = int(np.argmax(weights))
         loo = [f[0] for f in (_wls(mine[:i] + mine[i + 1:], terms) for i in range(len(mine))) if f is not None]
-        coefs = np.array([f.params for f in loo]).reshape(len(loo), len(terms) + 1)
-        lows = [f.conf_int(0.05)[:, 0] for f in loo]
-        highs = [f.conf_int(0.05)[:, 1] for f in loo]
+        coefs = np.array([f.params for f in loo]).reshape(len(loo), len(terms) + 1)  # (fits, terms + 1)
+        cis = [f.conf_int(0.05) for f in loo]  # each (terms + 1, 2)
         fits.append(Fit(
             arm, ["intercept", *terms], [float(c) for c in res.params],
             [(float(lo), float(hi)) for lo, hi in res.conf_int(0.05)], len(mine), float(res.rsquared),
             (mine[top]["cell"], float(weights[top] / weights.sum())),
             [(float(coefs[:, j].min()), float(coefs[:, j].max())) if loo else (math.nan, math.nan)
              for j in range(len(terms) + 1)],
-            [int(sum(lo[j] > 0 or hi[j] < 0 for lo, hi in zip(lows, highs))) for j in range(len(terms) + 1)],
+            [int(sum(excludes_zero(*ci[j]) for ci in cis)) for j in range(len(terms) + 1)],
             len(loo)))
     return fits
