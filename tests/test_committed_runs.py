@@ -74,18 +74,18 @@ def test_a_committed_experiment_is_reused_without_its_checkpoints(tmp_path):
     assert json.loads((out / "exp" / "experiment.json").read_text())["lr_grid"] == []
 
 
-SCALING = REPO / "results" / "scaling-cpu"
+SCALING = REPO / "results" / "tying-scaling-cpu-2026-11-24"
 
 
 def test_the_scaling_experiment_has_committed_cells():
-    """results/scaling-cpu holds committed cells (so the test below, parametrized over them, checks something)."""
+    """results/tying-scaling-cpu-2026-11-24 holds committed cells (so the test below, parametrized over them, checks something)."""
     assert len(list(SCALING.glob("*/experiment.json"))) >= 5
 
 
 @pytest.mark.parametrize("cell", sorted(p.parent.name for p in SCALING.glob("*/experiment.json")))
 def test_run_sh_resolves_to_the_config_of_every_committed_cell(cell):
     """run.sh's --config file with its --train.dtype flag resolves to the config each committed cell of
-    results/scaling-cpu was trained with (the cell's own axes, n_embd and tokenizer, aside), so
+    results/tying-scaling-cpu-2026-11-24 was trained with (the cell's own axes, n_embd and tokenizer, aside), so
     re-running run.sh continues those cells instead of being refused or training them again."""
     from experiment import report
     from training.config import parse_config

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Re-render the floor's grid report (3 paired seeds a cell, 5 in the default cell) from the committed runs:
-# mirror results/scaling-cpu with symlinks to every finished run except the 5-seed extension's (seed indices 3 and 4
+# mirror results/tying-scaling-cpu-2026-11-24 with symlinks to every finished run except the 5-seed extension's (seed indices 3 and 4
 # outside n_embd-128_tokenizer-gpt2), then let compare.py read the mirror (it trains nothing).
 #
-#   bash results/scaling-cpu/floor-3-seeds/mirror.sh /tmp/floorgrid && python compare.py /tmp/floorgrid
+#   bash results/tying-scaling-cpu-2026-11-24/floor-3-seeds/mirror.sh /tmp/floorgrid && python compare.py /tmp/floorgrid
 set -eu
 out=${1:?usage: mirror.sh EMPTY_OR_NEW_FOLDER}
 grid=$(cd "$(dirname "$0")/.." && pwd)

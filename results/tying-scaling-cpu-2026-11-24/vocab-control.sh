@@ -1,0 +1,30 @@
+#!/bin/bash
+# The vocabulary control and the default-budget verdict (declared in vocab-control.md), in the order
+# they run. Each command reuses finished runs and resumes unfinished ones, so the script can be
+# stopped (Ctrl-C or SIGTERM: the run in progress saves a checkpoint) and started again; it goes on
+# where it stopped.
+#
+#   bash results/tying-scaling-cpu-2026-11-24/vocab-control.sh     # from the repository root
+#
+# OUT and CACHE set where the runs and the prepared data go (by default results/ and data/cache/), so
+# that the script can run from a git worktree pinned at one commit while the tree moves on.
+set -eu
+OUT="${OUT:-results}"
+COMMON=(--config configs/scaling_cpu.toml --arms tied,untied --lr-grid 1e-3,2e-3,4e-3,8e-3
+        --lr-widen 2 --margin 0.01 --train.sample_tokens=0 --train.dtype=bfloat16 --train.out_dir="$OUT"
+        --data.cache_dir="${CACHE:-data/cache}")
+GRID=tying-scaling-cpu-2026-11-24
+
+# 1. bpe:32768 at n_embd 128, the GPT-2 cell's near-twin in share: 8 paired seeds.
+python compare.py "${COMMON[@]}" --seeds 8 --name "$GRID" --grid model.n_embd=128 --grid data.tokenizer=bpe:32768
+
+# 2. The GPT-2 cell at n_embd 128, from 5 to 8 paired seeds (no new tuning run).
+python compare.py "${COMMON[@]}" --seeds 8 --name "$GRID" --grid model.n_embd=128 --grid data.tokenizer=gpt2
+
+# 3. The rest of the share sweep inside BPE: bpe:1024 and bpe:16384, 8 paired seeds.
+python compare.py "${COMMON[@]}" --seeds 8 --name "$GRID" --grid model.n_embd=128 --grid data.tokenizer=bpe:1024,bpe:16384
+
+# 4. The default budget: the quick start's configuration, tied against untied, 5 paired seeds.
+python compare.py --config configs/shakespeare.toml --arms tied,untied --lr-grid 1e-3,2e-3,4e-3,8e-3 --lr-widen 2 \
+    --margin 0.01 --seeds 5 --train.sample_tokens=0 --train.out_dir="$OUT" --data.cache_dir="${CACHE:-data/cache}" \
+    --name tying-default-cpu-2026-11-24
