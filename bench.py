@@ -24,6 +24,8 @@ with the length.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import statistics
 import sys
 import time
@@ -32,8 +34,11 @@ from typing import Iterator
 import torch
 
 from core import hardware
+from core.flops import mfu, peak_flops
 from core.cli import ArgumentParser, run_command
 from core.errors import UserError
+from core.settings import merge
+from experiment.grid import parse_axes
 from model.generation import stream_samples
 from model.gpt import GPT
 from model.sdpa import uses_math_kernel
@@ -42,33 +47,10 @@ from training.schedule import get_lr
 from training.setup import build
 from training.step import train_step
 
-# Dense bf16 peak FLOP/s by device name substring (vendor datasheets, no sparsity).
-PEAK_FLOPS = {
-    "H200": 989e12,
-    "H100": 989e12,  # SXM; the PCIe card is lower (756e12)
-    "A100": 312e12,
-    "L4": 121e12,
-    "A10G": 125e12,
-    "RTX 4090": 165e12,
-}
-
 # Config keys bench.py never reads (evaluation, checkpoints, the end-of-run sample, logging,
 # wandb): offering them would suggest they change the figures.
 NOT_BENCHED = ("wandb", "train.eval_interval", "train.eval_iters", "train.log_interval", "train.checkpoint_interval",
                "train.max_skipped_steps", "train.out_dir", "train.sample_prompt", "train.sample_tokens")
-
-
-def peak_flops(device: torch.device) -> float | None:
-    """Dense bf16 peak of ``device`` from :data:`PEAK_FLOPS`, or None if unknown (CPU, other GPUs)."""
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    if "H100" in name and "PCIe" in name:
-        return 756e12
-    for key, flops in PEAK_FLOPS.items():
-        if key in name:
-            return flops
-    return None
 
 
 def time_generation(model: GPT, prompt: torch.Tensor, new_tokens: int, use_cache: bool) -> tuple[list[float], torch.Tensor]:
@@ -186,6 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=512, help="--generate: tokens generated per run.")
     parser.add_argument("--stream-tokens", type=int, nargs="+", default=[100, 10_000], metavar="N",
                         help="--stream: new tokens per streaming run, one figure per value (default: 100 10000).")
+    parser.add_argument("--measure-peak", action="store_true",
+                        help="On a CPU, measure the matmul peak that MFU is a fraction of again (it is measured once and "
+                             "cached; a busy machine measures it low), after the timed steps.")
+    parser.add_argument("--profile", action="store_true",
+                        help="Run the timed training steps under torch.profiler and print where the step's time goes "
+                             "(the share in matmuls, the ops with the most self time).")
+    parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                        help="Time training once per value (repeat the option for a product of several keys), then "
+                             "print a table: e.g. --grid model.tie_embeddings=true,false --grid train.pad_vocab_multiple=1,64.")
     parser.add_argument("--repeats", type=int, default=3,
                         help="--generate, --stream: timed runs per mode and length (the median is reported).")
     return run_command(lambda: bench(*parse_cli(parser, argv, exclude=NOT_BENCHED)))
@@ -200,57 +191,158 @@ def attention_kernel(device: torch.device, amp_dtype: torch.dtype | None, block_
 
 
 def bench(args, overrides: dict) -> int:
-    """Build the config's training set-up exactly as train.py does, then time what ``args`` asks for."""
+    """Build the config's training set-up exactly as train.py does, then time what ``args`` asks for.
+
+    With ``--grid`` options, times training once per combination of their values (each a fresh
+    set-up, compiled anew if ``train.compile``) and ends with a table of all of them.
+    """
     if args.iters < 1 or args.warmup < 0 or args.new_tokens < 1 or args.repeats < 1 or min(args.stream_tokens) < 1:
         raise UserError("--iters, --new-tokens, --stream-tokens and --repeats must be >= 1 and --warmup >= 0")
-    cfg = parse_config(args.config, overrides)
+    axes = parse_axes(args.grid, not_allowed=())
+    if axes and (args.generate or args.stream):
+        raise UserError("--grid times training variants: drop --generate / --stream, or the --grid options")
+    variants = [dict(v) for v in itertools.product(*([(a.key, x) for x in a.values] for a in axes))] or [{}]
+    rows = []
+    for i, values in enumerate(variants):
+        if axes:
+            print(f"\n[bench] variant {i + 1}/{len(variants)}: " + " ".join(f"{k}={v}" for k, v in values.items()), flush=True)
+        cfg = parse_config(args.config, merge(overrides, nest(values)))
+        if args.generate or args.stream:
+            return bench_inference(args, cfg)
+        rows.append({**values, **bench_training(args, cfg)})
+        release_device_memory()
+    if axes:
+        print_variant_table(rows, [a.key for a in axes])
+    return 0
+
+
+def nest(values: dict) -> dict:
+    """``{"train.batch_size": 32}`` -> ``{"train": {"batch_size": 32}}`` (the overrides' shape)."""
+    out: dict = {}
+    for key, value in values.items():
+        section, name = key.split(".", 1)
+        out.setdefault(section, {})[name] = value
+    return out
+
+
+def release_device_memory() -> None:
+    """Free the last variant's compiled graphs and cached CUDA memory, so each variant starts alike."""
+    torch._dynamo.reset()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def bench_inference(args, cfg) -> int:
+    """``--generate`` / ``--stream``: time generation on the config's seeded, untrained model."""
+    s = build(cfg)
+    mc, device = cfg.model, s.device
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
+    print(f"device:          {device} ({name})")
+    print(model_line(cfg))
+    if args.generate:
+        bench_generation(s.model, device, args.new_tokens, args.repeats)
+    if args.stream:
+        bench_streaming(s.model, s.tokenizer, device, args.stream_tokens, args.repeats)
+    return 0
+
+
+def model_line(cfg) -> str:
+    """The model's shape in one line."""
+    mc = cfg.model
+    return (f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
+            f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}")
+
+
+def bench_training(args, cfg) -> dict:
+    """Time ``--iters`` training steps after ``--warmup``; print the figures; return them as a dict.
+
+    MFU counts the real model's FLOPs (:meth:`GPT.flops_per_token`: the real vocabulary, one head
+    tied or not) against :func:`core.flops.peak_flops` (a datasheet peak on a GPU, a measured
+    matmul peak on a CPU), so a padded head or another head loss shows as a faster step, never as
+    more FLOPs.
+    """
     s = build(cfg)  # exactly train.py's set-up: data, seeded model, AdamW, optional compile
     tc, mc, device, model = cfg.train, cfg.model, s.device, s.model
     tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
-    model_line = (f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
-                  f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}")
-    if args.generate or args.stream:
-        print(f"device:          {device} ({name})")
-        print(model_line)
-        if args.generate:
-            bench_generation(model, device, args.new_tokens, args.repeats)
-        if args.stream:
-            bench_streaming(model, s.tokenizer, device, args.stream_tokens, args.repeats)
-        return 0
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
     times = []
+    profiler = contextlib.nullcontext()
     for i in range(args.warmup + args.iters):
-        if i == args.warmup and device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        sync()
+        if i == args.warmup:
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            profiler = start_profiler(device) if args.profile else profiler
+        sync(device)
         t0 = time.perf_counter()
         train_step(s.step_model, s.optimizer, s.data, s.data_gen, cfg, device, s.amp_dtype, get_lr(i, tc))
-        sync()  # train_step's loss.item() already syncs; this makes the timing explicit
+        sync(device)  # train_step's loss.item() already syncs; this makes the timing explicit
         if i >= args.warmup:
             times.append(time.perf_counter() - t0)
-
+    if args.profile:
+        print_profile(profiler, device, args.iters)
     ms = statistics.median(times) * 1000
     tokens_per_s = tokens_per_step / (ms / 1000)
     kind = "CUDA allocated" if device.type == "cuda" else "process max RSS"
-    peak_mem = f"{hardware.peak_memory_mib(device):,.0f} MiB ({kind})"
+    peak_mem = hardware.peak_memory_mib(device)
     flops = model.flops_per_token(mc.block_size)
-    peak = peak_flops(device)
-    mfu = f"{100 * flops * tokens_per_s / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s bf16 peak" if peak else "n/a (no peak figure for this device)"
-    print(f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}, head loss {tc.head_loss}")
+    peak = peak_flops(device, s.amp_dtype, remeasure=args.measure_peak)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
+    print(f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}, head loss {tc.head_loss}, "
+          f"head rows padded to a multiple of {tc.pad_vocab_multiple}")
     print(f"attention:       {attention_kernel(device, s.amp_dtype, mc.block_size, tc.compile)}")
-    print(model_line)
+    print(model_line(cfg))
     print(f"parameters:      {model.num_params():,} ({model.num_params(non_embedding=True):,} non-embedding)")
     print(f"tokens/step:     {tokens_per_step:,} (batch {tc.batch_size} x grad_accum {tc.grad_accum_steps} x block {mc.block_size})")
     print(f"ms/iter:         {ms:.1f} median of {len(times)} (min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})")
     print(f"tokens/s:        {tokens_per_s:,.0f}")
-    print(f"peak memory:     {peak_mem}")
-    print(f"MFU:             {mfu} ({flops / 1e6:.1f} MFLOP/token, 6N + 12LHQT)")
-    return 0
+    print(f"peak memory:     {peak_mem:,.0f} MiB ({kind})")
+    print(f"MFU:             {mfu(flops, tokens_per_s, peak)}; {flops / 1e6:.1f} MFLOP/token, 6N + 12LHQT", flush=True)
+    share = None if peak is None else 100 * flops * tokens_per_s / peak.flops
+    return {"ms_per_iter": ms, "tokens_per_s": tokens_per_s, "mfu_percent": share, "peak_memory_mib": peak_mem}
+
+
+def start_profiler(device: torch.device) -> torch.profiler.profile:
+    """A started ``torch.profiler`` over the timed steps (CPU activity, and CUDA's on a GPU)."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    profiler = torch.profiler.profile(activities=activities)
+    profiler.__enter__()
+    return profiler
+
+
+def print_profile(profiler: torch.profiler.profile, device: torch.device, steps: int) -> None:
+    """Stop ``profiler``; print the ops that took the most self time, and the share spent in matmuls.
+
+    Matmuls are the ops whose name holds ``mm``, ``matmul``, ``linear`` or ``bmm`` (aten's names:
+    ``aten::mm``, ``aten::addmm``, ``aten::bmm``): what the step spends outside them is the room
+    that faster kernels, fusion or fewer passes over memory could win.
+    """
+    profiler.__exit__(None, None, None)
+    events = profiler.key_averages()
+    attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    total = sum(getattr(e, attr) for e in events) or 1.0
+    matmul = sum(getattr(e, attr) for e in events if any(k in e.key for k in ("mm", "matmul", "linear")))
+    print(f"profile:         {steps} steps; {100 * matmul / total:.0f}% of self time in matmuls, "
+          f"{100 * (1 - matmul / total):.0f}% outside them; the ops with the most self time:")
+    for e in sorted(events, key=lambda e: getattr(e, attr), reverse=True)[:15]:
+        print(f"  {100 * getattr(e, attr) / total:5.1f}%  {getattr(e, attr) / steps / 1000:8.2f} ms/step  "
+              f"{e.count // steps:4d} calls/step  {e.key}")
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work, so a host clock times it in full."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def print_variant_table(rows: list[dict], keys: list[str]) -> None:
+    """One Markdown row per variant: its values, ms/iter, tokens/s, MFU, peak memory."""
+    print("\n| " + " | ".join(keys) + " | ms/iter | tokens/s | MFU | peak memory (MiB) |")
+    print("|" + "---|" * (len(keys) + 4))
+    for r in rows:
+        mfu_text = "n/a" if r["mfu_percent"] is None else f"{r['mfu_percent']:.1f}%"
+        print("| " + " | ".join(str(r[k]) for k in keys) +
+              f" | {r['ms_per_iter']:.1f} | {r['tokens_per_s']:,.0f} | {mfu_text} | {r['peak_memory_mib']:,.0f} |")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Optional libraries, imported on first use: transformers and safetensors (GPT-2 interop only).
+"""Optional libraries, imported on first use: transformers and safetensors (GPT-2 interop), liger-kernel (a fused head loss).
 
 Training needs neither; a command that does gets a one-line :class:`UserError` saying what
 to install instead of an ImportError traceback.
@@ -30,3 +30,13 @@ def safetensors_torch():
     except ImportError:
         raise UserError("GPT-2 export needs safetensors: pip install transformers safetensors") from None
     return safetensors.torch
+
+
+def liger_fused_linear_cross_entropy():
+    """Liger-Kernel's ``liger_fused_linear_cross_entropy``, or a one-line :class:`UserError` saying how to install it."""
+    try:
+        from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy as fused
+    except ImportError:
+        raise UserError("train.head_loss='fused' needs Liger-Kernel on a CUDA GPU: pip install liger-kernel "
+                        "(or choose train.head_loss=logits)") from None
+    return fused

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from core.errors import UserError
 from model.config import GPTConfig
-from model.head_loss import linear_cross_entropy
+from model.head_loss import fused_linear_cross_entropy, linear_cross_entropy, padded_head
 from model.kv_cache import KVCache
 from model.sampling import check_sampling, row_generators, sample_next
 from model.sdpa import causal_attention
@@ -164,6 +164,9 @@ class GPT(nn.Module):
             # exactly the embedding's shape, so no transpose copy is needed.
             self.lm_head.weight = self.wte.weight
         self.loss_fn = nn.CrossEntropyLoss()
+        # How the head runs, not what it computes (set by training.setup from train.*): the head's rows padded
+        # to this multiple for the matmul (model.head_loss.padded_head), and the loss used without logits.
+        self.pad_vocab_multiple, self.head_loss = 1, "chunked"
         if config.init == "gpt2":
             self.apply(self._init_weights)
             residual_std = 0.02 / math.sqrt(2 * config.n_layer)
@@ -224,8 +227,11 @@ class GPT(nn.Module):
         ``loss`` is the mean ``nn.CrossEntropyLoss`` over all B*T positions when ``targets``
         ``(B, T)`` is given (computed in float32 even under bf16 autocast), else ``None``.
         ``return_logits=False`` (with ``targets``) returns ``(None, loss)`` and computes the same
-        loss a slice of rows at a time (:func:`model.head_loss.linear_cross_entropy`), never
-        holding all ``(B, T, vocab_size)`` logits: what training and evaluation use on a CPU.
+        loss without ever holding all ``(B, T, vocab_size)`` logits: a slice of rows at a time
+        (:func:`model.head_loss.linear_cross_entropy`, what training and evaluation use on a CPU),
+        or Liger-Kernel's fused kernel when ``self.head_loss == 'fused'``.  With
+        ``self.pad_vocab_multiple > 1`` the head's matmul runs on rows padded to that multiple
+        (:func:`model.head_loss.padded_head`); logits and loss are the unpadded head's.
         Raises :class:`UserError` if ``T > block_size``, ``ValueError`` for ``return_logits=False`` without targets.
         """
         B, T = idx.shape
@@ -233,10 +239,13 @@ class GPT(nn.Module):
         if not return_logits:
             if targets is None:
                 raise ValueError("return_logits=False needs targets: the loss is all it returns")
-            # (B*T, n_embd) against (B*T,)
-            return None, linear_cross_entropy(x.view(B * T, -1), self.lm_head.weight, self.lm_head.bias,
-                                              targets.reshape(B * T))
-        logits = self.lm_head(x)  # (B, T, vocab_size)
+            # The padded rows are masked (-inf bias), not cut: these losses see whole rows of logits.
+            weight, bias = padded_head(self.lm_head.weight, self.lm_head.bias, self.pad_vocab_multiple, mask=True)
+            head_loss = fused_linear_cross_entropy if self.head_loss == "fused" else linear_cross_entropy
+            return None, head_loss(x.view(B * T, -1), weight, bias, targets.reshape(B * T))  # (B*T, n_embd), (B*T,)
+        weight, bias = padded_head(self.lm_head.weight, self.lm_head.bias, self.pad_vocab_multiple)
+        # (B, T, vocab_size): the padded columns are cut off, so no padded id is ever scored or sampled.
+        logits = F.linear(x, weight, bias)[..., :self.lm_head.out_features]
         loss = None
         if targets is not None:
             # (B*T, vocab_size) against (B*T,); float32 so bf16 rounding never reaches the loss.

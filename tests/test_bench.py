@@ -9,6 +9,7 @@ import re
 import pytest
 
 import bench
+from core.flops import Peak
 
 
 def tiny_bench_args(tmp_path, *extra: str) -> list[str]:
@@ -19,8 +20,10 @@ def tiny_bench_args(tmp_path, *extra: str) -> list[str]:
             "--model.n_layer=1", "--model.n_head=2", "--model.n_embd=32", *extra]
 
 
-def test_bench_prints_every_figure(tmp_path, capsys):
-    """Each line is printed once; tokens/s equals tokens/step divided by the median step time."""
+def test_bench_prints_every_figure(tmp_path, capsys, monkeypatch):
+    """Each line is printed once; tokens/s equals tokens/step divided by the median step time; on a CPU the MFU
+    is a number against the measured matmul peak, which the line names."""
+    monkeypatch.setattr(bench, "peak_flops", lambda device, amp, remeasure=False: Peak(1e11, "a stub CPU peak"))
     code = bench.main(tiny_bench_args(tmp_path, "--model.block_size=32", "--train.batch_size=4", "--iters", "3", "--warmup", "1"))
     out = capsys.readouterr().out
     assert code == 0
@@ -30,7 +33,7 @@ def test_bench_prints_every_figure(tmp_path, capsys):
     tps = float(re.search(r"^tokens/s:\s+([\d,]+)", out, re.M).group(1).replace(",", ""))
     # ms/iter is printed to 0.1 ms, tokens/s to 1 token: allow for both roundings.
     assert 4 * 32 / ((ms + 0.051) / 1000) - 1 <= tps <= 4 * 32 / ((ms - 0.051) / 1000) + 1
-    assert "n/a" in re.search(r"^MFU:.*$", out, re.M).group(0)  # no peak figure for a CPU
+    assert re.search(r"^MFU:\s+[\d.]+% of 100 GFLOP/s \(a stub CPU peak\)", out, re.M)
 
 
 def test_bench_bad_flag_is_one_line(capsys):
@@ -51,3 +54,24 @@ def test_bench_generate_times_both_paths_and_checks_their_tokens(tmp_path, capsy
     ratio = float(re.search(r"^speed-up:\s+([\d.]+)x", out, re.M).group(1))
     assert ratio == pytest.approx(cached / uncached, abs=0.051)
     assert re.search(r"^same tokens:\s+yes$", out, re.M)
+
+
+def test_bench_grid_times_every_variant_and_tabulates_them(tmp_path, capsys, monkeypatch):
+    """--grid times one set-up per combination of values (here 2 x 2) and ends with a table row for each."""
+    monkeypatch.setattr(bench, "peak_flops", lambda device, amp, remeasure=False: Peak(1e11, "stub"))
+    code = bench.main(tiny_bench_args(tmp_path, "--model.block_size=16", "--train.batch_size=2", "--iters", "1",
+                                      "--warmup", "0", "--grid", "model.tie_embeddings=true,false",
+                                      "--grid", "train.pad_vocab_multiple=1,64"))
+    out = capsys.readouterr().out
+    assert code == 0
+    rows = re.findall(r"^\| (True|False) \| (1|64) \| [\d.]+ \| [\d,]+ \| [\d.]+% \| [\d,]+ \|$", out, re.M)
+    assert rows == [("True", "1"), ("True", "64"), ("False", "1"), ("False", "64")]
+
+
+def test_bench_profile_reports_the_matmul_share(tmp_path, capsys, monkeypatch):
+    """--profile prints the share of the step's self time inside matmuls and the top ops."""
+    monkeypatch.setattr(bench, "peak_flops", lambda device, amp, remeasure=False: None)
+    assert bench.main(tiny_bench_args(tmp_path, "--model.block_size=16", "--iters", "2", "--warmup", "1", "--profile")) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^profile:\s+2 steps; \d+% of self time in matmuls, \d+% outside them", out, re.M)
+    assert re.search(r"ms/step .* aten::", out)

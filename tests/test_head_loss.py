@@ -170,11 +170,34 @@ def test_bf16_autocast_stays_close_to_the_logits_path():
     assert model.lm_head.weight.grad.dtype == torch.float32
 
 
+def test_autocast_chunked_loss_equals_the_per_matmul_autocast_arithmetic():
+    """Under bf16 autocast the chunked loss casts its operands once per call, not per matmul: the loss and
+    gradients equal those of the same slices with autocast casting at every matmul (the arithmetic before)."""
+    x, w, b, t = _inputs(n=40, c=16, v=300)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = linear_cross_entropy(x, w, b, t, rows=10)
+    grads = torch.autograd.grad(got, [x, w, b])
+    total, want = 0.0, [torch.zeros_like(x), torch.zeros_like(w), torch.zeros_like(b)]
+    for s in range(0, 40, 10):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = F.linear(x[s:s + 10], w, b).float()
+        logp = torch.log_softmax(logits, 1)
+        total -= logp.gather(1, t[s:s + 10, None]).sum()
+        g = logp.exp().scatter_add(1, t[s:s + 10, None], torch.full((10, 1), -1.0))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            want[0][s:s + 10] = g @ w
+            want[1] += g.t() @ x[s:s + 10]
+        want[2] += g.sum(0)
+    assert got.item() == pytest.approx((total / 40).item(), rel=1e-6)
+    for a, e in zip(grads, want):
+        torch.testing.assert_close(a, e / 40, rtol=1e-5, atol=1e-7)
+
+
 def test_head_loss_setting_is_checked():
-    """train.head_loss takes auto, logits or chunked; anything else is a one-line error naming them."""
+    """train.head_loss takes auto, logits, chunked or fused; anything else is a one-line error naming them."""
     assert parse_config(None, {"train": {"head_loss": "chunked"}}).train.head_loss == "chunked"
-    with pytest.raises(UserError, match="'auto', 'logits' or 'chunked'"):
-        parse_config(None, {"train": {"head_loss": "fused"}})
+    with pytest.raises(UserError, match="'auto', 'logits', 'chunked' or 'fused'"):
+        parse_config(None, {"train": {"head_loss": "liger"}})
 
 
 def test_a_new_run_records_which_loss_path_ran(tmp_path):

@@ -1,4 +1,5 @@
-"""The run folders under ``train.out_dir``: find them and describe each as a row (``list_runs.py``'s table).
+"""The run folders under ``train.out_dir``: find them and describe each as a row (``list_runs.py``'s table),
+and the commands that use a finished run (:func:`next_steps`, the end of ``train.py``'s output).
 
 Reading only: nothing in a run folder is written, and a run's lock is tested
 (:func:`training.faults.lock_is_live`), never waited on or kept.
@@ -8,10 +9,13 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import statistics
 from pathlib import Path
 
 from core.errors import UserError
+from training import faults
+from training.config import RunConfig, TrainConfig
 from training.faults import lock_is_live
 from training.runs import Unreadable, read_metrics
 
@@ -131,3 +135,19 @@ def list_runs(out_dir: Path, sort: str = "name") -> list[dict]:
     return sorted(rows, key=lambda r: (r[sort] is None, r[sort] if r[sort] is not None else 0, r["name"]))
 
 
+def next_steps(run_dir: Path, summary: dict, cfg: RunConfig, world_size: int) -> str:
+    """The end of a run's output: where its files are and the commands that use them."""
+    prompt = cfg.train.sample_prompt
+    # sample.py's default prompt is a newline; a multi-line prompt would not paste as one command line.
+    prompt_flag = f" --prompt {shlex.quote(prompt)}" if prompt.strip() and "\n" not in prompt else ""
+    more = 2 * cfg.train.max_iters
+    resume = faults.resume_command(run_dir, world_size)
+    return "\n".join([
+        f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json{', loss.png' * cfg.train.loss_plot})",
+        f"best model:  {run_dir / 'ckpt_best.pt'}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
+        "next:",
+        f"  python sample.py --run {shlex.quote(str(run_dir))}{prompt_flag} --top-k 50   # generate",
+        f"  {resume} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)",
+        "  python list_runs.py" + ("" if run_dir.parent == Path(TrainConfig.out_dir) else
+                                   f" --out-dir {shlex.quote(str(run_dir.parent))}") + "   # every run side by side",
+    ])

@@ -59,7 +59,8 @@ class TrainConfig:
     device: str = doc_field("auto", "'auto' (cuda, then mps, then cpu), 'cpu', 'cuda', 'cuda:N' or 'mps'.")
     dtype: str = doc_field("auto", "'auto' (bfloat16 autocast on CUDA and on CPUs with bf16 matmul instructions, AVX512-BF16 or AMX; else float32), 'float32' or 'bfloat16'.")
     compile: bool = doc_field(False, "Wrap the model in torch.compile (faster on GPU; the first steps are slow).")
-    head_loss: str = doc_field("auto", "How the loss meets the head: 'logits' builds all (B, T, vocab_size) logits, then nn.CrossEntropyLoss (nanoGPT); 'chunked' computes lm_head and the cross-entropy, with their gradients, a slice of rows at a time and never holds all logits (far less memory, the same speed on a CPU within noise); 'auto' is chunked on CPU, logits elsewhere. Resolved and saved with the run. The same loss up to float rounding.")
+    head_loss: str = doc_field("auto", "How the loss meets the head: 'logits' builds all (B, T, vocab_size) logits, then nn.CrossEntropyLoss (nanoGPT); 'chunked' computes lm_head and the cross-entropy, with their gradients, a slice of rows at a time and never holds all logits (far less memory, the same speed on a CPU within noise); 'fused' is Liger-Kernel's fused linear cross-entropy (CUDA only, pip install liger-kernel); 'auto' is chunked on CPU, logits elsewhere. Resolved and saved with the run. The same loss up to float rounding.")
+    pad_vocab_multiple: int = doc_field(0, "Pad lm_head's rows (the tied matrix's too) with zeros to a multiple of this for the head's matmul alone, which runs faster on GPUs at aligned sizes (50,257 -> 50,304 at 64). The padded logits are cut off (or masked) before the loss and sampling, so the model stays a vocab_size model: checkpoints, parameter counts, MFU and export are unchanged. 1 pads nothing; 0 is auto: 64 on CUDA, 1 elsewhere. Resolved and saved with the run.")
     out_dir: str = doc_field("runs", "Folder holding run folders: a run writes to <out_dir>/<run-name>/.")
     sample_prompt: str = doc_field("\n", "Prompt for the sample printed at the end of training.")
     sample_tokens: int = doc_field(200, "Tokens in the sample printed at the end of training; 0 prints none.")
@@ -96,8 +97,10 @@ class TrainConfig:
             raise UserError("train.weight_decay and train.grad_clip must be >= 0")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise UserError(f"train.beta1 and train.beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
-        if self.head_loss not in ("auto", "logits", "chunked"):
-            raise UserError(f"train.head_loss must be 'auto', 'logits' or 'chunked', got {self.head_loss!r}")
+        if self.head_loss not in ("auto", "logits", "chunked", "fused"):
+            raise UserError(f"train.head_loss must be 'auto', 'logits', 'chunked' or 'fused', got {self.head_loss!r}")
+        if self.pad_vocab_multiple < 0:
+            raise UserError(f"train.pad_vocab_multiple must be >= 0 (0 auto, 1 none), got {self.pad_vocab_multiple}")
         if self.dtype not in ("auto", "float32", "bfloat16"):
             raise UserError(f"train.dtype must be 'auto', 'float32' or 'bfloat16', got {self.dtype!r}")
         if not (self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:")):
@@ -130,7 +133,7 @@ SCHEMA = Schema(SECTIONS, DERIVED)
 # A resume may change them (RESUME_OVERRIDABLE) and a comparison ignores them
 # (experiment.report.BOOKKEEPING); each of those adds its own few keys.
 BOOKKEEPING = frozenset({
-    "train.out_dir", "train.device", "train.compile", "train.head_loss", "train.sample_prompt", "train.sample_tokens",
+    "train.out_dir", "train.device", "train.compile", "train.head_loss", "train.pad_vocab_multiple", "train.sample_prompt", "train.sample_tokens",
     "train.loss_plot", "train.log_interval", "train.checkpoint_interval", "data.cache_dir", "data.num_proc", "data.streaming",
     "wandb.mode", "wandb.name", "wandb.tags", "wandb.group", "wandb.project",
 })
@@ -141,7 +144,8 @@ RESUME_OVERRIDABLE = BOOKKEEPING | {"train.max_iters", "train.lr_decay_iters", "
                                     "train.max_skipped_steps", "train.final_eval_tokens"}
 
 # Settings whose default means "derive it"; a new run records the derived value (training.setup.setup_run).
-RESOLVED_AT_START = ("train.lr_decay_iters", "train.checkpoint_interval", "train.dtype", "train.head_loss")
+RESOLVED_AT_START = ("train.lr_decay_iters", "train.checkpoint_interval", "train.dtype", "train.head_loss",
+                     "train.pad_vocab_multiple")
 
 
 def describe_config(cfg: "RunConfig") -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import shlex
 import signal
 import statistics
 import sys
@@ -20,13 +19,14 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from core import files, hardware
+from core import files, flops, hardware
 from core.errors import Interrupted, UserError
 from data.tokenizers import save_tokenizer
 from model.generation import generate_text
 from model.hf import load_into
 from training import ddp, faults, runs
-from training.config import RunConfig, TrainConfig, describe_config
+from training.catalog import next_steps
+from training.config import RunConfig, describe_config
 from training.schedule import get_lr
 from training.setup import Progress, build, restore
 from training.step import StepResult, evaluate, evaluate_windows, train_step
@@ -347,6 +347,8 @@ class Trainer:
         def write() -> None:
             train_rows = [r for r in runs.read_metrics(self.run_dir / "metrics.jsonl") if r["kind"] == "train"]
             summary["tokens_per_s_median"] = statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None
+            summary.update(flops.mfu_record(s.model.flops_per_token(), summary["tokens_per_s_median"], s.device,
+                                            s.amp_dtype, self.dist.world_size))
             files.write_json(self.run_dir / "summary.json", summary)
             if self.cfg.train.loss_plot:
                 runs.write_loss_plot(self.run_dir, self.unigram, Path(self.cfg.data.cache_dir))
@@ -371,6 +373,8 @@ class Trainer:
             + ("\nnote: the val loss is not below the unigram baseline yet: the model has not learned from context; "
                "train longer (raise --train.max_iters)" if self.main and not p.last_val < self.unigram else ""), flush=True
         )
+        if summary.get("mfu") and self.main:
+            print(f"speed: {summary['tokens_per_s_median']:,.0f} tokens/s (median), MFU {summary['mfu']}")
         if tc.sample_tokens and self.main:
             print(f"--- sample (top-k 50, temperature 0.8, prompt {tc.sample_prompt!r}) ---")
             gen = torch.Generator().manual_seed(tc.seed)
@@ -380,20 +384,3 @@ class Trainer:
             print("\n---")
         self.say(next_steps(self.run_dir, summary, self.cfg, self.dist.world_size), flush=True)
 
-
-def next_steps(run_dir: Path, summary: dict, cfg: RunConfig, world_size: int) -> str:
-    """The end of a run's output: where its files are and the commands that use them."""
-    prompt = cfg.train.sample_prompt
-    # sample.py's default prompt is a newline; a multi-line prompt would not paste as one command line.
-    prompt_flag = f" --prompt {shlex.quote(prompt)}" if prompt.strip() and "\n" not in prompt else ""
-    more = 2 * cfg.train.max_iters
-    resume = faults.resume_command(run_dir, world_size)
-    return "\n".join([
-        f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json{', loss.png' * cfg.train.loss_plot})",
-        f"best model:  {run_dir / 'ckpt_best.pt'}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
-        "next:",
-        f"  python sample.py --run {shlex.quote(str(run_dir))}{prompt_flag} --top-k 50   # generate",
-        f"  {resume} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)",
-        "  python list_runs.py" + ("" if run_dir.parent == Path(TrainConfig.out_dir) else
-                                   f" --out-dir {shlex.quote(str(run_dir.parent))}") + "   # every run side by side",
-    ])

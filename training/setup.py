@@ -29,7 +29,7 @@ from training import ddp, faults, runs
 from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, parse_config
 from training.gpt2 import init_from_overrides
 from training.schedule import schedule_note
-from training.step import resolve_head_loss
+from training.step import configure_head, resolve_head_loss
 
 
 def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SINGLE) -> tuple[RunConfig, Path]:
@@ -154,8 +154,8 @@ def wrap(model: GPT, cfg: RunConfig, device: torch.device, dist: ddp.Dist) -> tu
 def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     """Prepare the data and build model, optimizer and data order for ``cfg`` (seeded).
 
-    Sets ``cfg.model.vocab_size`` from the tokenizer and resolves ``train.head_loss='auto'``
-    for the device (new runs and resumes alike, before config.json is written).  Writes nothing but the data cache
+    Sets ``cfg.model.vocab_size`` from the tokenizer and resolves ``train.head_loss='auto'`` and
+    ``train.pad_vocab_multiple=0`` for the device (new runs and resumes alike, before config.json is written).  Writes nothing but the data cache
     (prepared by rank 0 alone under torchrun).  Shared by ``train.py`` and ``bench.py`` so the
     benchmark times the training set-up exactly.  Under torchrun the model is wrapped in
     ``DistributedDataParallel``; the tied head stays one Parameter inside it.
@@ -180,6 +180,7 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     mc.vocab_size = data.vocab_size
     torch.manual_seed(tc.seed)
     model = GPT(mc).to(device)
+    configure_head(model, cfg)
     groups = model.param_groups(tc.weight_decay, tc.embedding_weight_decay, tc.embedding_lr_scale, tc.head_lr_scale)
     # The fused kernel exists on CPU too: 1.11x faster steps on the char recipe on 2 cores (interleaved A/B, session 6).
     optimizer = torch.optim.AdamW(groups, lr=tc.learning_rate, betas=(tc.beta1, tc.beta2),

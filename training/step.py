@@ -20,6 +20,7 @@ from typing import NamedTuple
 import torch
 
 from core import hardware
+from core.errors import UserError
 from data.loader import TokenData
 from training import ddp
 from training.config import RunConfig
@@ -46,18 +47,34 @@ class StepResult(NamedTuple):
 
 
 def chunked_loss(cfg: RunConfig, device: torch.device) -> bool:
-    """Whether ``train.head_loss`` computes the loss a slice of rows at a time on ``device`` ('auto': on a CPU).
+    """Whether ``train.head_loss`` computes the loss without all logits on ``device`` ('auto': chunked on a CPU).
 
-    See :func:`model.head_loss.linear_cross_entropy`; the alternative builds all logits first.
+    See :func:`model.head_loss.linear_cross_entropy` ('chunked') and
+    :func:`model.head_loss.fused_linear_cross_entropy` ('fused'); 'logits' builds all logits first.
     """
     mode = cfg.train.head_loss
-    return mode == "chunked" or (mode == "auto" and device.type == "cpu")
+    return mode in ("chunked", "fused") or (mode == "auto" and device.type == "cpu")
 
 
 def resolve_head_loss(cfg: RunConfig, device: torch.device) -> None:
-    """``train.head_loss='auto'`` -> 'chunked' or 'logits' for ``device``, so config.json says which ran."""
-    if cfg.train.head_loss == "auto":
-        cfg.train.head_loss = "chunked" if chunked_loss(cfg, device) else "logits"
+    """Resolve ``train.head_loss='auto'`` and ``train.pad_vocab_multiple=0`` for ``device``, so config.json says which ran.
+
+    'auto' head loss: chunked on a CPU, logits elsewhere.  Auto padding: 64 on CUDA (aligned matmul
+    sizes pay there), 1 (none) elsewhere.  Raises :class:`UserError` for 'fused' off CUDA.
+    """
+    tc = cfg.train
+    if tc.head_loss == "auto":
+        tc.head_loss = "chunked" if chunked_loss(cfg, device) else "logits"
+    if tc.head_loss == "fused" and device.type != "cuda":
+        raise UserError(f"train.head_loss='fused' runs on CUDA only, not {device.type}: choose chunked or logits")
+    if tc.pad_vocab_multiple == 0:
+        tc.pad_vocab_multiple = 64 if device.type == "cuda" else 1
+
+
+def configure_head(model, cfg: RunConfig) -> None:
+    """Tell ``model`` (a :class:`model.gpt.GPT`) how its head runs: padding and the loss without logits (resolved)."""
+    model.pad_vocab_multiple = cfg.train.pad_vocab_multiple
+    model.head_loss = "fused" if cfg.train.head_loss == "fused" else "chunked"
 
 
 def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg: RunConfig,
