@@ -6,6 +6,8 @@
     python compare.py --config configs/shakespeare.toml --equal-params depth # tied arms deepened to the untied count
     python compare.py runs/exp/tied-s0 runs/exp/untied-s0 ...                # report on existing runs (tune-* = grid)
     python compare.py runs/shakespeare-grid                                  # the report of a --grid folder, as far as it got
+    python compare.py runs/shakespeare-grid --margin-bpb 0.02 --contrast n_embd-128_tokenizer-gpt2,n_embd-128_tokenizer-bpe32768 \
+        --slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128   # its verdicts in bpb, readouts
     python compare.py --config configs/shakespeare.toml --grid model.n_embd=64,128,256 \
         --grid data.tokenizer=char,bpe:4096,gpt2 --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3 --seeds 5
                                                                              # one tuned experiment per cell, the scaling view
@@ -38,6 +40,7 @@ from core.files import read_json
 from experiment.arms import ARM_KEYS, ARMS, DEFAULT_ARMS, parse_arms
 from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
+from experiment.grid_readout import Readout, parse_contrast, parse_slope_within
 from experiment.runner import Plan, run_experiment, write_report
 from training.config import parse_cli
 
@@ -74,6 +77,17 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="Repeat the whole experiment for each value of a config key (repeatable: the product of the "
                         "axes, first outermost), e.g. --grid model.n_embd=64,128 --grid data.tokenizer=char,bpe:4096.")
+    p.add_argument("--margin-bpb", type=float, metavar="BPB",
+                   help="With a --grid folder to report on: the verdicts use this equivalence margin in bits per byte "
+                        "(better/worse: the 95%% paired t interval excludes 0; equivalent: the 90%% interval inside "
+                        "±BPB), stated in the report's header (default: each cell's own verdict, in nats).")
+    p.add_argument("--contrast", action="append", default=[], metavar="CELL_A,CELL_B",
+                   help="With a --grid folder to report on: Δ(A) − Δ(B) of two cells with a Welch 95%% interval "
+                        "(repeatable), e.g. --contrast n_embd-128_tokenizer-gpt2,n_embd-128_tokenizer-bpe4096.")
+    p.add_argument("--slope-within", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="With a --grid folder to report on: the slope of Δ bpb on embedding share over the cells with "
+                        "these axis values (repeatable, all must hold; the cells may differ in one axis only), "
+                        "e.g. --slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128.")
     p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied...).")
     p.add_argument("--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent).")
     p.add_argument("--prompt", action="append", help="Prompt for the side-by-side samples (repeatable; default: a newline and 'ROMEO:').")
@@ -94,6 +108,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
         raise UserError(f"--seeds must be >= 1, got {args.seeds}")
     if args.margin is not None and not (math.isfinite(args.margin) and args.margin > 0):
         raise UserError(f"--margin must be a finite number > 0 nats, got {args.margin}: e.g. --margin 0.01")
+    if args.margin_bpb is not None and not (math.isfinite(args.margin_bpb) and args.margin_bpb > 0):
+        raise UserError(f"--margin-bpb must be a finite number > 0 bits per byte, got {args.margin_bpb}: e.g. --margin-bpb 0.02")
+    args.readout = Readout(args.margin_bpb, [parse_contrast(t) for t in args.contrast], parse_slope_within(args.slope_within))
     if not args.runs and args.reference not in args.arms:
         raise UserError(f"--reference {args.reference} is not among --arms {','.join(args.arms)}: add it")
     if not args.runs and len(args.arms) < 2:
@@ -151,8 +168,11 @@ def main(argv: list[str] | None = None) -> int:
         prompts = args.prompt if args.prompt is not None else ["\n", "ROMEO:"]
         command = shlex.join(["python", "compare.py", *(sys.argv[1:] if argv is None else argv)])
         if len(args.runs) == 1 and (args.runs[0] / GRID_FILE).is_file():  # a grid folder: its report alone
-            _print_grid_report(write_grid_report(args.runs[0], command=command))
+            _print_grid_report(write_grid_report(args.runs[0], command=command, readout=args.readout))
             return 0
+        if args.readout:
+            raise UserError("--margin-bpb, --contrast and --slope-within are for the report of a --grid folder: "
+                            "python compare.py <grid folder> --margin-bpb 0.02")
         if args.runs:
             out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
             tuning = [p for p in args.runs if Path(p).name.startswith("tune-")]

@@ -30,6 +30,15 @@ CAPTIONS = {
                     "tokenizer and one marker per arm, lines joining the sizes: the Pareto view (lower-left is better).",
 }
 MARKERS = "osD^v<>"
+
+
+def caption(name: str, margin_bpb: float | None = None) -> str:
+    """A figure's caption; with a margin in bits per byte (``--margin-bpb``) the gap figure's band is that margin."""
+    text = CAPTIONS.get(name, name)
+    if name == GAP and margin_bpb is not None:
+        text = text.replace("the ±margin equivalence band converted to bits per byte",
+                            f"the ±{margin_bpb:g} bpb equivalence band of this report's verdicts")
+    return text
 DODGE_DECADES = 0.02  # sideways shift between tokenizers in gap_vs_size.png, in decades of the log-x axis (~5%)
 
 
@@ -63,7 +72,7 @@ def gap_figure(rows: list[dict]) -> Figure | None:
             err = [[v - r["ci_bpb"][0] for v, r in zip(y, mine)], [r["ci_bpb"][1] - v for v, r in zip(y, mine)]]
             ax.errorbar(x, y, yerr=err, color=f"C{j}", marker="o", capsize=3, linewidth=1.6,
                         label=f"{tok} (V = {mine[0]['vocab_size']:,})")
-            band = mine[0]["margin"] * mine[0]["bpb_per_nat"]
+            band = mine[0].get("band_bpb", mine[0]["margin"] * mine[0]["bpb_per_nat"])
             for sign in (1, -1):
                 ax.axhline(sign * band, color=f"C{j}", linestyle=":", linewidth=1)
         _log_x(ax)

@@ -1,8 +1,10 @@
-"""The scaling view: read every cell of a ``compare.py --grid`` experiment, one row per (cell, arm), a regression.
+"""The scaling view: read every cell of a ``compare.py --grid`` experiment, one row per (cell, arm).
 
-    cells = load_grid(Path("runs/shakespeare-grid"))       # reads grid.json and every cell's runs
-    rows = gap_rows(cells)                                  # Δ val bpb with its CI per cell and arm
-    fits = regressions(rows)                                # Δ ~ log10(non-embedding params) + embedding share
+    settings, cells = load_grid(Path("runs/shakespeare-grid"))   # reads grid.json and every cell's runs
+    rows = gap_rows(cells, cells_vocab_use(cells))               # Δ val bpb with its CI per cell and arm
+
+The model across cells is :mod:`experiment.grid_model`, the contrasts and slopes a user asks for
+:mod:`experiment.grid_readout`.
 
 Within one cell every run scores the same val tokens, so its bits per byte are its loss times
 one constant (tokens / (bytes · ln 2)); the cell's paired statistics in nats
@@ -17,15 +19,14 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-from scipy import stats as scipy_stats
-
 from core.errors import UserError
 from core.files import read_json
 from experiment import report
 from experiment.grid import GRID_FILE, Axis, Cell, cells_of
 from experiment.report import Experiment
+from experiment.stats import compare_paired
 from experiment.tuning import best_lr, score as tuning_score
+from experiment.vocab_use import cell_vocab_use
 
 
 @dataclass
@@ -98,11 +99,29 @@ def _arm_lr(exp: Experiment, arm: str) -> float:
     return exp.runs[arm][0].learning_rate
 
 
-def gap_rows(cells: list[GridCell]) -> list[dict]:
+def _bpb_verdict(exp: Experiment, arm: str, margin_bpb: float) -> tuple[str, int | None]:
+    """An arm's verdict from the paired final val bpb with an equivalence margin in bpb (``--margin-bpb``).
+
+    better / worse when the 95% paired t interval of Δ bpb excludes 0 (not adjusted across arms),
+    equivalent when the 90% interval lies inside ±margin_bpb (TOST, :func:`experiment.stats.compare_paired`),
+    else inconclusive with a rough seeds-needed figure.  "no bpb" when a run has no bits per byte.
+    """
+    ref, mine = [r.bpb for r in exp.runs[exp.reference]], [r.bpb for r in exp.runs[arm]]
+    if any(v is None for v in ref + mine):
+        return "no bpb", None
+    c = compare_paired(arm, exp.reference, mine, ref, margin_bpb)
+    return c.verdict, c.seeds_needed
+
+
+def gap_rows(cells: list[GridCell], vocab_use: dict[str, dict] | None = None,
+             margin_bpb: float | None = None) -> list[dict]:
     """One row per (finished cell, non-reference arm): sizes, data, tuned learning rates, Δ (nats and bpb), verdict.
 
-    Δ = arm − reference, final val loss, paired by seed; ``ci`` the 95% paired t interval.
-    Cells whose runs carry no bits per byte (older runs) have ``delta_bpb`` None.
+    Δ = arm − reference, final val loss, paired by seed; ``ci`` the 95% paired t interval; ``diffs_bpb``
+    the per-seed Δ in bpb.  Cells whose runs carry no bits per byte (older runs) have ``delta_bpb`` None.
+    ``vocab_use``: cell name -> :func:`experiment.vocab_use.cell_vocab_use` (None: unknown).  Verdicts are
+    the cell's own (nats, its declared margin, Holm over its arms), or with ``margin_bpb`` (bits per
+    byte) the rule of :func:`_bpb_verdict`; ``band_bpb`` is the equivalence band in bpb either way.
     """
     rows = []
     for gc in cells:
@@ -114,98 +133,30 @@ def gap_rows(cells: list[GridCell]) -> list[dict]:
         train_tokens = ref.summary.get("train_tokens")
         scale = _bpb_per_nat(exp)
         for c in report.comparisons(exp):
+            verdict, needed = (c.verdict, c.seeds_needed) if margin_bpb is None else _bpb_verdict(exp, c.arm, margin_bpb)
             rows.append({
                 "cell": gc.cell.name, "arm": c.arm, "reference": exp.reference,
                 "vocab_size": ref.config["model"]["vocab_size"], "tokenizer": ref.config["data"]["tokenizer"],
                 "n_embd": ref.config["model"]["n_embd"], "n_layer": ref.config["model"]["n_layer"],
                 "parameters": params, "non_embedding_parameters": non_emb,
-                "embedding_share": 1 - non_emb / params,
+                "embedding_share": 1 - non_emb / params,  # (wte + wpe) / all parameters of the reference model
+                "vocab_use": (vocab_use or {}).get(gc.cell.name),
                 "tokens": ref.summary["tokens"], "epochs": ref.summary["tokens"] / train_tokens if train_tokens else None,
                 "lr_reference": _arm_lr(exp, exp.reference), "lr_arm": _arm_lr(exp, c.arm),
-                "delta": c.mean, "ci": c.ci, "verdict": c.verdict, "seeds": len(c.diffs),
-                "seeds_needed": c.seeds_needed, "margin": c.margin, "bpb_per_nat": scale,
+                "delta": c.mean, "ci": c.ci, "verdict": verdict, "seeds": len(c.diffs),
+                "seeds_needed": needed, "margin": c.margin, "margin_bpb": margin_bpb, "bpb_per_nat": scale,
+                "band_bpb": margin_bpb if margin_bpb is not None else (None if scale is None else c.margin * scale),
                 "delta_bpb": None if scale is None else c.mean * scale,
                 "ci_bpb": None if scale is None else (c.ci[0] * scale, c.ci[1] * scale),
+                "diffs_bpb": None if scale is None else [d * scale for d in c.diffs],
             })
     return rows
 
 
-@dataclass
-class Fit:
-    """Weighted least squares of one arm's Δ val bpb across cells (statsmodels ``WLS``), and how much it leans
-    on single cells: the heaviest cell's share of the weight and the fit with each cell left out in turn."""
-
-    arm: str
-    terms: list[str]  # "intercept", "log10(non-embedding params)", "embedding share"
-    coef: list[float]
-    ci: list[tuple[float, float]]  # 95%
-    cells: int
-    r2: float
-    heaviest: tuple[str, float]  # (cell, its share of the summed weights 1/SE²)
-    loo_range: list[tuple[float, float]]  # per term: lowest and highest coefficient with one cell left out
-    loo_supported: list[int]  # per term: leave-one-out fits whose 95% interval excludes 0
-    loo_fits: int  # how many leave-one-out fits there were (cells whose removal leaves the terms fittable)
-
-
-#: The regressors of the rule of thumb, each read off a gap row.
-TERMS = {"log10(non-embedding params)": lambda r: math.log10(r["non_embedding_parameters"]),
-         "embedding share": lambda r: r["embedding_share"]}
-
-
-def _se(r: dict) -> float:
-    """SE of a cell's Δ bpb from its 95% t interval (half-width / t_{0.975, n-1}); nan when there is none."""
-    t = scipy_stats.t.ppf(0.975, r["seeds"] - 1) if r["seeds"] > 1 else math.inf
-    half = (r["ci_bpb"][1] - r["ci_bpb"][0]) / 2
-    return half / t if math.isfinite(half) and half > 0 else math.nan
-
-
-def _wls(rows: list[dict], terms: list[str]):
-    """``(statsmodels result, weights)`` of Δ bpb ~ 1 + terms weighted by 1/SE², or None when not fittable
-    (no more cells than terms, a term constant across the cells, or a cell without an interval)."""
-    import statsmodels.api as sm
-
-    cols = np.array([[TERMS[t](r) for t in terms] for r in rows]).reshape(len(rows), len(terms))  # (cells, terms)
-    if len(rows) <= len(terms) + 1 or np.any(np.ptp(cols, axis=0) <= 1e-9):
-        return None
-    se = np.array([_se(r) for r in rows])
-    if not np.all(np.isfinite(se) & (se > 0)):
-        return None
-    weights = 1 / np.square(se)
-    X = sm.add_constant(cols, has_constant="add")
-    return sm.WLS(np.array([r["delta_bpb"] for r in rows]), X, weights=weights).fit(), weights
-
-
-def excludes_zero(lo: float, hi: float) -> bool:
-    """Whether a 95% interval supports a coefficient: it lies wholly above or wholly below 0."""
-    return lo > 0 or hi < 0
-
-
-def regressions(rows: list[dict]) -> list[Fit]:
-    """Per arm: Δ val bpb ~ 1 + log10(non-embedding params) + embedding share, weighted by 1 / SE².
-
-    Only terms that vary across the arm's cells are fitted, and a fit needs more cells than
-    terms (otherwise the arm gets no fit).  Each cell is also left out in turn (the same terms),
-    since with 1/SE² weights a few precise cells can carry the whole fit.  Source: ordinary
-    weighted least squares, ``statsmodels.regression.linear_model.WLS``.
-    """
-    fits = []
-    for arm in dict.fromkeys(r["arm"] for r in rows):
-        mine = [r for r in rows if r["arm"] == arm and r["delta_bpb"] is not None]
-        terms = [t for t, f in TERMS.items() if len(mine) > 1 and np.ptp([f(r) for r in mine]) > 1e-9]
-        fitted = _wls(mine, terms)
-        if fitted is None:
-            continue
-        res, weights = fitted
-        top = int(np.argmax(weights))
-        loo = [f[0] for f in (_wls(mine[:i] + mine[i + 1:], terms) for i in range(len(mine))) if f is not None]
-        coefs = np.array([f.params for f in loo]).reshape(len(loo), len(terms) + 1)  # (fits, terms + 1)
-        cis = [f.conf_int(0.05) for f in loo]  # each (terms + 1, 2)
-        fits.append(Fit(
-            arm, ["intercept", *terms], [float(c) for c in res.params],
-            [(float(lo), float(hi)) for lo, hi in res.conf_int(0.05)], len(mine), float(res.rsquared),
-            (mine[top]["cell"], float(weights[top] / weights.sum())),
-            [(float(coefs[:, j].min()), float(coefs[:, j].max())) if loo else (math.nan, math.nan)
-             for j in range(len(terms) + 1)],
-            [int(sum(excludes_zero(*ci[j]) for ci in cis)) for j in range(len(terms) + 1)],
-            len(loo)))
-    return fits
+def cells_vocab_use(cells: list[GridCell]) -> dict[str, dict]:
+    """Cell name -> its vocabulary use (:func:`experiment.vocab_use.cell_vocab_use`; each data folder counted
+    once), for the finished cells whose use is known; writes ``vocab_use.json`` where the data cache is here."""
+    memo: dict = {}
+    found = {gc.cell.name: cell_vocab_use(gc.cell.folder, gc.exp.runs[gc.exp.reference][0], memo)
+             for gc in cells if gc.exp is not None}
+    return {name: use for name, use in found.items() if use is not None}

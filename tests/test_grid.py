@@ -1,4 +1,4 @@
-"""compare.py --grid: axes, cells, the scaling report (Δ in bits per byte, regression, missing cells), end to end.
+"""compare.py --grid: axes, cells, the scaling report (Δ in bits per byte, the model across cells, missing cells), end to end.
 
 Run: ``python -m pytest -q tests/test_grid.py``  (CPU, offline, about a minute: one tiny real grid).
 Hand-written run folders (``fake_runs``) give the report known answers.
@@ -14,7 +14,8 @@ from fake_runs import arm_run
 import compare
 from core.errors import UserError
 from experiment.grid import cell_name, cells_of, parse_axes
-from experiment.grid_report import gap_rows, load_grid, regressions
+from experiment.grid_model import cross_cell_models
+from experiment.grid_report import gap_rows, load_grid
 
 NOT_ALLOWED = compare.SET_PER_RUN
 
@@ -83,8 +84,10 @@ def test_the_gap_in_bits_per_byte_is_the_paired_gap_in_nats_scaled(tmp_path):
     assert row["epochs"] == pytest.approx(0.25) and row["embedding_share"] == pytest.approx(0.5)
 
 
-def test_regression_recovers_a_known_trend_and_missing_cells_are_listed(tmp_path):
-    """Δ = -0.1 + 0.02 per decade of non-embedding parameters is what the fit reports; an empty cell is 'missing'."""
+def test_the_model_across_cells_recovers_a_known_trend_and_missing_cells_are_listed(tmp_path):
+    """Δ = -0.1 + 0.02 per decade of non-embedding parameters, 3 seeds a cell around each mean: the mixed model's
+    size term is 0.02 and its intercept -0.1 (balanced cells: the REML fixed effects are the cell means' fit);
+    an empty cell is 'missing'."""
     cells = [(f"n_embd-{n}", n, [d - 0.002, d, d + 0.002], 1.0, 10 ** k)
              for n, k, d in ((32, 3, -0.04), (64, 4, -0.02), (128, 5, 0.0), (256, 6, 0.02))]
     grid = _fake_grid(tmp_path, cells)
@@ -92,31 +95,31 @@ def test_regression_recovers_a_known_trend_and_missing_cells_are_listed(tmp_path
     settings["axes"]["model.n_embd"].append(512)  # a cell that never ran
     (grid / "grid.json").write_text(json.dumps(settings))
     _, loaded = load_grid(grid)
-    (fit,) = regressions(gap_rows(loaded))
-    assert fit.terms == ["intercept", "log10(non-embedding params)"]
-    assert fit.coef[1] == pytest.approx(0.02, abs=1e-6) and fit.coef[0] == pytest.approx(-0.1, abs=1e-6)
+    (arm,) = cross_cell_models(gap_rows(loaded))
+    (size,) = [m for m in arm.models if m.moderator == "log10(non-embedding params)"]
+    assert size.terms[1].coef == pytest.approx(0.02, abs=1e-6) and size.terms[0].coef == pytest.approx(-0.1, abs=1e-6)
     assert compare.main([str(grid)]) == 0  # a grid folder on the command line: its report, no training
     md = (grid / "report.md").read_text()
     assert "4 of 5 cells" in md and "`n_embd-512`: no finished runs" in md
-    assert "log10(non-embedding params): +0.0200" in md and (grid / "gap_vs_size.png").is_file()
+    assert "| log10(non-embedding params) | per decade | +0.0200" in md and (grid / "gap_vs_size.png").is_file()
     assert "untied** against tied, over 4 cells" in md
 
 
-def test_the_fit_says_how_much_it_leans_on_single_cells(tmp_path):
-    """Four cells on Δ = -0.1 + 0.02 per decade and one precise cell off the trend: the full fit is pulled away
-    from 0.02, the heaviest cell is the precise one, and leaving it out recovers 0.02 (inside the reported range)."""
+def test_the_model_says_how_much_it_leans_on_single_cells(tmp_path):
+    """Four cells on Δ = -0.1 + 0.02 per decade and one cell off the trend: the full fit is pulled away from
+    0.02, and leaving the odd cell out recovers 0.02, the low end of the reported leave-one-out range."""
     cells = [(f"n_embd-{n}", n, [d - 0.002, d, d + 0.002], 1.0, 10 ** k)
              for n, k, d in ((32, 3, -0.04), (64, 4, -0.02), (128, 5, 0.0), (256, 6, 0.02))]
-    cells.append(("n_embd-512", 512, [0.099, 0.1, 0.101], 1.0, 10 ** 7))  # the trend says 0.04; SE half the others'
+    cells.append(("n_embd-512", 512, [0.099, 0.1, 0.101], 1.0, 10 ** 7))  # the trend says 0.04
     grid = _fake_grid(tmp_path, cells)
     _, loaded = load_grid(grid)
-    (fit,) = regressions(gap_rows(loaded))
-    assert fit.coef[1] > 0.025 and fit.heaviest[0] == "n_embd-512" and fit.heaviest[1] == pytest.approx(0.5)
-    low, high = fit.loo_range[1]
-    assert fit.loo_fits == 5 and low == pytest.approx(0.02, abs=1e-6) and high > 0.025
+    (arm,) = cross_cell_models(gap_rows(loaded))
+    (size,) = [m for m in arm.models if m.moderator == "log10(non-embedding params)"]
+    low, high = size.terms[1].loo_range
+    assert size.terms[1].coef > 0.025 and size.loo_fits == 5
+    assert low == pytest.approx(0.02, abs=1e-4) and high > 0.025
     assert compare.main([str(grid)]) == 0
-    md = (grid / "report.md").read_text()
-    assert "the heaviest cell, `n_embd-512`, carries 50% of the weight" in md and "one cell left out: +0.0200 to" in md
+    assert f"| {low:+.4f} to {high:+.4f}, supported in" in (grid / "report.md").read_text()
 
 
 def test_the_report_says_how_many_seeds_each_cell_holds(tmp_path):
@@ -126,7 +129,7 @@ def test_the_report_says_how_many_seeds_each_cell_holds(tmp_path):
     assert compare.main([str(grid)]) == 0
     md = (grid / "report.md").read_text()
     assert "3–5 paired seeds per cell" in md and "3 seeds," not in md
-    rows = {line.split(" | ")[0]: line.split(" | ")[8] for line in md.splitlines() if line.startswith("| [n_embd")}
+    rows = {line.split(" | ")[0]: line.split(" | ")[10] for line in md.splitlines() if line.startswith("| [n_embd")}
     assert rows == {"| [n_embd-64](n_embd-64/report.md)": "3", "| [n_embd-128](n_embd-128/report.md)": "5"}
 
 
