@@ -98,7 +98,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         n = x.size(0)
         want_x, want_w, want_b = ctx.needs_input_grad[:3]
         grad_x = torch.empty_like(x) if want_x else None  # (N, n_embd)
-        grad_w = torch.zeros_like(weight) if want_w else None  # (V, n_embd), the parameter's dtype
+        grad_w = None  # (V, n_embd), the parameter's dtype: the first slice's product, then a running sum
         grad_b = torch.zeros_like(bias) if want_b else None  # (V,)
         x_mm, w_mm, b_mm, amp = _matmul_operands(x, weight, bias)
         total = torch.zeros((), dtype=torch.float32, device=x.device)
@@ -117,10 +117,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 grad = grad.to(w_mm.dtype)  # one cast a slice under autocast (a no-op in float32)
                 if want_x:
                     grad_x[start:start + rows] = grad @ w_mm  # (r, V) @ (V, n_embd)
+                # (V, r) @ (r, n_embd).  The first slice's product is the sum so far (no zero-filled (V, n_embd)
+                # to add it to); later ones add in place in float32, or in the parameter's dtype under autocast.
                 if want_w and amp is None:
-                    grad_w.addmm_(grad.t(), xs.to(weight.dtype))  # (V, r) @ (r, n_embd), in place: no temporary
+                    grad_w = torch.mm(grad.t(), xs) if grad_w is None else grad_w.addmm_(grad.t(), xs)
                 elif want_w:
-                    grad_w += grad.t() @ xs  # the autocast dtype's product, summed in the parameter's dtype
+                    part = grad.t() @ xs  # the autocast dtype's product
+                    grad_w = part.to(weight.dtype) if grad_w is None else grad_w.add_(part)
         ctx.save_for_backward(grad_x, grad_w, grad_b)
         ctx.n = n
         return total / n
