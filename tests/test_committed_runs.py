@@ -32,13 +32,13 @@ def _ignored(rel_paths: list[str]) -> set[str]:
 
 
 def test_results_keep_a_runs_text_files_and_drop_checkpoints_and_locks():
-    """Under results/, a run's config, metrics, summary and env are kept; checkpoints, the GPT-2
-    tokenizer copy, the locks of a running process and compare.py's claims are not."""
+    """Under results/, a run's config, metrics, summary and env are kept; checkpoints, the tokenizer
+    copies, the per-run loss.png, the locks of a running process and compare.py's claims are not."""
     run = "results/some-experiment/cell/tune-tied-lr0.002"
     kept = [f"{run}/{name}" for name in ("config.json", "metrics.jsonl", "summary.json", "env.json",
-                                         "tokenizer.json", "env-resume-step100.json")]
-    dropped = [f"{run}/{name}" for name in ("ckpt_last.pt", "ckpt_best.pt", "gpt2.tiktoken", ".lock", "lock.json",
-                                            ".ckpt_last.pt.k2j9x.tmp")]
+                                         "env-resume-step100.json")]
+    dropped = [f"{run}/{name}" for name in ("ckpt_last.pt", "ckpt_best.pt", "gpt2.tiktoken", "tokenizer.json",
+                                            "loss.png", ".lock", "lock.json", ".ckpt_last.pt.k2j9x.tmp")]
     dropped.append("results/some-experiment/cell/.claims/tied-s0.lock")
     assert _ignored(kept + dropped) == set(dropped)
 
