@@ -1,6 +1,6 @@
 """Experiments kept in git: what ``.gitignore`` keeps of a run folder under ``results/`` is enough.
 
-A session's machine is not kept, so a long experiment lives on as the text files of its run
+A machine is not always kept from one day to the next, so a long experiment lives on as the text files of its run
 folders committed under ``results/`` (docs/experiment.md, "Keeping runs in git").  These tests
 check the ignore rules and that ``compare.py`` reuses such a copy without retraining anything.
 
@@ -43,9 +43,10 @@ def test_results_keep_a_runs_text_files_and_drop_checkpoints_and_locks():
     assert _ignored(kept + dropped) == set(dropped)
 
 
+@pytest.mark.slow
 def test_a_committed_experiment_is_reused_without_its_checkpoints(tmp_path):
     """An experiment folder stripped of what .gitignore drops (as a fresh clone has it; here the tied run
-    keeps its checkpoint, as one trained in this session would) trains nothing when compare.py runs
+    keeps its checkpoint, as one trained on this machine would) trains nothing when compare.py runs
     again, from another machine's data cache: every run is reused, the report is rewritten, and the arm
     whose folders kept no checkpoint shows 'no checkpoint' in place of a sample instead of failing."""
     corpus = tmp_path / "c.txt"
