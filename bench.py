@@ -29,7 +29,7 @@ import itertools
 import statistics
 import sys
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -110,7 +110,7 @@ class _TimedModel:
     def __init__(self, model: GPT) -> None:
         self.model, self.seconds = model, 0.0
 
-    def eval(self) -> "_TimedModel":
+    def eval(self) -> _TimedModel:
         """Put the model in eval mode, as :meth:`torch.nn.Module.eval`."""
         self.model.eval()
         return self

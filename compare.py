@@ -13,7 +13,7 @@
                                                                              # one tuned experiment per cell, the scaling view
 
 Each arm is a set of ``train.py`` settings (docs/experiment.md): tied, untied, tied-bias (a
-learned lm_head bias), untied-split (zero-init head, own learning rates: nanochat's recipe),
+learned lm_head bias), untied-split (a zero-init head with nanochat's earlier learning-rate ratios, on AdamW),
 tie-then-untie (modded-nanogpt's schedule).  With ``--lr-grid`` every arm first trains at every
 grid learning rate on a tuning seed no reported run uses (with ``--lr-widen N`` also up to N
 steps past an edge its best sits on); each arm's best is then used for the reported seeds.

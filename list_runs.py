@@ -1,7 +1,7 @@
 """List the run folders under ``train.out_dir`` as a table: what each run is, how far it got, how it did.
 
     python list_runs.py                           # runs/ (train.py's default train.out_dir)
-    python list_runs.py --out-dir /tmp/runs --sort best_val_loss
+    python list_runs.py --out-dir results/tying-scaling-cpu-2026-11-24 --sort best_val_loss
     python list_runs.py --json                    # the same fields as a JSON list, for scripts
 
 A run folder is a folder holding ``config.json``, directly under the out-dir or one level

@@ -17,7 +17,8 @@ else.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: a char or gpt2 run never loads the library (3.2 MiB of memory)
     from tokenizers import Tokenizer
@@ -72,7 +73,7 @@ class BPETokenizer:
         self.vocab_size = tokenizer.get_vocab_size()
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int) -> "BPETokenizer":
+    def train(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
         """Learn ``vocab_size - 256`` merges from ``texts`` (the train split's pieces, in order).
 
         Each text is pre-tokenized on its own (GPT-2's regex), so pieces that end mid-word
@@ -93,7 +94,7 @@ class BPETokenizer:
         return cls(tk, f"bpe:{vocab_size}")
 
     @classmethod
-    def from_dict(cls, d: dict) -> "BPETokenizer":
+    def from_dict(cls, d: dict) -> BPETokenizer:
         """Inverse of :meth:`to_dict`.  Raises UserError if the stored tokenizer is unreadable."""
         from tokenizers import Tokenizer
 

@@ -17,8 +17,8 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from core.errors import UserError
 from core.files import atomic_write_bytes, cache_dir, sha256_bytes, sha256_file

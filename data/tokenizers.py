@@ -13,8 +13,8 @@ Library module, not a script.  Quick check from the repo root::
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from core.errors import UserError
 from core.files import atomic_write_bytes, sha256_bytes
@@ -64,7 +64,7 @@ class CharTokenizer:
         self._stoi = {c: i for i, c in enumerate(chars)}
 
     @classmethod
-    def from_text(cls, text: str) -> "CharTokenizer":
+    def from_text(cls, text: str) -> CharTokenizer:
         """Vocabulary = sorted set of the characters of ``text`` (nanoGPT's prepare.py).
 
         Raises UserError if ``text`` is empty.

@@ -7,8 +7,11 @@ back from its ``config.json`` (:func:`arm_of`), so a report needs nothing but th
 Sources for the settings: GPT-2 / nanoGPT tie the head to the embedding; Press & Wolf 2017
 ("Using the Output Embedding to Improve Language Models") argue for it; nanochat and
 modded-nanogpt untie, start the head at zero and train the embedding and the head at very
-different learning rates (nanochat: embedding 0.2, unembedding 0.004, matrices 0.02, i.e. 10x
-and 0.2x the matrix rate); modded-nanogpt's record of 2024-11-03 unties at 2/3 of the run.
+different learning rates.  ``untied-split`` takes nanochat's earlier ratios (embedding 0.2,
+unembedding 0.004 against a 0.02 Muon matrix rate: 10x and 0.2x) to this project's AdamW; nanochat
+today uses 0.3 / 0.008 scaled by (d/768)^-0.5, initialises its head N(0, 0.001) and normalises the
+embedding's output, which this arm does not.  modded-nanogpt's record of 2024-11-03 unties at 2/3
+of the run.
 """
 
 from __future__ import annotations

@@ -14,9 +14,10 @@ import signal
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import filelock
 import torch
@@ -81,8 +82,8 @@ def run_forwarding_signals(cmd: list[str]) -> tuple[int, int | None]:
     """Run ``cmd`` to completion, passing each SIGINT / SIGTERM / SIGHUP we receive on to it.
 
     Returns ``(exit status, the last signal passed on or None)``.  The child runs in its own
-    session, so a terminal's Ctrl-C (sent to the whole process group) reaches it once,
-    through us, and ``train.py`` gets to stop at a step boundary with a checkpoint
+    POSIX session (``start_new_session``), so a terminal's Ctrl-C (sent to the whole process
+    group) reaches it once, through us, and ``train.py`` gets to stop at a step boundary with a checkpoint
     (``subprocess.run`` would SIGKILL the child on our KeyboardInterrupt).  The handlers are
     in place before the child starts; a signal the parent ignores stays ignored.
     """

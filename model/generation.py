@@ -9,7 +9,7 @@ object with ``encode(str) -> list[int]`` and ``decode(list[int]) -> str`` (``dat
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 

@@ -18,7 +18,7 @@ changes which tokens top-k / top-p keep, or flips an argmax between two near-equ
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F

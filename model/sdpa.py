@@ -4,16 +4,10 @@ On a CPU, PyTorch picks its flash-attention kernel whenever it can.  In bfloat16
 CPU with AVX512-BF16 or AMX) that kernel's *backward* is slow for short sequences: on nanoGPT's
 char recipe (T = 64) it was 47% of a training step's CPU time (``torch.profiler``, 40 steps),
 and PyTorch's plain math kernel (the (T, T) score matrix, its softmax and the weighted sum of V,
-all in memory) makes the whole step 1.41x faster.  From T = 256 on, flash is the faster one again.  Measured
-in session 10 on 2 cores of an AMD EPYC with AVX512-BF16, torch 2.13.0+cpu, median ms per
-training step (``results/speed-cpu-2026-11-24/README.md``, "Session 10"):
-
-    config (T, batch)                 flash     math
-    char recipe (64, 12), bf16        19.8      14.0
-    default config (128, 8), bf16     158       150
-    char model (256, 12), bf16         70.7      78.2
-    char model (1024, 4), bf16        137       303
-    char recipe (64, 12), float32      25.0      26.3
+all in memory) makes the whole step 1.41x faster (19.8 -> 14.0 ms, median of 40 steps on 2 cores of
+an AMD EPYC with AVX512-BF16, torch 2.13.0+cpu).  From T = 256 on, flash is the faster one again
+(0.90x at T = 256, 0.45x at T = 1024).  The table of kernels, shapes and dtypes is in
+``results/speed-cpu-2026-11-24/README.md`` ("The attention kernel").
 
 So the math kernel is used for bf16 on a CPU at T <= :data:`MATH_KERNEL_MAX_T` (64) when
 gradients are on (the gain is in the backward), and PyTorch's choice everywhere else (GPUs,

@@ -1,19 +1,22 @@
-"""pytest setup: put the repo root on sys.path so tests import ``data``, ``errors``, ... as the CLI does;
-fix Hypothesis's profile; and the small prepared corpora the data tests share (``corpus_file``,
-``token_data``, ``sharded``) and the training tests share (``corpus``).
+"""pytest setup: fix Hypothesis's profile, and the small prepared corpora the data tests share
+(``corpus_file``, ``token_data``, ``sharded``) and the training tests share (``corpus``).
 
-Run all tests from the repo root with ``python -m pytest -q``.
+The repository root is on ``sys.path`` (``pythonpath`` in pyproject.toml), so tests import the
+packages as the commands do. Run all tests from the repo root with ``python -m pytest -q``; the
+quick loop, without the end-to-end tests marked ``slow``, is ``python -m pytest -q -m "not slow"``.
 """
 
-import sys
+import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import pytest
+from data_helpers import STORIES, lines_text, write_jsonl
+from helpers import write_corpus
+from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
-import tempfile  # noqa: E402
-
-from hypothesis import HealthCheck, settings  # noqa: E402
-from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
+from data.loader import TokenData
+from data.prepare import prepare_data
 
 # Hypothesis also caches Unicode tables in its home folder (./.hypothesis by default): keep the
 # repository clean by pointing it at the system temp folder.
@@ -27,14 +30,6 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 settings.load_profile("tinygpt")
-
-
-import pytest  # noqa: E402
-from data_helpers import STORIES, lines_text, write_jsonl  # noqa: E402
-from helpers import write_corpus  # noqa: E402
-
-from data.loader import TokenData  # noqa: E402
-from data.prepare import prepare_data  # noqa: E402
 
 
 @pytest.fixture

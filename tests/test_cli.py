@@ -19,6 +19,8 @@ import sample
 from training.runs import read_metrics
 
 REPO = Path(__file__).resolve().parent.parent
+# Every test here trains through the command line (the module fixture) or samples at length: end to end.
+pytestmark = pytest.mark.slow
 
 
 def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -159,7 +161,7 @@ def test_sample_batch_with_top_p_and_a_stop_string(trained, capsys):
 def test_sample_without_the_cache_gives_the_same_text(trained, capsys, mode):
     """--no-cache: the same text for the same --seed in every sampling mode, past block_size (32 here).
 
-    The README's promise (issue 10): the cached and uncached forwards differ by float rounding,
+    The promise of docs/sampling.md: the cached and uncached forwards differ by float rounding,
     and the sampling noise is keyed to token ids, so that rounding cannot change the draw.
     """
     for seed in ("1", "2", "3", "4"):

@@ -1,6 +1,6 @@
 """Experiments kept in git: what ``.gitignore`` keeps of a run folder under ``results/`` is enough.
 
-A session's machine is not kept, so a long experiment lives on as the text files of its run
+A machine is not always kept from one day to the next, so a long experiment lives on as the text files of its run
 folders committed under ``results/`` (docs/experiment.md, "Keeping runs in git").  These tests
 check the ignore rules and that ``compare.py`` reuses such a copy without retraining anything.
 
@@ -32,20 +32,21 @@ def _ignored(rel_paths: list[str]) -> set[str]:
 
 
 def test_results_keep_a_runs_text_files_and_drop_checkpoints_and_locks():
-    """Under results/, a run's config, metrics, summary and env are kept; checkpoints, the GPT-2
-    tokenizer copy, the locks of a running process and compare.py's claims are not."""
+    """Under results/, a run's config, metrics, summary and env are kept; checkpoints, the tokenizer
+    copies, the per-run loss.png, the locks of a running process and compare.py's claims are not."""
     run = "results/some-experiment/cell/tune-tied-lr0.002"
     kept = [f"{run}/{name}" for name in ("config.json", "metrics.jsonl", "summary.json", "env.json",
-                                         "tokenizer.json", "env-resume-step100.json")]
-    dropped = [f"{run}/{name}" for name in ("ckpt_last.pt", "ckpt_best.pt", "gpt2.tiktoken", ".lock", "lock.json",
-                                            ".ckpt_last.pt.k2j9x.tmp")]
+                                         "env-resume-step100.json")]
+    dropped = [f"{run}/{name}" for name in ("ckpt_last.pt", "ckpt_best.pt", "gpt2.tiktoken", "tokenizer.json",
+                                            "loss.png", ".lock", "lock.json", ".ckpt_last.pt.k2j9x.tmp")]
     dropped.append("results/some-experiment/cell/.claims/tied-s0.lock")
     assert _ignored(kept + dropped) == set(dropped)
 
 
+@pytest.mark.slow
 def test_a_committed_experiment_is_reused_without_its_checkpoints(tmp_path):
     """An experiment folder stripped of what .gitignore drops (as a fresh clone has it; here the tied run
-    keeps its checkpoint, as one trained in this session would) trains nothing when compare.py runs
+    keeps its checkpoint, as one trained on this machine would) trains nothing when compare.py runs
     again, from another machine's data cache: every run is reused, the report is rewritten, and the arm
     whose folders kept no checkpoint shows 'no checkpoint' in place of a sample instead of failing."""
     corpus = tmp_path / "c.txt"

@@ -341,6 +341,7 @@ def _tiny_compare_argv(tmp_path) -> list[str]:
 # end-to-end test, tests/test_grid.py: one set of runs checks both.
 
 
+@pytest.mark.slow
 def test_compare_tunes_all_five_arms_on_a_grid_and_reports_them(tmp_path):
     """--arms (all five) --lr-grid (2 points): the grid trains on the tuning seed, each arm's best
     learning rate trains the reported seed, and the report compares every arm with tied."""

@@ -60,6 +60,7 @@ def pair(tmp_path_factory) -> Path:
     return root / "runs"
 
 
+@pytest.mark.slow
 def test_two_ranks_match_one_process_with_the_same_global_batch(pair):
     """Every train and eval loss of 2 ranks x batch 2 (resumed half way) equals 1 process x batch 4
     within float tolerance, and so do the final weights."""
@@ -73,6 +74,7 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(pair):
         torch.testing.assert_close(w2[key], w1[key], rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_only_rank_0_writes_and_counts_global_tokens(pair):
     """One metrics row per step (rank 0 alone logs); tokens count the global batch; summary says 2 ranks."""
     rows = [r for r in read_metrics(pair / "two-ranks" / "metrics.jsonl") if r["kind"] == "train"]
@@ -82,6 +84,7 @@ def test_only_rank_0_writes_and_counts_global_tokens(pair):
     assert summary["world_size"] == 2 and summary["tokens"] == rows[-1]["tokens"]
 
 
+@pytest.mark.slow
 def test_ddp_checkpoint_is_the_unwrapped_model(pair):
     """The checkpoint has plain GPT keys (no 'module.' / '_orig_mod.') and loads into a tied GPT, still tied."""
     ckpt = load_checkpoint(pair / "two-ranks" / "ckpt_last.pt")
@@ -92,6 +95,7 @@ def test_ddp_checkpoint_is_the_unwrapped_model(pair):
     assert len(ckpt["rng"]["torch_ranks"]) == 2  # each rank's dropout RNG, for an exact resume
 
 
+@pytest.mark.slow
 def test_resume_on_another_number_of_ranks_is_refused(pair):
     """A 2-rank run resumed by one process would change the global batch: exit 2, naming both counts."""
     proc = subprocess.run([sys.executable, str(REPO / "train.py"), f"--train.out_dir={pair}", "--run-name", "two-ranks",
@@ -102,6 +106,7 @@ def test_resume_on_another_number_of_ranks_is_refused(pair):
     assert load_checkpoint(pair / "two-ranks" / "ckpt_last.pt")["step"] == 12
 
 
+@pytest.mark.slow
 def test_errors_under_torchrun_are_printed_once(tmp_path):
     """A bad option, and a failure on rank 0 only (its data cache path is a file): every rank exits
     non-zero, the one-line error appears once, and no rank hangs."""
@@ -138,7 +143,7 @@ def test_tied_weights_stay_one_parameter_under_ddp(tmp_path, monkeypatch):
         assert model.lm_head.weight.grad is model.wte.weight.grad and model.wte.weight.grad.abs().sum() > 0
     finally:
         # The DDP reducer holds the gloo group: free it while the group is alive. Freed after
-        # destroy_process_group, the group's destructor once waited forever on its threads (session 6).
+        # destroy_process_group, the group's destructor once waited forever on its threads.
         del wrapped
         gc.collect()
         dist.destroy_process_group()

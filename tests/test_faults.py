@@ -142,6 +142,7 @@ def assert_matches_reference(killed: SimpleNamespace, name: str, end: int) -> No
         assert same_weights(killed.runs / name, killed.runs / "ref")
 
 
+@pytest.mark.slow
 def test_second_run_into_a_busy_folder_is_refused_naming_the_owner(killed):
     """While a run trains, a second train.py on its folder exits 2 naming the owner's pid and host."""
     assert killed.victim_alive_during_second
@@ -150,6 +151,7 @@ def test_second_run_into_a_busy_folder_is_refused_naming_the_owner(killed):
     assert f"in use by pid {killed.victim_pid} on host {socket.gethostname()}" in line
 
 
+@pytest.mark.slow
 def test_sigkill_loses_at_most_checkpoint_interval_steps(killed):
     """After kill -9, ckpt_last.pt is loadable and at most checkpoint_interval steps behind the last logged step."""
     assert killed.kill_returncode == -signal.SIGKILL
@@ -157,6 +159,7 @@ def test_sigkill_loses_at_most_checkpoint_interval_steps(killed):
     assert killed.kill_last_logged - killed.kill_ckpt_step <= killed.interval
 
 
+@pytest.mark.slow
 def test_stale_lock_of_a_killed_run_is_recognised(killed):
     """The killed run's lock.json is reported as stale (its pid is gone) and the resume goes ahead."""
     assert killed.kill_resumed.returncode == 0, killed.kill_resumed.stderr[-2000:]
@@ -164,12 +167,14 @@ def test_stale_lock_of_a_killed_run_is_recognised(killed):
     assert not (killed.runs / "kill" / "lock.json").exists()  # released at the end
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_equals_the_uninterrupted_run(killed):
     """The killed-and-resumed run's losses (every train and eval row) and final weights equal the reference's exactly."""
     assert killed.kill_resumed.returncode == 0, killed.kill_resumed.stderr[-2000:]
     assert_matches_reference(killed, "kill", killed.kill_end)
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_the_current_step_and_exits_143(killed):
     """SIGTERM: the step in progress finishes, ckpt_last.pt holds it, a 'stop' row is logged, exit 128+15."""
     assert killed.term_returncode == 128 + signal.SIGTERM
@@ -180,6 +185,7 @@ def test_sigterm_checkpoints_the_current_step_and_exits_143(killed):
     assert not killed.term_lock_left
 
 
+@pytest.mark.slow
 def test_resume_after_sigterm_equals_the_uninterrupted_run(killed):
     """Resumed from the SIGTERM checkpoint, every logged loss equals the uninterrupted run's."""
     assert killed.term_resumed.returncode == 0, killed.term_resumed.stderr[-2000:]
@@ -204,6 +210,7 @@ def signal_at_call(monkeypatch, call: int, times: int = 1) -> None:
     monkeypatch.setattr(training.loop, "train_step", step_then_signal)
 
 
+@pytest.mark.slow
 def test_ctrl_c_checkpoints_and_resume_is_bit_exact(tmp_path, corpus, monkeypatch, capsys):
     """Ctrl-C at step 7 (mid log window, between checkpoints): exit 130, ckpt_last.pt at step 7, and
     the resumed run's rows (window means included) and weights equal an uninterrupted run's."""

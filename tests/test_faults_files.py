@@ -305,8 +305,8 @@ time.sleep(60)
 
 
 def test_compare_passes_a_signal_to_its_training_child_once(tmp_path):
-    """compare.py's child train.py runs in its own session (a terminal's Ctrl-C reaches it once,
-    through compare.py) and a SIGTERM sent to compare.py is passed on: the child stops cleanly."""
+    """compare.py's child train.py runs in its own POSIX session (``start_new_session``; a terminal's Ctrl-C
+    reaches it once, through compare.py) and a SIGTERM sent to compare.py is passed on: the child stops cleanly."""
     import threading
 
     ready = tmp_path / "ready"

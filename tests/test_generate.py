@@ -81,7 +81,7 @@ def test_a_one_ulp_swap_of_near_tied_logits_does_not_change_the_draw(kw):
     """Logits x and nextafter(x) on two tokens, then swapped: the sort order flips, the drawn tokens do not.
 
     Both tokens are kept either way (they rank near the top), so only the order a sort puts
-    them in changes -- which, before issue 10, chose which noise each token got.
+    them in changes -- which, before the noise was keyed to token ids, chose which noise each token got.
     """
     logits = torch.randn(4, 97, generator=torch.Generator().manual_seed(11))
     a, b = 3, 60
@@ -254,7 +254,7 @@ class ScriptedModel:
 
 
 def whole_text_stream(model, tokenizer, max_new_tokens, num_samples, stop, stop_token):
-    """The reference: stream_samples as it was before issue 11, re-decoding each whole sample at every step."""
+    """The reference: stream_samples as it was before incremental decoding, re-decoding each whole sample at every step."""
     from model.generation import _held_back
     new, shown, done = [[] for _ in range(num_samples)], [0] * num_samples, [False] * num_samples
     for next_ids in model.generate_stream(None, max_new_tokens, stop_token=stop_token):
@@ -298,7 +298,7 @@ def test_streaming_equals_decoding_the_whole_text_every_step(kind):
     """Random token streams, stop strings, stop tokens, batches: every yield equals the whole-text reference.
 
     Streaming decodes only the tokens since the last clean point and searches for stops only near
-    the new text (issue 11); what it yields, step by step, must not change.
+    the new text; what it yields, step by step, must not change.
     """
     tok, chunks = token_chunks(kind)
     eot = getattr(tok, "eot_token", 1)

@@ -133,6 +133,7 @@ def test_the_report_says_how_many_seeds_each_cell_holds(tmp_path):
     assert rows == {"| [n_embd-64](n_embd-64/report.md)": "3", "| [n_embd-128](n_embd-128/report.md)": "5"}
 
 
+@pytest.mark.slow
 def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
     """2 sizes × 2 tokenizers (char, bpe:N) × 2 seeds × 2 arms: every cell a full tied-vs-untied experiment
     (paired seeds, its report with verdict, samples and command), the grid's report with val bpb for every

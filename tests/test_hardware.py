@@ -48,3 +48,15 @@ def test_cpu_model_names_the_processor():
     if not names:
         pytest.skip("/proc/cpuinfo names no model here")
     assert hardware.cpu_model().startswith(names[0])
+
+
+def test_env_records_the_script_relative_to_the_repository(monkeypatch):
+    """env.json's argv names a script of this repository relative to its root (compare.py starts train.py by
+    its absolute path), so a committed run record holds no path of the machine it ran on; the other
+    arguments stay exactly as given, a relative path relative and an absolute one absolute."""
+    from core.files import REPO_ROOT
+
+    argv = [str(REPO_ROOT / "train.py"), "--train.out_dir=results/x", "--data.cache_dir=/data/cache"]
+    monkeypatch.setattr("sys.argv", argv)
+    assert hardware.environment(CPU)["argv"] == ["train.py", "--train.out_dir=results/x", "--data.cache_dir=/data/cache"]
+    assert hardware.recorded_argv(["/elsewhere/tool.py", "-q"]) == ["/elsewhere/tool.py", "-q"]

@@ -1,4 +1,4 @@
-"""sample.py and bench.py as a user meets them: pipes, Ctrl-C, long runs, --help (issue 11).
+"""sample.py and bench.py as a user meets them: pipes, Ctrl-C, long runs, --help.
 
 Run: ``python -m pytest -q tests/test_sample_cli.py``  (CPU, offline, a few seconds: the run
 folder is an untrained 1-layer char model written directly, no training; three short

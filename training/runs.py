@@ -83,7 +83,7 @@ class MetricsLog:
         """Close the file (again is fine)."""
         self._f.close()
 
-    def __enter__(self) -> "MetricsLog":
+    def __enter__(self) -> MetricsLog:
         return self
 
     def __exit__(self, *exc) -> None:

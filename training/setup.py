@@ -182,7 +182,8 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     model = GPT(mc).to(device)
     configure_head(model, cfg)
     groups = model.param_groups(tc.weight_decay, tc.embedding_weight_decay, tc.embedding_lr_scale, tc.head_lr_scale)
-    # The fused kernel exists on CPU too: 1.11x faster steps on the char recipe on 2 cores (interleaved A/B, session 6).
+    # The fused kernel exists on CPU too: 1.11x faster steps on the char recipe on 2 cores
+    # (interleaved A/B, results/speed-cpu-2026-11-23/).
     optimizer = torch.optim.AdamW(groups, lr=tc.learning_rate, betas=(tc.beta1, tc.beta2),
                                   fused=device.type in ("cuda", "cpu"))
     eval_model, step_model = wrap(model, cfg, device, dist)

@@ -1,0 +1,128 @@
+"""nanoGPT's char recipe on a CPU, whole runs side by side: tinygpt against nanoGPT, interleaved.
+
+    python data/shakespeare_char/prepare.py                        # once, inside the nanoGPT checkout
+    python benchmarks/nanogpt_char.py --nanogpt ../nanoGPT          # from this repository's root
+    python benchmarks/nanogpt_char.py --nanogpt ../nanoGPT --rounds 3 --tinygpt-arg=--train.loss_plot=false
+
+Each round trains nanoGPT's README command for a CPU (``config/train_shakespeare_char.py`` with
+``--device=cpu --compile=False``, 4 layers, n_embd 128, block 64, batch 12, 2000 steps), then
+``python train.py --config configs/shakespeare_char_cpu.toml`` (the same recipe), each as a whole
+process: imports, data, training, evaluations and checkpoints.  Rounds alternate the two so that a
+shared machine's slow minutes fall on both.  For each program it prints, as a Markdown table, the
+wall time of every round, the median, nanoGPT's median over this one, the val loss both print at
+the last step, and the peak resident memory (the child's ``ru_maxrss``, what ``/usr/bin/time -v``
+reports).  Logs and tinygpt's run folders go to ``--out``.  Linux and macOS (``os.wait4``).
+
+Nothing else should run on the machine meanwhile: quote the medians and their ratio, and say on
+which CPU (``results/speed-cpu-2026-11-24/README.md`` is such a record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NANOGPT_ARGS = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
+                "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
+                "--n_embd=128", "--max_iters=2000", "--lr_decay_iters=2000", "--dropout=0.0"]
+# Both programs print the periodic evaluation in this form: "step 2000: train loss 1.7648, val loss 1.8857".
+EVAL_LINE = re.compile(r"step (\d+): train loss [\d.]+, val loss ([\d.]+)")
+
+
+@dataclass
+class Program:
+    """One side of the comparison: its command, its working folder, and what each round measured."""
+
+    name: str
+    argv: list[str]
+    cwd: Path
+    wall_s: list[float] = field(default_factory=list)
+    peak_mib: list[float] = field(default_factory=list)
+    val_loss: float | None = None
+
+
+def last_val_loss(text: str) -> float | None:
+    """The val loss of the last ``step N: train loss x, val loss y`` line in ``text``; None if there is none."""
+    found = EVAL_LINE.findall(text)
+    return float(found[-1][1]) if found else None
+
+
+def run_once(argv: list[str], cwd: Path, log: Path) -> tuple[float, float, str]:
+    """Run ``argv`` in ``cwd`` to the end, output to ``log``: (wall seconds, peak RSS in MiB, the output).
+
+    Raises RuntimeError if the program exits with an error (its log says why).
+    """
+    start = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited with {proc.returncode}: see {log}")
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    return wall, usage.ru_maxrss * scale / 2**20, log.read_text(encoding="utf-8", errors="replace")
+
+
+def table(programs: list[Program]) -> str:
+    """The comparison as Markdown: rounds, median wall time, the reference's median over each, loss, memory.
+
+    The first program is the reference (its ratio is 1.00x); higher ratios mean faster than it.
+    """
+    reference = statistics.median(programs[0].wall_s)
+    lines = ["| program | wall s, each round | median | first's median ÷ this | val loss, last step | peak RSS |",
+             "|---|---|---|---|---|---|"]
+    for p in programs:
+        median = statistics.median(p.wall_s)
+        loss = f"{p.val_loss:.4f}" if p.val_loss is not None else "n/a"
+        rss = " / ".join(f"{m:.1f}" for m in p.peak_mib)
+        lines.append(f"| {p.name} | {' / '.join(f'{w:.2f}' for w in p.wall_s)} | {median:.1f} | "
+                     f"{reference / median:.2f}× | {loss} | {rss} MiB |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point: interleaved rounds, then the table on stdout; returns the exit status."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nanogpt", type=Path, required=True,
+                   help="a nanoGPT checkout whose data/shakespeare_char/ is prepared (its prepare.py)")
+    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds of each program (default 2)")
+    p.add_argument("--out", type=Path, default=Path("runs/nanogpt-char"),
+                   help="folder for the logs and tinygpt's run folders (default runs/nanogpt-char)")
+    p.add_argument("--tinygpt-arg", action="append", default=[], metavar="ARG",
+                   help="an extra train.py argument, e.g. --tinygpt-arg=--train.dtype=float32 (repeatable)")
+    args = p.parse_args(argv)
+    if not (args.nanogpt / "data" / "shakespeare_char" / "train.bin").is_file():
+        print(f"error: {args.nanogpt} has no data/shakespeare_char/train.bin: run "
+              "python data/shakespeare_char/prepare.py inside that nanoGPT checkout first", file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print(f"error: --rounds must be >= 1, got {args.rounds}", file=sys.stderr)
+        return 2
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    nano = Program("nanoGPT", [sys.executable, "train.py", *NANOGPT_ARGS], args.nanogpt)
+    tiny = Program("tinygpt", [sys.executable, "train.py", "--config", "configs/shakespeare_char_cpu.toml",
+                               f"--train.out_dir={out / 'runs'}", *args.tinygpt_arg], REPO)
+    for i in range(1, args.rounds + 1):
+        for prog in (nano, tiny):
+            extra = ["--run-name", f"round-{i}-{time.strftime('%H%M%S')}"] if prog is tiny else []
+            wall, peak, text = run_once([*prog.argv, *extra], prog.cwd, out / f"{prog.name}-{i}.log")
+            prog.wall_s.append(wall)
+            prog.peak_mib.append(peak)
+            prog.val_loss = last_val_loss(text)
+            print(f"round {i}: {prog.name} {wall:.2f} s, peak {peak:.1f} MiB, val loss {prog.val_loss}", flush=True)
+    print(table([nano, tiny]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""benchmarks/nanogpt_char.py, the side-by-side with nanoGPT: what it reads from each program and how it measures.
+
+The whole comparison needs a nanoGPT checkout and minutes of training, so these tests check its
+parts: the val loss it reads from both programs' output, one measured child process, and the
+error for a checkout whose data is not prepared.
+
+Run: ``python -m pytest -q tests/test_benchmarks.py``  (CPU, offline, seconds).
+"""
+
+import sys
+
+from benchmarks import nanogpt_char
+
+
+def test_the_last_val_loss_is_read_from_both_programs_output():
+    """nanoGPT's eval line and tinygpt's (which adds perplexity and bpb) give the last step's val loss."""
+    nano = "step 1750: train loss 1.8, val loss 1.9\nstep 2000: train loss 1.7648, val loss 1.8857\n"
+    tiny = "step 2000: train loss 1.8035, val loss 1.8878, val ppl 6.6, val bpb 2.7235\ndone: 2000 steps\n"
+    assert nanogpt_char.last_val_loss(nano) == 1.8857
+    assert nanogpt_char.last_val_loss(tiny) == 1.8878
+    assert nanogpt_char.last_val_loss("no evaluation yet") is None
+
+
+def test_run_once_times_a_child_and_reads_its_peak_memory(tmp_path):
+    """A child run to its end gives its wall time, a plausible peak RSS (a Python process: over 1 MiB) and its
+    output, which is also in the log."""
+    code = "import time; time.sleep(0.2); print('step 5: train loss 1.0, val loss 2.5')"
+    wall, peak_mib, text = nanogpt_char.run_once([sys.executable, "-c", code], tmp_path, tmp_path / "a.log")
+    assert wall >= 0.2 and 1 < peak_mib < 4096
+    assert nanogpt_char.last_val_loss(text) == 2.5 and (tmp_path / "a.log").read_text() == text
+
+
+def test_a_nanogpt_checkout_without_prepared_data_is_refused(tmp_path, capsys):
+    """Without data/shakespeare_char/train.bin the tool says how to prepare it and exits 2 before running anything."""
+    assert nanogpt_char.main(["--nanogpt", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "prepare.py" in err and not (tmp_path / "out").exists()

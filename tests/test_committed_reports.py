@@ -1,0 +1,61 @@
+"""A committed report is a record: the code re-renders it from the committed run folders.
+
+``results/`` keeps each experiment's run folders as text files (config, metrics, summary) beside
+the reports written from them.  If the report code changes what it writes, a committed report is
+edited by hand, or runs change under a report, the record no longer says what its runs say.  These
+tests re-render committed reports into a temporary folder (the repository is not written) and
+compare them with the committed files.
+
+Run: ``python -m pytest -q tests/test_committed_reports.py``  (CPU, offline, seconds).
+"""
+
+import shutil
+from pathlib import Path
+
+import compare
+from experiment.runner import write_report
+
+REPO = Path(__file__).resolve().parent.parent
+GRID = Path("results") / "tying-scaling-cpu-2026-11-24"
+CELL = REPO / GRID / "n_embd-64_tokenizer-char"
+# A cell report's lines drawn from checkpoints, which git does not keep: the checkpoint size and the samples.
+FROM_CHECKPOINTS = ("| ckpt_best.pt size", "| *no checkpoint* |")
+
+
+def test_the_committed_grid_report_re_renders_byte_for_byte(tmp_path, monkeypatch):
+    """`python compare.py results/tying-scaling-cpu-2026-11-24`, the command the grid report names, run on a
+    copy of the committed grid folder writes the committed report.md and figures again, byte for byte."""
+    copy = tmp_path / GRID
+    copy.mkdir(parents=True)
+    shutil.copy(REPO / GRID / "grid.json", copy)
+    for cell in (REPO / GRID).glob("n_embd-*"):  # the cells are only read: link them
+        (copy / cell.name).symlink_to(cell, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    assert compare.main([str(GRID)]) == 0
+    for name in ("report.md", "gap_vs_size.png", "loss_vs_params.png"):
+        assert (copy / name).read_bytes() == (REPO / GRID / name).read_bytes(), name
+
+
+def test_a_committed_cell_report_re_renders_from_its_runs(tmp_path):
+    """The n_embd-64 char cell's report and figures, rendered again from a copy of its committed runs with
+    the command and title its report names (as compare.py's grid writes a cell), equal the committed ones:
+    the figures byte for byte, the report in every line but those drawn from checkpoints."""
+    committed = (CELL / "report.md").read_text(encoding="utf-8")
+    command = committed.split("\n```\n", 2)[1]  # the "Produced by" block: the grid command that wrote the cell
+    copy = tmp_path / CELL.name
+    shutil.copytree(CELL, copy, ignore=shutil.ignore_patterns("*.png", "report.md"))
+    runs = sorted(p.parent for p in copy.glob("*/summary.json"))
+    tuning = [p for p in runs if p.name.startswith("tune-")]
+    reported = [p for p in runs if p not in tuning]
+
+    path, _ = write_report(reported, tuning, copy, ["\n", "ROMEO:"], f"Should the embedding be tied? {CELL.name}",
+                           command=command)
+
+    old, new = committed.splitlines(), path.read_text(encoding="utf-8").splitlines()
+    assert len(old) == len(new)
+    differing = [b for a, b in zip(old, new) if a != b]
+    assert differing and all(line.startswith(FROM_CHECKPOINTS) for line in differing), differing
+    figures = sorted(p.name for p in CELL.glob("*.png"))
+    assert figures and sorted(p.name for p in copy.glob("*.png")) == figures
+    for name in figures:
+        assert (copy / name).read_bytes() == (CELL / name).read_bytes(), name

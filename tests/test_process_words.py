@@ -1,0 +1,110 @@
+"""No development-process words and no machine paths in the tracked files.
+
+Provenance in this repository is a date, a commit and the hardware.  A reader cannot look up the
+working period a change was made in, an internal ticket number or a throwaway folder, and a path
+of the machine a run happened on (``/work/...``, ``/home/<user>/...``, ``/tmp/...``) means nothing
+on theirs.  This test scans every text file git tracks and names each offending line.
+
+The words have legitimate technical uses, allowed by name (:data:`ALLOWED`): pytest's
+``scope="session"``, ``subprocess``'s ``start_new_session`` (a POSIX session), an ssh session,
+rebuilding "from scratch".  Seed indices in run names (``tied-lr0.002-s3``) are not process words;
+names built from a working period are (``default-s9``, ``s10/``, ``-s5-superseded``).
+
+Run: ``python -m pytest -q tests/test_process_words.py``  (seconds).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+THIS = Path(__file__).resolve().relative_to(REPO).as_posix()  # it must name the words it looks for
+
+FORBIDDEN = {
+    "a working-period word": re.compile(r"\bsessions?\b", re.IGNORECASE),
+    "a ticket number": re.compile(r"\bissues?[\s#-]*\d+", re.IGNORECASE),
+    "a throwaway-work word": re.compile(r"\bscratch\b", re.IGNORECASE),
+    "a name built from a working period": re.compile(r"\bdefault(?:-untied)?-s\d+\b|-s\d+-superseded\b|(?<![\w.-])s\d+/"),
+    "a machine path": re.compile(r"/work/|/home/[\w.-]+/|/Users/[\w.-]+/|/root/|/tmp/[\w.-]"),
+}
+# Technical uses of those words, removed from a line before it is checked (case-insensitive).
+ALLOWED = ('scope="session"', "scope='session'", "start_new_session", "posix session", "ssh session",
+           "from scratch")
+
+
+def offences(text: str) -> list[tuple[int, str, str]]:
+    """``(line number, what, line)`` for every line of ``text`` holding a forbidden word or path."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        checked = line
+        for phrase in ALLOWED:
+            checked = re.sub(re.escape(phrase), "", checked, flags=re.IGNORECASE)
+        found += [(number, what, line.strip()) for what, pattern in FORBIDDEN.items() if pattern.search(checked)]
+    return found
+
+
+def tracked_text_files() -> list[Path]:
+    """Every file git tracks that reads as UTF-8 text (binary files such as PNGs left out)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, timeout=60, check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        pytest.skip(f"git ls-files unavailable here: {e}")
+    files = []
+    for name in listed.stdout.decode().split("\0"):
+        path = REPO / name
+        if not name or name == THIS or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        files.append(path)
+    return files
+
+
+def test_no_tracked_file_holds_process_words_or_machine_paths():
+    """No tracked text file holds a working-period word, a ticket number, a throwaway-work word, a run or
+    folder name built from them, or an absolute path of a machine (the allowed technical uses aside)."""
+    files = tracked_text_files()
+    assert len(files) > 50  # the scan sees the repository
+    bad = [f"{p.relative_to(REPO)}:{n}: {what}: {line[:120]}"
+           for p in files for n, what, line in offences(p.read_text(encoding="utf-8"))]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("line", [
+    "Measured in session 9 on the 2-core CPU.",
+    "This meets issue 15's target.",
+    "see issue #12",
+    "the scratch/ folder holds the probes",
+    "python train.py --run-name default-s9",
+    "results/scaling-cpu-s5-superseded/README.md",
+    "logs in s10/ beside it",
+    '"out_dir": "/work/main/results/x"',
+    "cd /home/alice/tinygpt",
+    "bash mirror.sh /tmp/floorgrid",
+])
+def test_the_scan_catches_a_planted_line(line):
+    """Each kind of forbidden text, planted in an otherwise clean file, is reported."""
+    assert offences(f"A clean first line.\n{line}\n") and offences(f"x\n{line}\n")[0][0] == 2
+
+
+@pytest.mark.parametrize("line", [
+    '@pytest.fixture(scope="session")',
+    "subprocess.Popen(cmd, start_new_session=True)",
+    "runs in its own POSIX session, so Ctrl-C reaches it once",
+    "a closed terminal or ssh session is a stop request",
+    "rebuild from scratch even if a matching folder exists",
+    "tied-lr0.002-s3 and untied-split-lr0.004-s4 (seed indices)",
+    "python compare.py results/tying-scaling-cpu-2026-11-24",
+])
+def test_the_scan_allows_the_technical_uses(line):
+    """The technical uses named in ALLOWED, and seed indices in run names, are not reported."""
+    assert offences(line) == []
