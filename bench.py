@@ -235,7 +235,7 @@ def release_device_memory() -> None:
 def bench_inference(args, cfg) -> int:
     """``--generate`` / ``--stream``: time generation on the config's seeded, untrained model."""
     s = build(cfg)
-    mc, device = cfg.model, s.device
+    device = s.device
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
     print(f"device:          {device} ({name})")
     print(model_line(cfg))
