@@ -237,6 +237,7 @@ class Progress:
     window_steps: int = 0  # ... and how many, so a resumed run logs the same means
     last_bpb: float = float("nan")  # val bits per byte of the last eval
     best_bpb: float = float("nan")  # ... and of the eval with the best val loss
+    trained_with: dict | None = None  # the config the checkpoint's steps ran with: a resume logs what it changes
 
 
 def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Progress:
@@ -269,4 +270,4 @@ def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Prog
     nan = float("nan")  # checkpoints from before bits per byte have none
     return Progress(ckpt["step"], ckpt["best_val_loss"], ckpt["val_loss"], ckpt["elapsed_s"],
                     ckpt.get("skipped_steps", 0), window_loss, window_steps,
-                    ckpt.get("val_bpb", nan), ckpt.get("best_val_bpb", nan))
+                    ckpt.get("val_bpb", nan), ckpt.get("best_val_bpb", nan), ckpt.get("config"))
