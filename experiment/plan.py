@@ -109,14 +109,17 @@ def steps_per_run(cfg: RunConfig, val_tokens: int) -> float:
     return tc.max_iters + (evals * 2 * tc.eval_iters + final_batches) / 3
 
 
-def time_per_run(out_dir: Path, cfg: RunConfig, val_tokens: int) -> tuple[float, str]:
+def time_per_run(out_dir: Path, cfg: RunConfig, val_tokens: int) -> tuple[float | None, str]:
     """``(seconds a run takes, how that was estimated)``: the median ``elapsed_s`` of the finished runs in
     ``out_dir``, else a few steps timed here (:func:`measure_step_seconds`) times :func:`steps_per_run`,
-    plus :data:`START_S`."""
+    plus :data:`START_S`.  Seconds are None when the timed steps failed (the runs will say why)."""
     seconds = finished_seconds(out_dir)
     if seconds:
         return statistics.median(seconds), f"the median of the {len(seconds)} finished run(s) here"
-    per_step = measure_step_seconds(cfg)
+    try:
+        per_step = measure_step_seconds(cfg)
+    except (RuntimeError, OSError) as e:  # e.g. out of device memory: an estimate is not worth stopping for
+        return None, f"a timed training step failed ({type(e).__name__})"
     how = (f"{TIMED_STEPS} training steps timed here at {per_step * 1000:.0f} ms, times {cfg.train.max_iters:,} "
            f"steps and the evaluations, plus about {START_S:.0f} s to start a run")
     return per_step * steps_per_run(cfg, val_tokens) + START_S, how
@@ -136,7 +139,7 @@ def _duration(seconds: float) -> str:
 
 
 def plan_line(out_dir: Path, runs: list[PlannedRun], states: list[str], params: dict[str, int], max_iters: int,
-              timing: tuple[float, str] | None, what: str) -> str:
+              timing: tuple[float | None, str] | None, what: str) -> str:
     """The one line compare.py prints before training: counts, estimated time and checkpoint disk.
 
     ``states``: each run's :func:`run_state`; ``params``: parameters per arm
@@ -153,7 +156,9 @@ def plan_line(out_dir: Path, runs: list[PlannedRun], states: list[str], params: 
     left = count["train"] + sum(1.0 if "*" in r.name else fraction_left(out_dir / r.name, max_iters)
                                 for r, s in zip(runs, states) if s == "resume")
     seconds, how = timing
-    return (line + f"; roughly {_duration(left * seconds)} (an estimate, from {how}: {_duration(seconds)} a run)"
+    when = f"no time estimate ({how})" if seconds is None else \
+        f"roughly {_duration(left * seconds)} (an estimate, from {how}: {_duration(seconds)} a run)"
+    return (line + f"; {when}"
             + (f" and {_size(disk)} of checkpoints for the {len(new)} new runs ({CHECKPOINT_BYTES_PER_PARAM} bytes a "
                "parameter: fp32 weights in ckpt_best.pt, weights and AdamW's two moments in ckpt_last.pt)" if new else ""))
 
