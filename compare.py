@@ -4,7 +4,9 @@
     python compare.py --config configs/shakespeare.toml --arms tied,untied,tied-bias,untied-split,tie-then-untie \
         --lr-grid 1e-3,2e-3,4e-3,8e-3 --seeds 5 --margin 0.01               # every arm at its own tuned learning rate
     python compare.py --config configs/shakespeare.toml --equal-params depth # tied arms deepened to the untied count
-    python compare.py runs/exp/tied-s0 runs/exp/untied-s0 ...                # report on existing runs (tune-* = grid)
+    python compare.py runs/default runs/untied                              # report on runs you trained (tune-* = grid)
+    python compare.py --config configs/shakespeare.toml --adopt runs/default,runs/untied
+                                                                             # seed 0 of both arms adopted, the rest trained
     python compare.py runs/shakespeare-grid                                  # the report of a --grid folder, as far as it got
     python compare.py runs/shakespeare-grid --margin-bpb 0.02 --contrast n_embd-128_tokenizer-gpt2,n_embd-128_tokenizer-bpe32768 \
         --slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128   # its verdicts in bpb, readouts
@@ -18,8 +20,10 @@ tie-then-untie (modded-nanogpt's schedule).  With ``--lr-grid`` every arm first 
 grid learning rate on a tuning seed no reported run uses (with ``--lr-widen N`` also up to N
 steps past an edge its best sits on); each arm's best is then used for the reported seeds.
 For each seed ``s`` every arm trains ``runs/<experiment>/<arm>[-lr<lr>]-s<s>`` with the same
-config, seed, data order, eval windows, token budget and schedule; only the arms' own settings (and tuned learning rates) differ.  Finished runs are reused and
-unfinished ones resumed.  The report (``report.md`` + figures) compares each arm with
+config, seed, data order, eval windows, token budget and schedule; only the arms' own settings (and tuned learning rates) differ.  Finished runs are reused,
+unfinished ones resumed, and runs you trained yourself adopted with ``--adopt`` when they are
+exactly what the experiment would train; before the first run trains, one line says how many runs
+are left and their rough time and checkpoint disk.  The report (``report.md`` + figures) compares each arm with
 ``--reference`` paired by seed: better, worse, equivalent within ``--margin`` nats (declared
 before the runs), or inconclusive.  With ``--grid KEY=V1,V2`` (repeatable) the whole experiment
 runs once per cell of the axes' product, in ``runs/<grid>/<cell>/``, and ``runs/<grid>/report.md``
@@ -37,6 +41,7 @@ from pathlib import Path
 from core.cli import ArgumentParser, run_command
 from core.errors import UserError
 from core.files import read_json
+from experiment.adopt import parse_adopt
 from experiment.arms import ARM_KEYS, ARMS, DEFAULT_ARMS, parse_arms
 from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
@@ -88,6 +93,11 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
                    help="With a --grid folder to report on: the slope of Δ bpb on embedding share over the cells with "
                         "these axis values (repeatable, all must hold; the cells may differ in one axis only), "
                         "e.g. --slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128.")
+    p.add_argument("--adopt", metavar="RUN,RUN,...",
+                   help="Finished run folders to use as the experiment's runs for their arm and seed instead of "
+                        "training those, e.g. --adopt runs/default,runs/untied: each must be exactly the run the "
+                        "experiment would train (same config bar bookkeeping, seed, data and schedule), else it is "
+                        "refused; its text files are copied in (default: none).")
     p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied...).")
     p.add_argument("--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent).")
     p.add_argument("--prompt", action="append", help="Prompt for the side-by-side samples (repeatable; default: a newline and 'ROMEO:').")
@@ -100,6 +110,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     training = args.config or args.equal_params or overrides or args.name or args.lr_grid or args.grid
     if args.runs and training:
         raise UserError("give either run folders to report on, or --config/--name/--lr-grid/overrides to train: not both")
+    args.adopt = parse_adopt(args.adopt)
+    if args.adopt and (args.runs or args.grid):
+        raise UserError("--adopt is for a new experiment without --grid: give --config and the runs to adopt, "
+                        "e.g. compare.py --config configs/shakespeare.toml --adopt runs/default,runs/untied")
     if not args.runs and args.report_dir:
         raise UserError("--report-dir is for reports on existing runs; a new experiment reports into its own folder")
     if args.prompt is not None and not all(args.prompt):
@@ -181,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             margin = DEFAULT_MARGIN if args.margin is None else args.margin
             plan = Plan(args.config, overrides, args.arms, args.seeds, args.lr_grid, args.equal_params, args.name,
-                        args.reference, margin, args.lr_widen)
+                        args.reference, margin, args.lr_widen, args.adopt)
             if args.grid:
                 return _grid(plan, args.grid, prompts, command)
             reported, tuning, out_dir = run_experiment(plan)

@@ -26,7 +26,7 @@ import torch
 
 from core.errors import UserError
 from core.files import read_json
-from experiment import stats
+from experiment import schedules, stats
 from experiment.arms import ARM_KEYS, ARMS, arm_of
 from training import config
 from training.runs import load_run_config, read_metrics
@@ -51,6 +51,8 @@ class Run:
     tied: bool
     seed: int
     arm: str
+    schedule: dict = field(default_factory=dict)  # (step, kind) -> logged lr / peak (experiment.schedules)
+    resumes: list[dict] = field(default_factory=list)  # the resume rows that moved the lr schedule's horizon
 
     def _summary_number(self, key: str) -> float | None:
         """``summary.json[key]`` if it is a finite number, else None (absent in runs from older versions)."""
@@ -172,7 +174,8 @@ def load_run(path: Path) -> Run:
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), (int, float)) for k in needed):
         raise UserError(f"{path / 'summary.json'} lacks {', '.join(needed)}: re-run the run's last step with train.py")
     arm = arm_of(flatten(config), str(path))
-    return Run(path, config, summary, evals, config["model"]["tie_embeddings"], config["train"]["seed"], arm)
+    return Run(path, config, summary, evals, config["model"]["tie_embeddings"], config["train"]["seed"], arm,
+               schedules.lr_schedule(rows, config["train"]["learning_rate"]), schedules.schedule_changes(rows))
 
 
 def load_runs(paths: list[Path]) -> list[Run]:
@@ -222,7 +225,8 @@ def check_experiment(runs: list[Run], reference: str = "tied", margin: float = 0
     exactly once; within an arm all configs equal apart from the seed; across arms equal apart
     from the arms' own settings (:data:`experiment.arms.ARM_KEYS`), a tuned learning rate and,
     for an equal-parameter experiment, the size of an arm (parameter counts then within 2% of
-    the reference's, or of the largest arm).  Bookkeeping keys may differ.  ``tuning``: the
+    the reference's, or of the largest arm); every run on one learning-rate schedule, as logged
+    (:func:`experiment.schedules.check_schedules`).  Bookkeeping keys may differ.  ``tuning``: the
     learning-rate grid runs, on a seed none of the reported runs uses.
     """
     arms, seeds = _group(runs, reference)
@@ -247,6 +251,7 @@ def check_experiment(runs: list[Run], reference: str = "tied", margin: float = 0
             raise UserError(f"{arm} differs from {reference} in more than its arm's settings: {detail}; "
                             "re-run them with the same config")
     _check_sizes(arms, differences)
+    schedules.check_schedules([r for members in arms.values() for r in members] + (tuning or []))
     grid = _check_tuning(tuning or [], seeds, arms)
     return Experiment(arms, seeds, reference, margin, differences, bookkeeping, grid)
 

@@ -1,4 +1,4 @@
-"""Running a tied-vs-untied experiment: sizing the arms, training each run through ``train.py``, the report.
+"""Running a tied-vs-untied experiment: the runs' commands, training each run through ``train.py``, the report.
 
 ``compare.py`` is the command; this module trains every arm and seed as a ``train.py``
 subprocess (reusing finished runs, resuming unfinished ones, forwarding stop signals) and
@@ -8,8 +8,6 @@ writes the report (:mod:`experiment.report`, :mod:`experiment.report_markdown`).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
 import signal
 import statistics
 import subprocess
@@ -20,62 +18,20 @@ from pathlib import Path
 from typing import TypeVar
 
 import filelock
-import torch
 
 from core.errors import Interrupted, UserError
-from core.files import REPO_ROOT, acquire_or_wait, file_lock, read_json, write_json, write_text_atomic
+from core.files import REPO_ROOT, acquire_or_wait, file_lock, read_json, write_text_atomic
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import figures, report, report_markdown
+from experiment import adopt, figures, report, report_markdown
 from experiment.arms import ARM_KEYS, arm_argv
-from experiment.tuning import TUNING_SEED_OFFSET, best_lr, lr_flags, lr_grid_refusals, next_rates, score
-from model.config import GPTConfig
-from model.gpt import GPT
+from experiment.plan import PlannedRun, RunsBar, plan_line, run_state, time_per_run
+from experiment.record import remember_settings
+from experiment.sizing import arm_params, equal_params_config
+from experiment.tuning import TUNING_SEED_OFFSET, best_lr, lr_flags, next_rates, score
 from training import faults
 from training.config import RESUME_OVERRIDABLE, RunConfig, parse_config
-
-
-def count_params(cfg: GPTConfig) -> int:
-    """Parameter count of a model with config ``cfg``, built on the meta device (no memory, exact)."""
-    with torch.device("meta"):
-        return GPT(cfg).num_params()
-
-
-def equal_params_config(cfg: GPTConfig, how: str = "width") -> tuple[GPTConfig, int, int]:
-    """A tied config grown until its parameter count is closest to the untied ``cfg``'s.
-
-    ``how='width'`` searches ``n_embd`` over multiples of ``n_head`` (head size grows);
-    ``how='depth'`` searches ``n_layer``.  Returns ``(tied config, tied count, untied count)``.
-    Raises :class:`UserError` if the closest match is more than 2% off.
-    """
-    target = count_params(dataclasses.replace(cfg, tie_embeddings=False))
-    if how not in ("width", "depth"):
-        raise UserError(f"--equal-params must be 'width' or 'depth', got {how!r}")
-    key, start, step_, limit = (("n_embd", cfg.n_embd, cfg.n_head, 8 * cfg.n_embd) if how == "width"
-                                else ("n_layer", cfg.n_layer, 1, 64 * cfg.n_layer))
-    # The count grows monotonically with width and depth: bisect for the first value that reaches the
-    # target, then take whichever of it and the value before is closer.
-    values = list(range(start, limit + 1, step_))
-
-    @functools.cache
-    def count(i: int) -> int:
-        return count_params(dataclasses.replace(cfg, tie_embeddings=True, **{key: values[i]}))
-
-    lo, hi = 0, len(values) - 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (mid + 1, hi) if count(mid) < target else (lo, mid)
-    best_i = min({max(lo - 1, 0), lo}, key=lambda i: (abs(count(i) - target), i))
-    best = dataclasses.replace(cfg, tie_embeddings=True, **{key: values[best_i]})
-    best_count = count(best_i)
-    if abs(best_count - target) > 0.02 * target:
-        other = "depth" if how == "width" else "width"
-        raise UserError(
-            f"no tied model within 2% of the untied {target:,} parameters by {how} (closest {best_count:,}): "
-            f"try --equal-params {other}"
-        )
-    return best, best_count, target
 
 
 def run_forwarding_signals(cmd: list[str]) -> tuple[int, int | None]:
@@ -163,15 +119,53 @@ class Plan:
     reference: str = "tied"
     margin: float = 0.01  # nats/token, declared before the runs
     lr_widen: int = 0  # with a grid: rates tried past an edge an arm's best sits on, at most, a side
+    adopt: list[Path] = field(default_factory=list)  # finished run folders to adopt as reported runs (--adopt)
 
 
-def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
-    """Train the grid (if any) and every arm for every seed; returns (reported runs, tuning runs, experiment folder).
+@dataclass
+class Commands:
+    """The ``train.py`` command lines of one experiment's runs: shared flags, each arm's, each run's."""
 
-    With a grid, each arm trains at every grid learning rate on the tuning seed; its best by
-    final val loss is then used for the reported seeds (min_lr scaled alike, keeping the
-    schedule's shape).  Finished runs are reused and unfinished ones resumed; several processes
-    may run the same experiment at once and split its runs (:func:`run_shared`).
+    cfg: RunConfig  # the experiment's resolved config (vocab_size from the data)
+    out_dir: Path  # the experiment folder
+    base_argv: list[str]  # --config and the command line's overrides, for every run
+    arm_flags: dict[str, list[str]]  # each arm's settings (and its size, with --equal-params)
+    resume_argv: list[str]  # the overrides a resume may take (bookkeeping)
+    group: list[str]  # the wandb group flag
+
+    def reported(self, arm: str, i: int, lr: float | None = None) -> tuple[str, list[str]]:
+        """``(run name, train.py flags)`` of ``arm`` on seed ``train.seed + i``, at the tuned rate ``lr`` if any."""
+        tc = self.cfg.train
+        extra = [*self.arm_flags[arm], *(lr_flags(tc.learning_rate, tc.min_lr, lr) if lr is not None else []),
+                 f"--train.seed={tc.seed + i}", *self.group]
+        return f"{arm}{'' if lr is None else f'-lr{lr:g}'}-s{i}", extra
+
+    def job(self, name: str, extra: list[str]) -> Callable[[], Path]:
+        """Train (or resume, or reuse) the run ``name`` with flags ``extra`` (:func:`run_arm`)."""
+        return lambda: run_arm(self.base_argv, self.out_dir, name, extra, self.resume_argv)
+
+    def grid_point(self, arm: str, lr: float) -> Callable[[], Path | None]:
+        """The tuning run of ``arm`` at ``lr`` on the tuning seed; a failure is a point with no result (None)."""
+        def train() -> Path | None:
+            tc = self.cfg.train
+            extra = [*self.arm_flags[arm], *lr_flags(tc.learning_rate, tc.min_lr, lr),
+                     f"--train.seed={tc.seed + TUNING_SEED_OFFSET}", *self.group]
+            try:
+                return run_arm(self.base_argv, self.out_dir, f"tune-{arm}-lr{lr:g}", extra, self.resume_argv)
+            except UserError as e:  # e.g. a learning rate that diverges: a grid point with no result, not the end
+                print(f"[compare] {arm} at learning rate {lr:g} failed, counted as no result: {e}", flush=True)
+                return None
+        return train
+
+    def expected(self, arm: str, i: int, lr: float | None = None) -> RunConfig:
+        """The config the reported run of ``arm`` on seed index ``i`` (at rate ``lr``) would train with."""
+        return adopt.expected_config([*self.base_argv, *self.reported(arm, i, lr)[1]], self.cfg.model.vocab_size)
+
+
+def _prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
+    """The experiment's config (vocab_size from the prepared data), its data and its folder name.
+
+    Raises :class:`UserError` when the config sets a key the arms set themselves.
     """
     cfg = parse_config(plan.config, plan.overrides)
     # The vocabulary comes from the data: prepare it once so sizing and every run agree on it.
@@ -185,50 +179,89 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
                         "themselves: drop it and choose arms with --arms")
     stem = Path(plan.config).stem if plan.config else "default"
     suffix = f"{'-equal-params-' + plan.equal_params if plan.equal_params else ''}{'-tuned' if plan.lr_grid else ''}"
-    name = plan.name or f"{stem}-tied-vs-untied{suffix}"
+    return cfg, data, plan.name or f"{stem}-tied-vs-untied{suffix}"
+
+
+def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
+    """Train the grid (if any) and every arm for every seed; returns (reported runs, tuning runs, experiment folder).
+
+    With a grid, each arm trains at every grid learning rate on the tuning seed; its best by
+    final val loss is then used for the reported seeds (min_lr scaled alike, keeping the
+    schedule's shape).  Finished runs are reused, unfinished ones resumed and ``plan.adopt``'s
+    folders adopted (:mod:`experiment.adopt`); several processes may run the same experiment at
+    once and split its runs (:func:`run_shared`).  Before the first run trains, one plan line
+    says what is left and its rough cost (:mod:`experiment.plan`); a progress bar follows the runs.
+    """
+    cfg, data, name = _prepare(plan)
     out_dir = Path(cfg.train.out_dir) / name
     passed_on = {s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in plan.overrides.items()}
-    base_argv = [*(["--config", plan.config] if plan.config else []), *overrides_to_argv(passed_on)]
     arm_flags = {arm: arm_argv(arm) + _size_flags(cfg, plan.equal_params, arm) for arm in plan.arms}
-    settings = _remember_settings(out_dir, cfg, plan)
+    settings = remember_settings(out_dir, cfg, plan)
     # train.out_dir is the experiment's parent here; run_arm names the experiment folder itself.
     resume_argv = overrides_to_argv({sec: {k: v for k, v in values.items()
                                            if f"{sec}.{k}" in RESUME_OVERRIDABLE and f"{sec}.{k}" != "train.out_dir"}
                                      for sec, values in plan.overrides.items()})
-    group = [f"--wandb.group={cfg.wandb.group or name}"]
-
-    def grid_point(arm: str, lr: float) -> Callable[[], Path | None]:
-        def train() -> Path | None:
-            extra = [*arm_flags[arm], *lr_flags(cfg.train.learning_rate, cfg.train.min_lr, lr),
-                     f"--train.seed={cfg.train.seed + TUNING_SEED_OFFSET}", *group]
-            try:
-                return run_arm(base_argv, out_dir, f"tune-{arm}-lr{lr:g}", extra, resume_argv)
-            except UserError as e:  # e.g. a learning rate that diverges: a grid point with no result, not the end
-                print(f"[compare] {arm} at learning rate {lr:g} failed, counted as no result: {e}", flush=True)
-                return None
-        return train
-
-    tuning, best = _tune(plan, out_dir, grid_point, cfg.train.seed + TUNING_SEED_OFFSET)
-    if plan.lr_grid and read_json(out_dir / "experiment.json", "experiment settings") != settings:
-        raise UserError(f"another compare.py changed {out_dir / 'experiment.json'} (a wider grid or --lr-widen) while "
-                        "this one tuned, so their best rates may differ: run the same command as that one")
-
-    def reported(arm: str, i: int) -> tuple[str, Callable[[], Path]]:
-        lr_part = f"-lr{best[arm]:g}" if arm in best else ""
-        extra = [*arm_flags[arm], *(lr_flags(cfg.train.learning_rate, cfg.train.min_lr, best[arm]) if arm in best else []),
-                 f"--train.seed={cfg.train.seed + i}", *group]
-        run_name = f"{arm}{lr_part}-s{i}"
-        return run_name, lambda: run_arm(base_argv, out_dir, run_name, extra, resume_argv)
-
-    jobs = [reported(arm, i) for i in range(plan.seeds) for arm in plan.arms]
-    seeds = f"{plan.seeds} seed{'s' if plan.seeds != 1 else ''}"
-    print(_progress(out_dir, [name for name, _ in jobs], f"reported runs ({len(plan.arms)} arms x {seeds})"), flush=True)
-    paths = run_shared(out_dir, jobs)
+    cmds = Commands(cfg, out_dir, [*(["--config", plan.config] if plan.config else []), *overrides_to_argv(passed_on)],
+                    arm_flags, resume_argv, [f"--wandb.group={cfg.wandb.group or name}"])
+    sha = data.meta.get("source_sha256")
+    adopting = adopt.identify(plan.adopt, cfg.train.seed, plan.arms, plan.seeds)
+    _adopt(plan, cmds, adopting, sha)
+    bar = _announce(plan, cmds, data, adopting)
+    try:
+        tuning, best = _tune(plan, out_dir, cmds.grid_point, cfg.train.seed + TUNING_SEED_OFFSET, bar)
+        if plan.lr_grid and read_json(out_dir / "experiment.json", "experiment settings") != settings:
+            raise UserError(f"another compare.py changed {out_dir / 'experiment.json'} (a wider grid or --lr-widen) while "
+                            "this one tuned, so their best rates may differ: run the same command as that one")
+        if plan.lr_grid:
+            _adopt(plan, cmds, adopting, sha, best)
+        jobs = [(n, cmds.job(n, extra)) for n, extra in (cmds.reported(arm, i, best.get(arm))
+                                                         for i in range(plan.seeds) for arm in plan.arms)]
+        seeds = f"{plan.seeds} seed{'s' if plan.seeds != 1 else ''}"
+        print(_progress(out_dir, [n for n, _ in jobs], f"reported runs ({len(plan.arms)} arms x {seeds})"), flush=True)
+        paths = run_shared(out_dir, jobs, bar)
+    finally:
+        bar.close()
     return paths, tuning, out_dir
 
 
+def _adopt(plan: Plan, cmds: Commands, adopting: list[adopt.Candidate], sha: str | None,
+           best: dict[str, float] | None = None) -> None:
+    """Check the runs to adopt and copy them in (:mod:`experiment.adopt`), or raise :class:`UserError`.
+
+    With a learning-rate grid the first call (``best`` None) checks all but the tuned rate, before
+    anything trains; the call after tuning, with each arm's ``best`` rate, checks it and copies.
+    """
+    early = bool(plan.lr_grid) and best is None
+    for c in adopting:
+        lr = best[c.arm] if best else None
+        target = None if early else cmds.reported(c.arm, c.index, lr)[0]
+        if adopt.settled(c, cmds.out_dir, target):  # adopted by an earlier run of the same command
+            continue
+        adopt.check(c, cmds.expected(c.arm, c.index, lr), sha, frozenset(report.TUNED_KEYS) if early else frozenset())
+        if not early:
+            adopt.copy_in(c, cmds.out_dir, target)
+
+
+def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.Candidate]) -> RunsBar:
+    """Print the plan line (:func:`experiment.plan.plan_line`) and start the experiment's progress bar."""
+    pending = {(c.arm, c.index) for c in adopting} if plan.lr_grid else set()
+    runs = [PlannedRun(arm, f"tune-{arm}-lr{lr:g}") for arm in plan.arms for lr in plan.lr_grid]
+    runs += [PlannedRun(arm, f"{arm}-lr*-s{i}" if plan.lr_grid else f"{arm}-s{i}", (arm, i) in pending)
+             for i in range(plan.seeds) for arm in plan.arms]
+    states = [run_state(cmds.out_dir, r) for r in runs]
+    to_do = any(s in ("resume", "train") for s in states)
+    timing = time_per_run(cmds.out_dir, cmds.cfg, data.num_tokens("val")) if to_do else None
+    what = f"{len(plan.arms)} arms x {plan.seeds} seed{'s' if plan.seeds != 1 else ''}"
+    if plan.lr_grid:
+        what = f"{len(plan.arms)} arms x {len(plan.lr_grid)} learning rates to tune, then {what} at the tuned rates"
+        what += f"; up to {2 * plan.lr_widen * len(plan.arms)} more past the grid's edges" if plan.lr_widen else ""
+    params = {arm: arm_params(cmds.cfg, arm, plan.equal_params) for arm in plan.arms}
+    print(plan_line(cmds.out_dir, runs, states, params, cmds.cfg.train.max_iters, timing, what), flush=True)
+    return RunsBar(len(runs), sum(s in ("finished", "adopted") for s in states))
+
+
 def _tune(plan: Plan, out_dir: Path, grid_point: Callable[[str, float], Callable[[], Path | None]],
-          seed: int) -> tuple[list[Path], dict[str, float]]:
+          seed: int, bar: RunsBar | None = None) -> tuple[list[Path], dict[str, float]]:
     """Train every arm at every grid rate, then past an edge its best sits on (``plan.lr_widen`` steps a side).
 
     Returns (the finished tuning runs, each arm's best rate); both empty without a grid.
@@ -242,10 +275,12 @@ def _tune(plan: Plan, out_dir: Path, grid_point: Callable[[str, float], Callable
     while todo:
         names = [f"tune-{arm}-lr{lr:g}" for arm, lr in todo]
         print(_progress(out_dir, names, what), flush=True)
-        for (arm, lr), path in zip(todo, run_shared(out_dir, [(n, grid_point(*job)) for n, job in zip(names, todo)])):
+        for (arm, lr), path in zip(todo, run_shared(out_dir, [(n, grid_point(*job)) for n, job in zip(names, todo)], bar)):
             tried[arm][lr] = path
         scores = {arm: {lr: score(path) for lr, path in runs.items()} for arm, runs in tried.items()}
         todo = [(arm, lr) for arm in plan.arms for lr in next_rates(plan.lr_grid, scores[arm], plan.lr_widen)]
+        if bar is not None:
+            bar.add(len(todo))
         what = "learning rates past the grid's edge, for the arms whose best sits on it (--lr-widen)"
     best = {arm: best_lr(arm, scores[arm]) for arm in plan.arms}
     for arm in plan.arms:
@@ -272,14 +307,15 @@ def _progress(out_dir: Path, names: list[str], what: str) -> str:
     return line
 
 
-def run_shared(out_dir: Path, jobs: list[tuple[str, Callable[[], T]]]) -> list[T]:
+def run_shared(out_dir: Path, jobs: list[tuple[str, Callable[[], T]]], bar: RunsBar | None = None) -> list[T]:
     """Run each ``(run name, job)`` under a claim on the name, so several ``compare.py`` share one folder.
 
     A run whose claim another process holds (another ``compare.py`` on this experiment,
     perhaps on another machine sharing ``runs/``) is put off: the free ones run first, then
     each put-off one waits for its claim and runs (by then it is usually finished, so
     ``run_arm`` reuses it).  Claims are ``flock`` files in ``out_dir/.claims/``; the kernel
-    drops them when their process dies.  Returns the jobs' results in the order given.
+    drops them when their process dies.  ``bar`` counts each run that ends here unfinished before.
+    Returns the jobs' results in the order given.
     """
     claims = out_dir / ".claims"
     claims.mkdir(parents=True, exist_ok=True)
@@ -293,19 +329,23 @@ def run_shared(out_dir: Path, jobs: list[tuple[str, Callable[[], T]]]) -> list[T
             print(f"[compare] {out_dir / name}: another compare.py holds it; going on with the others", flush=True)
             later.append((name, job, claim))
             continue
-        results[name] = _release_after(claim, job)
+        results[name] = _release_after(claim, job, out_dir / name, bar)
     for name, job, claim in later:
         acquire_or_wait(claim, f"[compare] waiting for the other compare.py that holds {out_dir / name} ...")
-        results[name] = _release_after(claim, job)
+        results[name] = _release_after(claim, job, out_dir / name, bar)
     return [results[name] for name, _ in jobs]
 
 
-def _release_after(claim: filelock.FileLock, job: Callable[[], T]) -> T:
-    """``job()``, then release ``claim`` however the job ended."""
+def _release_after(claim: filelock.FileLock, job: Callable[[], T], run_dir: Path, bar: RunsBar | None) -> T:
+    """``job()``, then release ``claim`` however the job ended; ``bar`` moves on if ``run_dir`` was unfinished."""
+    was_finished = (run_dir / "summary.json").is_file()
     try:
-        return job()
+        result = job()
     finally:
         claim.release()
+    if bar is not None and not was_finished:
+        bar.run_done()
+    return result
 
 
 def _size_flags(cfg: RunConfig, equal_params: str | None, arm: str) -> list[str]:
@@ -317,40 +357,6 @@ def _size_flags(cfg: RunConfig, equal_params: str | None, arm: str) -> list[str]
     print(f"[compare] equal params by {equal_params}: {arm} {key}={getattr(tied_cfg, key)} ({n_tied:,} parameters) "
           f"vs untied {key}={getattr(cfg.model, key)} ({n_untied:,})", flush=True)
     return [f"--model.{key}={getattr(tied_cfg, key)}"]
-
-
-def _remember_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> dict:
-    """Write experiment.json and return what it holds, or refuse a folder made with other settings.
-
-    Arms, seeds, the lr grid and ``lr_widen`` may grow.  The check and the write happen under a
-    lock, so two ``compare.py`` starting at once cannot both pass it with different settings.
-    """
-    (out_dir / ".claims").mkdir(parents=True, exist_ok=True)
-    with file_lock(out_dir / ".claims" / "experiment.json.lock"):
-        return _check_and_write_settings(out_dir, cfg, plan)
-
-
-def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan: Plan) -> dict:
-    """:func:`_remember_settings`'s body, run under its lock."""
-    # The folder remembers the resolved config it was made with (bookkeeping aside), so a re-run
-    # continues it -- with more seeds or arms, another device or wandb mode -- but never mixes settings.
-    settings = {"config": report.compared_config(cfg),
-                "equal_params": plan.equal_params, "lr_grid": plan.lr_grid, "lr_widen": plan.lr_widen,
-                "margin": plan.margin}
-    saved = out_dir / "experiment.json"
-    if saved.is_file():
-        before = read_json(saved, "experiment settings")
-        now = json.loads(json.dumps(settings))
-        changed = report.config_changes(before.get("config", {}), settings["config"])
-        # Older folders recorded no grid (none was run) and no margin (any may be declared now).
-        was = {"equal_params": before.get("equal_params"), "margin": before.get("margin", now["margin"])}
-        changed += [k for k, v in was.items() if v != now[k]]
-        changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
-        if changed:
-            raise UserError(f"experiment folder {out_dir} was made with other settings ({', '.join(changed)}): "
-                            "pick another --name")
-    write_json(saved, settings)
-    return json.loads(json.dumps(settings))  # as read back from the file (lists, not tuples), for comparing later
 
 
 def write_report(paths: list[Path], tuning: list[Path], out_dir: Path, prompts: list[str], title: str,

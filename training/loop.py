@@ -150,9 +150,9 @@ class Trainer:
                  f"ranks={self.dist.world_size}", flush=True)
 
     def open_logs(self) -> None:
-        """metrics.jsonl (a resume drops rows past its checkpoint) and the wandb logger (rank 0)."""
-        resume_step = self.p.step if self.resume else None
-        self.metrics = self.cleanup.enter_context(runs.MetricsLog(self.run_dir / "metrics.jsonl", resume_step=resume_step))
+        """metrics.jsonl (a resume drops rows past its checkpoint and records itself) and the wandb logger (rank 0)."""
+        resume = runs.resume_row(self.p.step, self.p.trained_with, self.cfg, self.p.elapsed_before) if self.resume else None
+        self.metrics = self.cleanup.enter_context(runs.MetricsLog(self.run_dir / "metrics.jsonl", resume=resume))
         self.logger = runs.make_logger(self.cfg, self.run_dir, self.run_dir.name, self.resume)
         self.cleanup.callback(self.logger.finish)
 

@@ -58,16 +58,20 @@ def load_run_config(run_dir: Path) -> RunConfig:
 class MetricsLog:
     """Append-only ``metrics.jsonl``: one JSON object per line, flushed at once.
 
-    On resume, rows past the checkpoint's step (written after the last checkpoint by a run
-    that then died) are dropped, so the file reads as if the run had never stopped.
+    On resume (``resume``: the :func:`resume_row` to write), rows past the checkpoint's step
+    (written after the last checkpoint by a run that then died) are dropped, so the file reads
+    as if the run had never stopped, and the resume row is appended: the file keeps every
+    resume that led to the steps it holds, and what each changed.
     """
 
-    def __init__(self, path: Path, resume_step: int | None = None) -> None:
+    def __init__(self, path: Path, resume: dict | None = None) -> None:
         self.path = path
-        if resume_step is not None and path.exists():
-            kept = [line for line in path.read_text().splitlines() if _kept_on_resume(line, resume_step)]
+        if resume is not None and path.exists():
+            kept = [line for line in path.read_text().splitlines() if _kept_on_resume(line, resume["step"])]
             write_text_atomic(path, "".join(line + "\n" for line in kept))
         self._f = open(path, "a")
+        if resume is not None:
+            self.log(resume)
 
     def log(self, row: dict) -> None:
         """Append one row (a JSON object) and flush it to disk at once.
@@ -95,7 +99,9 @@ def _kept_on_resume(line: str, resume_step: int) -> bool:
 
     Dropped: rows past the checkpoint, a torn or blank line (a crash mid-write), "stop" rows,
     which mark where a segment ended, and "final_eval" rows of a run being extended: the file
-    then reads as one uninterrupted run.
+    then reads as one uninterrupted run.  "resume" rows of earlier resumes stay; one at
+    ``resume_step`` itself goes, since the new resume from that same checkpoint records all that
+    changed since it (:func:`resume_row`).
     """
     try:
         row = json.loads(line)
@@ -103,8 +109,35 @@ def _kept_on_resume(line: str, resume_step: int) -> bool:
         return False
     if not isinstance(row, dict) or row.get("kind") in ("stop", "final_eval"):
         return False
+    if row.get("kind") == "resume":
+        return row.get("step", 0) < resume_step
     # A checkpoint at a tie-then-untie switch step is the tied model: the switch happens again.
     return row.get("step", 0) < resume_step if row.get("kind") == "untie" else row.get("step", 0) <= resume_step
+
+
+def resume_row(step: int, before: dict | None, cfg: RunConfig, elapsed_s: float) -> dict:
+    """The ``metrics.jsonl`` row a resume writes: what changed since the steps its checkpoint holds.
+
+    ``before``: the config ``ckpt_last.pt`` was saved with (nested, as ``config.json``; None
+    for a checkpoint older than that), ``cfg``: the config the run goes on with.  The row holds
+    ``overrides`` (flat key -> new value) and ``previous`` (-> old value) for each setting that
+    changed (``train.out_dir`` left out: it names where the folder is now), and ``lr_horizon``,
+    ``[before, after]``, the step where the cosine reaches min_lr (``lr_decay_iters``, or
+    ``max_iters`` where that is 0): a resume moving it changes the learning rate of later steps,
+    which the experiment's fairness check reads (:mod:`experiment.schedules`).  A checkpoint
+    without a config gives None for all three: what changed is unknown.
+    """
+    row: dict = {"kind": "resume", "step": step, "overrides": None, "previous": None, "lr_horizon": None}
+    if before:
+        now = cfg.to_dict()
+        changed = sorted((f"{s}.{k}", v, now[s][k]) for s, values in before.items() if s in now
+                         for k, v in values.items() if k in now[s] and v != now[s][k] and f"{s}.{k}" != "train.out_dir")
+        row["overrides"] = {key: new for key, _, new in changed}
+        row["previous"] = {key: old for key, old, _ in changed}
+        old = before.get("train", {})
+        row["lr_horizon"] = [old.get("lr_decay_iters") or old.get("max_iters"),
+                             cfg.train.lr_decay_iters or cfg.train.max_iters]
+    return {**row, "elapsed_s": elapsed_s}
 
 
 class Unreadable(UserError):

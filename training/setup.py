@@ -79,16 +79,8 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
 
     if args.init_from:  # the model's shape comes from the GPT-2 config; conflicting settings are refused
         overrides = init_from_overrides(args.init_from, args.config, overrides)
-    cfg = parse_config(args.config, overrides)
+    cfg = resolve_new(args.config, overrides)
     tc = cfg.train
-    tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters
-    tc.checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
-    if cfg.untie_step() is not None and cfg.untie_step() >= tc.max_iters:
-        raise UserError(f"train.untie_at={tc.untie_at:g} of the schedule's {tc.lr_decay_iters} steps is step "
-                        f"{cfg.untie_step()}, not before train.max_iters={tc.max_iters}: the run would never untie; "
-                        "lower train.untie_at or train.lr_decay_iters")
-    if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
-        tc.dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
     name = args.run_name
     if name is not None:
         faults.check_run_name(name)
@@ -105,6 +97,25 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
             f"run folder {run_dir} already exists: pick another --run-name, or add --resume to continue it"
         )
     return cfg, run_dir
+
+
+def resolve_new(config: str | None, overrides: dict) -> RunConfig:
+    """The config a new run records in ``config.json``: the TOML file ``config`` (None: the defaults) with
+    ``overrides``, and the settings that default to "derive it" resolved (lr decay horizon, checkpoint
+    interval, autocast dtype for the device picked here).  Raises :class:`UserError` for a bad config
+    or a tie-then-untie switch at or past ``max_iters``.
+    """
+    cfg = parse_config(config, overrides)
+    tc = cfg.train
+    tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters
+    tc.checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
+    if cfg.untie_step() is not None and cfg.untie_step() >= tc.max_iters:
+        raise UserError(f"train.untie_at={tc.untie_at:g} of the schedule's {tc.lr_decay_iters} steps is step "
+                        f"{cfg.untie_step()}, not before train.max_iters={tc.max_iters}: the run would never untie; "
+                        "lower train.untie_at or train.lr_decay_iters")
+    if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
+        tc.dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
+    return cfg
 
 
 @dataclass
@@ -239,6 +250,7 @@ class Progress:
     window_steps: int = 0  # ... and how many, so a resumed run logs the same means
     last_bpb: float = float("nan")  # val bits per byte of the last eval
     best_bpb: float = float("nan")  # ... and of the eval with the best val loss
+    trained_with: dict | None = None  # the config the checkpoint's steps ran with: a resume logs what it changes
 
 
 def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Progress:
@@ -271,4 +283,4 @@ def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Prog
     nan = float("nan")  # checkpoints from before bits per byte have none
     return Progress(ckpt["step"], ckpt["best_val_loss"], ckpt["val_loss"], ckpt["elapsed_s"],
                     ckpt.get("skipped_steps", 0), window_loss, window_steps,
-                    ckpt.get("val_bpb", nan), ckpt.get("best_val_bpb", nan))
+                    ckpt.get("val_bpb", nan), ckpt.get("best_val_bpb", nan), ckpt.get("config"))

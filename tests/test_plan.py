@@ -1,0 +1,122 @@
+"""compare.py's plan line (runs left, estimated time, checkpoint disk) and its progress bar over the experiment.
+
+Run: ``python -m pytest -q tests/test_plan.py``  (CPU, offline, seconds; one real tiny run checks the disk rule).
+"""
+
+import json
+
+import pytest
+from helpers import tiny_args
+
+import compare
+import train
+from data.loader import TokenData
+from data.prepare import prepare_from_config
+from experiment import plan, runner, sizing
+from training.config import parse_config
+
+
+def _folder(root, name, summary=None, ckpt=False, step=None):
+    """A run folder with a summary.json (finished), or a ckpt_last.pt and a metrics row at ``step`` (to resume)."""
+    path = root / name
+    path.mkdir(parents=True)
+    if summary is not None:
+        (path / "summary.json").write_text(json.dumps(summary))
+    if ckpt:
+        (path / "ckpt_last.pt").write_bytes(b"")
+        (path / "metrics.jsonl").write_text(json.dumps({"kind": "train", "step": step, "lr": 1e-3}) + "\n")
+    return path
+
+
+def test_plan_line_counts_each_kind_of_run_and_labels_the_time_an_estimate(tmp_path):
+    """Finished, adopted (adopted.json), to resume (a checkpoint: only its steps left count) and to train
+    (no folder) are counted apart; the time is the finished runs' median times the runs left, said to be an
+    estimate; the disk is the new runs' parameters x 16 bytes."""
+    _folder(tmp_path, "tied-s0", {"elapsed_s": 60})
+    (_folder(tmp_path, "untied-s0", {"elapsed_s": 120}) / "adopted.json").write_text("{}")
+    _folder(tmp_path, "tied-s1", ckpt=True, step=50)
+    runs = [plan.PlannedRun(arm, f"{arm}-s{i}") for i in range(2) for arm in ("tied", "untied")]
+    states = [plan.run_state(tmp_path, r) for r in runs]
+    assert states == ["finished", "adopted", "resume", "train"]
+    timing = plan.time_per_run(tmp_path, parse_config(None, {}), 10_000)
+    line = plan.plan_line(tmp_path, runs, states, {"tied": 1000, "untied": 2000}, 100, timing, "2 arms x 2 seeds")
+    assert line.startswith("[compare] plan: 4 runs (2 arms x 2 seeds): 1 finished, 1 adopted, 1 to resume, 1 to train; ")
+    # 1.5 runs left (one to train, half of one to resume) at the median of 60 s and 120 s: 135 s.
+    assert "roughly 2 min (an estimate, from the median of the 2 finished run(s) here: 2 min a run)" in line
+    assert line.endswith("and 32 kB of checkpoints for the 1 new runs (16 bytes a parameter: fp32 weights in "
+                         "ckpt_best.pt, weights and AdamW's two moments in ckpt_last.pt)")
+
+
+def test_plan_line_with_nothing_left_says_so(tmp_path):
+    """Every run finished: no time, no disk, 'nothing to train'."""
+    _folder(tmp_path, "tied-s0", {"elapsed_s": 60})
+    runs = [plan.PlannedRun("tied", "tied-s0")]
+    line = plan.plan_line(tmp_path, runs, ["finished"], {"tied": 1000}, 100, None, "x")
+    assert line == "[compare] plan: 1 runs (x): 1 finished, 0 adopted, 0 to resume, 0 to train; nothing to train"
+
+
+@pytest.fixture
+def stop_at_first_run(tmp_path, monkeypatch):
+    """compare.py argv for a tiny 2-arm, 1-seed experiment under tmp_path whose first run_arm call stops it."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("To be, or not to be: that is the question.\n" * 300)
+
+    class Reached(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Reached
+
+    monkeypatch.setattr(runner, "run_arm", stop)
+    argv = ["--config", "configs/debug.toml", "--seeds", "1", "--name", "exp", f"--data.source={corpus}",
+            "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}"]
+    return argv, Reached
+
+
+def test_compare_prints_the_plan_line_and_the_bar_before_the_first_run(stop_at_first_run, capsys):
+    """Before run_arm is first called, compare.py has printed the plan (2 runs to train, a time from steps timed
+    here, labelled an estimate, and the disk from the arms' parameter counts) and the bar at 0 of 2 runs."""
+    argv, reached = stop_at_first_run
+    with pytest.raises(reached):
+        compare.main(argv)
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("[compare] plan: "))
+    assert line.startswith("[compare] plan: 2 runs (2 arms x 1 seed): 0 finished, 0 adopted, 0 to resume, 2 to train; ")
+    assert "(an estimate, from 3 training steps timed here" in line
+    args, overrides = compare.parse_args(argv)
+    cfg = parse_config(args.config, overrides)
+    cfg.model.vocab_size = TokenData(prepare_from_config(cfg.data)).vocab_size
+    disk = (sizing.arm_params(cfg, "tied") + sizing.arm_params(cfg, "untied")) * 16
+    assert f" and {disk / 1e3:.0f} kB of checkpoints for the 2 new runs" in line
+    assert "[compare] experiment:   0%" in out and "0/2" in out
+
+
+def test_the_bar_counts_runs_done_over_the_experiment(tmp_path, capsys):
+    """The bar starts at the runs already done, moves one step per run that ends here unfinished before (a
+    reused finished run does not move it), and grows when runs are added (past a grid's edge)."""
+    _folder(tmp_path, "done", {"elapsed_s": 1})
+    bar = plan.RunsBar(total=3, done=1)
+
+    def finish(name):
+        def job():
+            _folder(tmp_path, name, {"elapsed_s": 1})
+            return name
+        return job
+
+    assert runner.run_shared(tmp_path, [("done", lambda: "done"), ("new", finish("new"))], bar) == ["done", "new"]
+    bar.add(2)
+    bar.close()
+    shown = [line.split("|")[-1].split()[0] for line in capsys.readouterr().out.replace("\r", "\n").splitlines()
+             if "experiment" in line]
+    assert shown == ["1/3", "2/3", "2/5"]
+
+
+def test_the_disk_rule_is_what_a_run_writes(tmp_path, corpus):
+    """A real run's two checkpoints hold its parameters x 16 bytes, plus a little metadata (RNG states,
+    tokenizer, counters): the plan's disk figure is computed, and it is what lands on disk."""
+    args = tiny_args(tmp_path, corpus, "--model.n_embd=64", "--train.max_iters=2", "--run-name", "r")
+    assert train.main(args) == 0
+    run = tmp_path / "runs" / "r"
+    params = json.loads((run / "summary.json").read_text())["parameters"]
+    written = sum(p.stat().st_size for p in run.glob("ckpt_*.pt"))
+    assert params * plan.CHECKPOINT_BYTES_PER_PARAM <= written <= params * plan.CHECKPOINT_BYTES_PER_PARAM * 1.05 + 100_000
