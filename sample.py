@@ -17,7 +17,6 @@ samples together as one batch.  The same ``--seed`` gives the same text.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -151,43 +150,29 @@ def print_samples(stream: Iterator[list[str]], prompt: str, num_samples: int) ->
     return 0
 
 
-def _quiet_stdout() -> None:
-    """Point stdout at the null device, so the interpreter's final flush cannot raise BrokenPipeError again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # stdout without a file descriptor (captured by a test): nothing to flush
-        pass
-
-
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit status (2 on bad input, 130 on Ctrl-C).
 
-    A reader that stops reading (``sample.py | head``) ends the run quietly with status 0, as
-    ``cat`` and ``grep`` do.
+    A reader that stops reading (``sample.py | head``) ends the run quietly with status 0
+    (:func:`core.cli.run_command`).
     """
     def body() -> int:
-        try:
-            args = parse_args(argv)
-            device = hardware.pick_device(args.device)
-            model, tokenizer, ckpt = runs.load_run(args.run, args.checkpoint, device)
-            print(f"# {args.run} step {ckpt['step']}, val loss {ckpt.get('val_loss')}, tie_embeddings={ckpt['tie_embeddings']}",
-                  file=sys.stderr)
-            eot = getattr(tokenizer, "eot_token", None)
-            if args.ignore_eot and eot is None:
-                raise UserError(f"the {tokenizer.name} tokenizer has no end-of-text token: drop --ignore-eot")
-            ids = encode_prompt(tokenizer, args.prompt)
-            stream = stream_samples(
-                model, tokenizer, ids, args.max_new_tokens, device, num_samples=args.num_samples, stop=args.stop,
-                stop_token=None if args.ignore_eot else eot, temperature=args.temperature or 1.0, top_k=args.top_k,
-                top_p=args.top_p, greedy=args.greedy, generator=torch.Generator().manual_seed(args.seed),
-                use_cache=not args.no_cache,
-            )
-            return print_samples(announce_long_runs(stream, args.max_new_tokens), args.prompt, args.num_samples)
-        except BrokenPipeError:  # the reader closed the pipe: nobody is left to read the rest
-            _quiet_stdout()
-            return 0
+        args = parse_args(argv)
+        device = hardware.pick_device(args.device)
+        model, tokenizer, ckpt = runs.load_run(args.run, args.checkpoint, device)
+        print(f"# {args.run} step {ckpt['step']}, val loss {ckpt.get('val_loss')}, tie_embeddings={ckpt['tie_embeddings']}",
+              file=sys.stderr)
+        eot = getattr(tokenizer, "eot_token", None)
+        if args.ignore_eot and eot is None:
+            raise UserError(f"the {tokenizer.name} tokenizer has no end-of-text token: drop --ignore-eot")
+        ids = encode_prompt(tokenizer, args.prompt)
+        stream = stream_samples(
+            model, tokenizer, ids, args.max_new_tokens, device, num_samples=args.num_samples, stop=args.stop,
+            stop_token=None if args.ignore_eot else eot, temperature=args.temperature or 1.0, top_k=args.top_k,
+            top_p=args.top_p, greedy=args.greedy, generator=torch.Generator().manual_seed(args.seed),
+            use_cache=not args.no_cache,
+        )
+        return print_samples(announce_long_runs(stream, args.max_new_tokens), args.prompt, args.num_samples)
 
     # Ctrl-C outside generation (loading the model, say): nothing to print but that.
     return run_command(body, on_interrupt="# stopped by Ctrl-C")

@@ -243,6 +243,8 @@ def load_run(run_dir: Path, which: str, device: torch.device) -> tuple[GPT, obje
     Raises :class:`UserError` if the folder, its config, tokenizer or checkpoint is missing,
     corrupt, or disagrees with the others.
     """
+    if run_dir.is_file():
+        raise UserError(f"{run_dir} is a file, not a run folder: give the folder train.py wrote, e.g. --run runs/<run-name>")
     if not run_dir.is_dir():
         raise UserError(f"run folder {run_dir} does not exist: give --run runs/<run-name>")
     cfg = load_run_config(run_dir)
