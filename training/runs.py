@@ -220,7 +220,7 @@ def write_loss_plot(run_dir: Path, unigram_val_loss: float | None = None, cache_
     rows = read_metrics(run_dir / "metrics.jsonl")
     train = [(r["step"], r["train_loss"]) for r in rows if r["kind"] == "train"]
     evals = [(r["step"], r["val_loss"]) for r in rows if r["kind"] == "eval"]
-    fig = Figure(figsize=(7, 4.2))
+    fig = Figure(figsize=(7, 4.2), layout="constrained")  # and bbox_inches="tight": a long run name is never cut
     ax = fig.add_subplot()
     if train:
         ax.plot(*zip(*train), color="tab:blue", alpha=0.6, label="train loss (window mean)")
