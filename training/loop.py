@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import shlex
 import signal
 import statistics
 import sys
@@ -22,11 +21,12 @@ from tqdm import tqdm
 
 from core import files, hardware
 from core.errors import Interrupted, UserError
+from data.config import data_label
 from data.tokenizers import save_tokenizer
 from model.generation import generate_text
 from model.hf import load_into
 from training import ddp, faults, runs
-from training.config import RunConfig, TrainConfig, describe_config
+from training.config import RunConfig, describe_config
 from training.schedule import get_lr
 from training.setup import Progress, build, restore
 from training.step import StepResult, evaluate, evaluate_windows, train_step
@@ -342,7 +342,9 @@ class Trainer:
             "elapsed_s": round(self.elapsed(), 1), "peak_memory_mib": hardware.peak_memory_mib(s.device),
             "parameters": s.model.num_params(), "non_embedding_parameters": s.model.num_params(non_embedding=True),
             "tie_embeddings": self.cfg.model.tie_embeddings, "data_sha256": s.data.meta.get("source_sha256"),
-            "train_tokens": s.data.num_tokens("train"), "skipped_steps": p.skipped, "world_size": self.dist.world_size}
+            "train_tokens": s.data.num_tokens("train"), "skipped_steps": p.skipped, "world_size": self.dist.world_size,
+            "data": data_label(self.cfg.data.source, self.cfg.data.tokenizer, s.tokenizer.vocab_size),
+            "vocab_size": s.tokenizer.vocab_size}
 
         def write() -> None:
             train_rows = [r for r in runs.read_metrics(self.run_dir / "metrics.jsonl") if r["kind"] == "train"]
@@ -378,22 +380,5 @@ class Trainer:
                                        self.s.device, temperature=0.8, top_k=50, generator=gen):
                 print(piece, end="", flush=True)
             print("\n---")
-        self.say(next_steps(self.run_dir, summary, self.cfg, self.dist.world_size), flush=True)
+        self.say(runs.next_steps(self.run_dir, summary, self.cfg, self.dist.world_size), flush=True)
 
-
-def next_steps(run_dir: Path, summary: dict, cfg: RunConfig, world_size: int) -> str:
-    """The end of a run's output: where its files are and the commands that use them."""
-    prompt = cfg.train.sample_prompt
-    # sample.py's default prompt is a newline; a multi-line prompt would not paste as one command line.
-    prompt_flag = f" --prompt {shlex.quote(prompt)}" if prompt.strip() and "\n" not in prompt else ""
-    more = 2 * cfg.train.max_iters
-    resume = faults.resume_command(run_dir, world_size)
-    return "\n".join([
-        f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json{', loss.png' * cfg.train.loss_plot})",
-        f"best model:  {run_dir / 'ckpt_best.pt'}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
-        "next:",
-        f"  python sample.py --run {shlex.quote(str(run_dir))}{prompt_flag} --top-k 50   # generate",
-        f"  {resume} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)",
-        "  python list_runs.py" + ("" if run_dir.parent == Path(TrainConfig.out_dir) else
-                                   f" --out-dir {shlex.quote(str(run_dir.parent))}") + "   # every run side by side",
-    ])
