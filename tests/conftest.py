@@ -1,6 +1,7 @@
 """pytest setup: put the repo root on sys.path so tests import ``data``, ``errors``, ... as the CLI does;
-fix Hypothesis's profile; and the small prepared corpora the data tests share (``corpus_file``,
-``token_data``, ``sharded``) and the training tests share (``corpus``).
+fix Hypothesis's profile; make a Ctrl-C stop the whole run (``ctrl_c_stops_the_suite``); and the
+small prepared corpora the data tests share (``corpus_file``, ``token_data``, ``sharded``) and the
+training tests share (``corpus``).
 
 Run all tests from the repo root with ``python -m pytest -q``.
 """
@@ -10,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import signal  # noqa: E402
 import tempfile  # noqa: E402
 
 from hypothesis import HealthCheck, settings  # noqa: E402
@@ -35,6 +37,45 @@ from helpers import write_corpus  # noqa: E402
 
 from data.loader import TokenData  # noqa: E402
 from data.prepare import prepare_data  # noqa: E402
+from experiment import runner  # noqa: E402
+from training.faults import StopSignals  # noqa: E402
+
+
+class ForwardedCtrlC:
+    """``experiment.runner.run_forwarding_signals`` that remembers a SIGINT it passed on to its child."""
+
+    def __init__(self, real) -> None:
+        self.real, self.received = real, False
+
+    def __call__(self, cmd: list[str]) -> tuple[int, int | None]:
+        status, signum = self.real(cmd)
+        self.received = self.received or signum == signal.SIGINT
+        return status, signum
+
+    def raise_if_received(self) -> None:
+        """Raise KeyboardInterrupt (once) if a Ctrl-C went to a child since the last call."""
+        if self.received:
+            self.received = False
+            raise KeyboardInterrupt("Ctrl-C reached a child run of compare.py: the test run stops")
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_stops_the_suite(monkeypatch):
+    """Every test leaves SIGINT / SIGTERM / SIGHUP's handlers as it found them, and a Ctrl-C stops the run.
+
+    compare.py passes a Ctrl-C on to its child train.py and then exits 130, so a test calling its
+    main in-process would turn the Ctrl-C meant for pytest into one failed test while the rest of
+    the suite ran on.  Such a Ctrl-C is raised again as KeyboardInterrupt after the test, which
+    ends the run the way pytest ends it on Ctrl-C.
+    """
+    before = {sig: signal.getsignal(sig) for sig in StopSignals.SIGNALS}
+    guard = ForwardedCtrlC(runner.run_forwarding_signals)
+    monkeypatch.setattr(runner, "run_forwarding_signals", guard)
+    yield guard
+    for sig, handler in before.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
+    guard.raise_if_received()
 
 
 @pytest.fixture
