@@ -12,11 +12,14 @@ import statistics
 from pathlib import Path
 
 from core.errors import UserError
+from data.config import data_label
 from training.faults import lock_is_live
 from training.runs import Unreadable, read_metrics
 
 # The fields of a row, in table order; --sort takes any of them and --json writes them all (+ path, problem).
-COLUMNS = ("name", "embeddings", "steps", "best_val_loss", "best_val_bpb", "tokens_per_s", "status")
+# data (corpus/tokenizer) tells apart runs whose losses are not comparable: another corpus or vocabulary.
+COLUMNS = ("name", "embeddings", "data", "steps", "best_val_loss", "final_val_loss", "best_val_bpb", "tokens_per_s",
+           "status")
 
 
 def _number(value) -> float | None:
@@ -52,6 +55,11 @@ def _run_facts(run_dir: Path) -> dict:
                          "it was not written by train.py") from None
     if not isinstance(tied, bool) or type(planned) is not int:
         raise Unreadable("config.json's model.tie_embeddings is not a bool or train.max_iters not an integer")
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    source, tokenizer = data.get("source"), data.get("tokenizer")
+    vocab_size = config["model"].get("vocab_size")
+    label = (data_label(source, tokenizer, vocab_size if type(vocab_size) is int else None)
+             if isinstance(source, str) and isinstance(tokenizer, str) else None)
     rows = read_metrics(run_dir / "metrics.jsonl")
     summary = _read_json(run_dir / "summary.json") if (run_dir / "summary.json").exists() else None
     summary_step = summary.get("step") if summary is not None else None
@@ -64,9 +72,11 @@ def _run_facts(run_dir: Path) -> dict:
     s = summary or {}
     return {
         "embeddings": "tied" if tied else "untied",
+        "data": label,
         "steps": rows[-1]["step"] if rows else summary_step,
         "max_iters": planned,
         "best_val_loss": _first(_number(s.get("best_val_loss")), min(losses, default=None)),
+        "final_val_loss": _number(s.get("final_val_loss")),  # the whole-split score (train.final_eval_tokens)
         "best_val_bpb": _first(_number(s.get("best_val_bpb")), min(bpbs, default=None), _number(s.get("val_bpb"))),
         "tokens_per_s": _first(_number(s.get("tokens_per_s_median")), statistics.median(speeds) if speeds else None),
         "_summary_step": summary_step,
