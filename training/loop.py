@@ -319,7 +319,8 @@ class Trainer:
         if not tc.final_eval_tokens:
             return {}
         positions = s.data.tiling_offsets("val", self.cfg.model.block_size, tc.final_eval_tokens)
-        score = evaluate_windows(s.eval_model, s.data, positions, self.cfg, s.device, s.amp_dtype, self.dist)
+        score = evaluate_windows(s.eval_model, s.data, positions, self.cfg, s.device, s.amp_dtype, self.dist,
+                                 progress=self.main)
         world = self.dist.world_size
         windows = len(positions) - len(positions) % world if len(positions) >= world else len(positions)
         scored = windows * self.cfg.model.block_size
