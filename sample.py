@@ -170,7 +170,8 @@ def _why_empty(stops: list[str], eot: int | None) -> str:
     """Why a sample may end before any text: the --stop strings and <|endoftext|> that end one."""
     causes = [f"--stop {', '.join(map(repr, stops))}"] if stops else []
     causes += ["<|endoftext|>"] if eot is not None else []
-    return f" (it ended at once, at {' or '.join(causes)}: change the prompt or drop that --stop)" if causes else ""
+    fixes = ["change the prompt"] + (["drop that --stop"] if stops else []) + (["add --ignore-eot"] if eot is not None else [])
+    return f" (it ended at once, at {' or '.join(causes)}: {', or '.join(fixes)})" if causes else ""
 
 
 def _header(run: Path, ckpt: dict) -> str:
