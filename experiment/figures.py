@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import math
 import statistics
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -59,11 +60,17 @@ def _log_x(ax) -> None:
     ax.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
 
 
-def _step_label(exp: Experiment) -> str:
-    """The log-x axis label, saying what the hidden step 0 would read."""
+def _step_label(exp: Experiment, width_in: float) -> str:
+    """The log-x axis label, saying what the hidden step 0 would read, wrapped to a figure ``width_in`` inches wide.
+
+    Constrained layout makes room for a label's height but cannot shorten a line wider than
+    the figure, so the label is broken into lines that fit (about 10 characters per inch at
+    matplotlib's default 10-point font, with room to spare).
+    """
     vocab = exp.runs[exp.reference][0].config["model"]["vocab_size"]
-    return (f"optimizer step (log scale; step 0, not shown, is about ln({vocab:,}) = {math.log(vocab):.2f} "
-            "nats/token, a uniform prediction)")
+    label = (f"optimizer step (log scale; step 0, not shown, is about ln({vocab:,}) = {math.log(vocab):.2f} "
+             "nats/token, a uniform prediction)")
+    return textwrap.fill(label, width=max(30, int(width_in * 10)))
 
 
 def _after_zero(steps: list[int], curves: list[list[float]]) -> tuple[list[int], list[list[float]]]:
@@ -117,7 +124,7 @@ def val_loss_figure(exp: Experiment) -> Figure | None:
     pad = 0.04 * (high - low) or 0.05
     ax.set_ylim(low - pad, high + pad)
     _log_x(ax)
-    ax.set_xlabel(_step_label(exp))
+    ax.set_xlabel(_step_label(exp, fig.get_figwidth()))
     ax.set_ylabel("val loss (nats/token)")
     ax.set_title(f"Val loss vs step, {len(exp.arms)} arms × {len(exp.seeds)} seeds (periodic evals)")
     handles, labels = ax.get_legend_handles_labels()
@@ -172,7 +179,7 @@ def paired_difference_figure(exp: Experiment) -> Figure | None:
     if not any(drawn):
         return None
     axes[0].set_ylabel("Δ val loss, arm − reference (nats/token)")
-    fig.supxlabel(_step_label(exp), fontsize="medium")
+    fig.supxlabel(_step_label(exp, fig.get_figwidth()), fontsize="medium")
     return fig
 
 

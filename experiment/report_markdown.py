@@ -105,7 +105,7 @@ def baseline_warning(exp: Experiment) -> str | None:
         return None
     detail = "; ".join(
         f"{arm} {len(runs)} of {len(exp.runs[arm])} runs (mean final val loss "
-        f"{statistics.fmean(r.final['val_loss'] for r in runs):.4f}, best {statistics.fmean(r.best_val_loss for r in runs):.4f}, "
+        f"{statistics.fmean(r.score for r in runs):.4f}, best periodic eval {statistics.fmean(r.best_val_loss for r in runs):.4f}, "
         f"unigram {statistics.fmean(r.unigram_val_loss for r in runs):.4f} nats/token)"
         for arm, runs in behind.items() if runs)
     return (f"**Warning: this comparison is not meaningful.** Some runs have not beaten the unigram baseline, a model "

@@ -1,11 +1,13 @@
-"""pytest setup: fix Hypothesis's profile, and the small prepared corpora the data tests share
-(``corpus_file``, ``token_data``, ``sharded``) and the training tests share (``corpus``).
+"""pytest setup: fix Hypothesis's profile; make a Ctrl-C stop the whole run (``ctrl_c_stops_the_suite``);
+and the small prepared corpora the data tests share (``corpus_file``, ``token_data``, ``sharded``)
+and the training tests share (``corpus``).
 
 The repository root is on ``sys.path`` (``pythonpath`` in pyproject.toml), so tests import the
 packages as the commands do. Run all tests from the repo root with ``python -m pytest -q``; the
 quick loop, without the end-to-end tests marked ``slow``, is ``python -m pytest -q -m "not slow"``.
 """
 
+import signal
 import tempfile
 from pathlib import Path
 
@@ -17,6 +19,8 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from data.loader import TokenData
 from data.prepare import prepare_data
+from experiment import runner
+from training.faults import StopSignals
 
 # Hypothesis also caches Unicode tables in its home folder (./.hypothesis by default): keep the
 # repository clean by pointing it at the system temp folder.
@@ -30,6 +34,43 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 settings.load_profile("tinygpt")
+
+
+class ForwardedCtrlC:
+    """``experiment.runner.run_forwarding_signals`` that remembers a SIGINT it passed on to its child."""
+
+    def __init__(self, real) -> None:
+        self.real, self.received = real, False
+
+    def __call__(self, cmd: list[str]) -> tuple[int, int | None]:
+        status, signum = self.real(cmd)
+        self.received = self.received or signum == signal.SIGINT
+        return status, signum
+
+    def raise_if_received(self) -> None:
+        """Raise KeyboardInterrupt (once) if a Ctrl-C went to a child since the last call."""
+        if self.received:
+            self.received = False
+            raise KeyboardInterrupt("Ctrl-C reached a child run of compare.py: the test run stops")
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_stops_the_suite(monkeypatch):
+    """Every test leaves SIGINT / SIGTERM / SIGHUP's handlers as it found them, and a Ctrl-C stops the run.
+
+    compare.py passes a Ctrl-C on to its child train.py and then exits 130, so a test calling its
+    main in-process would turn the Ctrl-C meant for pytest into one failed test while the rest of
+    the suite ran on.  Such a Ctrl-C is raised again as KeyboardInterrupt after the test, which
+    ends the run the way pytest ends it on Ctrl-C.
+    """
+    before = {sig: signal.getsignal(sig) for sig in StopSignals.SIGNALS}
+    guard = ForwardedCtrlC(runner.run_forwarding_signals)
+    monkeypatch.setattr(runner, "run_forwarding_signals", guard)
+    yield guard
+    for sig, handler in before.items():
+        if handler is not None and signal.getsignal(sig) is not handler:
+            signal.signal(sig, handler)
+    guard.raise_if_received()
 
 
 @pytest.fixture

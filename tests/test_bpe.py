@@ -5,13 +5,17 @@ Run: ``python -m pytest -q tests/test_bpe.py``  (CPU, offline, seconds: the corp
 
 import json
 import math
+import re
 
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from helpers import error_line, tiny_args
 
+import train
 from core.errors import UserError
+from data import prepare
 from data.bpe import BPETokenizer, parse_bpe_size
 from data.config import DataConfig
 from data.corpus import load_documents
@@ -111,3 +115,44 @@ def test_bits_per_byte_is_loss_over_ln2_times_tokens_per_byte():
     assert _bpb(2.0 * 100, 100) == pytest.approx(2.0 / math.log(2))
     assert _bpb(2.0 * 100, 400) == pytest.approx(0.5 / math.log(2))
     assert math.isnan(_bpb(1.0, 0)) and Score(1.0, 2.0).bpb == 2.0
+
+
+@pytest.fixture
+def plays(tmp_path):
+    """A .txt of the first 30,000 characters of the shipped plays: bpe:4096 runs out of pairs well before 4,096."""
+    corpus = tmp_path / "plays.txt"
+    corpus.write_text(_PLAY, encoding="utf-8")
+    return corpus
+
+
+def test_a_bpe_size_the_corpus_cannot_reach_is_refused_in_one_line(plays, tmp_path, capsys):
+    """python -m data.prepare --data.tokenizer=bpe:4096 on a small corpus: exit 2, one line saying how many tokens
+    it yields and the two fixes (a smaller bpe:N, --data.allow_smaller_vocab=true); no prepared folder."""
+    cache = tmp_path / "cache"
+    assert prepare.main([f"--data.source={plays}", "--data.tokenizer=bpe:4096", f"--data.cache_dir={cache}"]) == 2
+    line = error_line(capsys)
+    assert re.search(r"yields only [\d,]+ tokens", line) and "--data.tokenizer=bpe:" in line
+    assert "--data.allow_smaller_vocab=true" in line
+    assert not [p for p in cache.iterdir() if not p.name.endswith(".lock")]
+
+
+def test_a_smaller_vocabulary_when_allowed_is_said_and_not_reused_silently(plays, tmp_path, capsys):
+    """With --data.allow_smaller_vocab=true the size reached is said at preparation and is the data's vocab_size;
+    the same folder asked for again without the flag is refused, as a fresh preparation would be."""
+    folder = prepare_data(str(plays), "bpe:4096", tmp_path, allow_smaller_vocab=True)
+    size = TokenData(folder).vocab_size
+    assert size < 4096 and f"bpe:4096 trained {size:,} tokens, not 4,096" in capsys.readouterr().err
+    with pytest.raises(UserError, match=f"yields only {size:,} tokens"):
+        prepare_data(str(plays), "bpe:4096", tmp_path)
+
+
+def test_a_run_on_a_smaller_vocabulary_says_so_in_its_config_and_summary(plays, tmp_path, capsys):
+    """The printed config and summary.json say 'bpe:4096 (N tokens trained)'; model.vocab_size is N."""
+    args = tiny_args(tmp_path, plays, "--data.tokenizer=bpe:4096", "--data.allow_smaller_vocab=true",
+                     "--train.max_iters=2", "--run-name", "r")
+    assert train.main(args) == 0
+    summary = json.loads((tmp_path / "runs" / "r" / "summary.json").read_text())
+    size = summary["vocab_size"]
+    assert size < 4096 and summary["data"] == f"plays.txt/bpe:4096 ({size:,} tokens trained)"
+    assert json.loads((tmp_path / "runs" / "r" / "config.json").read_text())["model"]["vocab_size"] == size
+    assert f'  data.tokenizer = "bpe:4096"  # {size:,} tokens trained' in capsys.readouterr().out

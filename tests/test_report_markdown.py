@@ -156,6 +156,16 @@ def test_report_warns_first_when_a_run_has_not_beaten_the_unigram_baseline(tmp_p
     assert "unigram 6.4400 nats/token" in paragraph and "| unigram baseline val loss | 6.4400 | 6.4400 |" in md
 
 
+def test_the_warning_quotes_the_final_val_loss_of_the_table(tmp_path):
+    """The warning's "mean final val loss" is the whole-split final val loss the table shows (summary.json),
+    not the last periodic eval's (10.0077 here, a few windows only)."""
+    whole = {**UNIGRAM, "final_val_loss": 10.0230}
+    exp = _exp(tmp_path, [(10.0077, 10.0077)] * 2, [(whole, whole)] * 2)
+    paragraph = report_markdown.baseline_warning(exp)
+    assert "mean final val loss 10.0230, best periodic eval 10.0077" in paragraph
+    assert "| final val loss (on the same val windows for every run) | 10.0230 ± 0.0000 |" in _md(exp)
+
+
 def test_no_warning_when_every_run_beat_the_baseline(tmp_path):
     """Every run below its unigram loss (or none recorded): baseline_warning is None and no warning is printed."""
     exp = _exp(tmp_path, CLEAR, [(UNIGRAM, UNIGRAM)] * 3)

@@ -85,17 +85,54 @@ def test_ctrl_c_prints_what_was_generated_and_exits_130(run_dir, monkeypatch, ca
     assert "stopped by Ctrl-C" in stopped.err.splitlines()[-1]
 
 
-def test_the_long_run_notice_uses_the_speed_over_the_first_second(monkeypatch, capsys):
+def test_the_long_run_notice_uses_the_speed_after_the_first_step(monkeypatch, capsys):
     """4 steps per second (a fake clock): 1,000 tokens take about 4 min, said once; 200 tokens (50 s) are not worth a line."""
     ticks = iter(i * 0.25 for i in range(100))
     items = [[str(i)] for i in range(10)]
     assert list(sample.announce_long_runs(iter(items), 1000, clock=lambda: next(ticks))) == items
     err = capsys.readouterr().err
-    assert err == "# 1,000 new tokens at 4 tokens/s (the speed so far) take about 4 min: " \
+    assert err == "# 1,000 new tokens at 4 tokens/s (measured after the first) take about 4 min: " \
                   "Ctrl-C stops and prints what was generated so far\n"
     ticks = iter(i * 0.25 for i in range(100))
     assert list(sample.announce_long_runs(iter(items), 200, clock=lambda: next(ticks))) == items
     assert capsys.readouterr().err == ""
+
+
+def test_a_slow_first_step_does_not_inflate_the_estimate(capsys):
+    """A first step of 0.9 s (the prompt and warm-up) then 100 steps/s: 5,000 tokens take about 51 s, not worth a
+    line, and 20,000 about 3 min (counting the first step in the speed said 8 and 30 min)."""
+    def clock():
+        times = iter([0.0, 0.9] + [0.9 + 0.01 * i for i in range(1, 400)])
+        return lambda: next(times)
+
+    items = [[str(i)] for i in range(300)]
+    assert list(sample.announce_long_runs(iter(items), 5_000, clock=clock())) == items
+    assert capsys.readouterr().err == ""
+    assert list(sample.announce_long_runs(iter(items), 20_000, clock=clock())) == items
+    assert "at 100 tokens/s (measured after the first) take about 3 min:" in capsys.readouterr().err
+
+
+def test_a_sample_that_ends_at_once_says_it_is_empty(run_dir, monkeypatch, capsys):
+    """A --stop string the first token meets: the prompt alone on stdout, and one # line saying the sample is empty
+    and why (the --stop given)."""
+    monkeypatch.setattr(sample, "announce_long_runs", lambda stream, n: stream)
+    argv = ["--run", str(run_dir), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "5"]
+    assert sample.main(argv) == 0
+    first = capsys.readouterr().out[len("ROMEO:")]  # the first character the model generates
+    assert sample.main([*argv, "--stop", first]) == 0
+    out, err = capsys.readouterr()
+    assert out == "ROMEO:\n"
+    assert f"# the sample is empty: nothing was generated after the prompt (it ended at once, at --stop {first!r}" in err
+
+
+def test_the_header_rounds_the_val_loss_and_names_imported_weights(run_dir, capsys):
+    """The # header gives the val loss to 4 decimals, and for weights without one says none was recorded."""
+    assert sample._header(run_dir, {"step": 300, "val_loss": 5.362213540077209, "tie_embeddings": True}) == \
+        f"# {run_dir} step 300, val loss 5.3622, tie_embeddings=True"
+    imported = {"step": 0, "val_loss": None, "tie_embeddings": True, "imported_from": "hf/gpt2"}
+    assert sample._header(run_dir, imported) == f"# {run_dir} step 0, no val loss recorded (imported weights), tie_embeddings=True"
+    assert sample.main(["--run", str(run_dir), "--max-new-tokens", "2"]) == 0
+    assert "val loss None" not in capsys.readouterr().err
 
 
 def test_greedy_with_an_explicit_temperature_is_still_refused(run_dir, capsys):

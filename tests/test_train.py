@@ -336,3 +336,14 @@ def test_resume_refuses_a_hand_edited_config(tmp_path, corpus, capsys):
     assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
                        "--train.max_iters=4"]) == 2
     assert "train.learning_rate=0.5" in error_line(capsys)
+
+
+def test_the_final_evaluation_shows_a_progress_bar(tmp_path, corpus, capsys):
+    """The whole-split final evaluation (about 40 s on the default run) draws a 'final eval' tqdm bar on stderr,
+    counting its batches, before the final val loss line."""
+    args = tiny_args(tmp_path, corpus, "--train.max_iters=2", "--train.final_eval_tokens=4096", "--run-name", "r")
+    assert train.main(args) == 0
+    out, err = capsys.readouterr()
+    scored = int(re.search(r"final val loss .* on ([\d,]+) val tokens", out).group(1).replace(",", ""))
+    batches = math.ceil(scored / 32 / 4)  # block_size windows, in batches of train.batch_size
+    assert re.search(rf"final eval: +\d+%\|.*\| \d+/{batches} \[", err), err[-2000:]

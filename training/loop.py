@@ -21,11 +21,11 @@ from tqdm import tqdm
 
 from core import files, flops, hardware
 from core.errors import Interrupted, UserError
+from data.config import data_label
 from data.tokenizers import save_tokenizer
 from model.generation import generate_text
 from model.hf import load_into
 from training import ddp, faults, runs
-from training.catalog import next_steps
 from training.config import RunConfig, describe_config
 from training.schedule import get_lr
 from training.setup import Progress, build, restore
@@ -319,7 +319,8 @@ class Trainer:
         if not tc.final_eval_tokens:
             return {}
         positions = s.data.tiling_offsets("val", self.cfg.model.block_size, tc.final_eval_tokens)
-        score = evaluate_windows(s.eval_model, s.data, positions, self.cfg, s.device, s.amp_dtype, self.dist)
+        score = evaluate_windows(s.eval_model, s.data, positions, self.cfg, s.device, s.amp_dtype, self.dist,
+                                 progress=self.main)
         world = self.dist.world_size
         windows = len(positions) - len(positions) % world if len(positions) >= world else len(positions)
         scored = windows * self.cfg.model.block_size
@@ -342,7 +343,9 @@ class Trainer:
             "elapsed_s": round(self.elapsed(), 1), "peak_memory_mib": hardware.peak_memory_mib(s.device),
             "parameters": s.model.num_params(), "non_embedding_parameters": s.model.num_params(non_embedding=True),
             "tie_embeddings": self.cfg.model.tie_embeddings, "data_sha256": s.data.meta.get("source_sha256"),
-            "train_tokens": s.data.num_tokens("train"), "skipped_steps": p.skipped, "world_size": self.dist.world_size}
+            "train_tokens": s.data.num_tokens("train"), "skipped_steps": p.skipped, "world_size": self.dist.world_size,
+            "data": data_label(self.cfg.data.source, self.cfg.data.tokenizer, s.tokenizer.vocab_size),
+            "vocab_size": s.tokenizer.vocab_size}
 
         def write() -> None:
             train_rows = [r for r in runs.read_metrics(self.run_dir / "metrics.jsonl") if r["kind"] == "train"]
@@ -382,5 +385,5 @@ class Trainer:
                                        self.s.device, temperature=0.8, top_k=50, generator=gen):
                 print(piece, end="", flush=True)
             print("\n---")
-        self.say(next_steps(self.run_dir, summary, self.cfg, self.dist.world_size), flush=True)
+        self.say(runs.next_steps(self.run_dir, summary, self.cfg, self.dist.world_size), flush=True)
 

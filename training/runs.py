@@ -18,6 +18,7 @@ import contextlib
 import json
 import math
 import os
+import shlex
 from pathlib import Path
 
 import torch
@@ -27,7 +28,8 @@ from core.files import atomic_write_bytes, read_json, write_text_atomic
 from data.tokenizers import load_tokenizer
 from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
-from training.config import RunConfig
+from training import faults
+from training.config import RunConfig, TrainConfig
 
 
 @contextlib.contextmanager
@@ -253,7 +255,7 @@ def write_loss_plot(run_dir: Path, unigram_val_loss: float | None = None, cache_
     rows = read_metrics(run_dir / "metrics.jsonl")
     train = [(r["step"], r["train_loss"]) for r in rows if r["kind"] == "train"]
     evals = [(r["step"], r["val_loss"]) for r in rows if r["kind"] == "eval"]
-    fig = Figure(figsize=(7, 4.2))
+    fig = Figure(figsize=(7, 4.2), layout="constrained")  # and bbox_inches="tight": a long run name is never cut
     ax = fig.add_subplot()
     if train:
         ax.plot(*zip(*train), color="tab:blue", alpha=0.6, label="train loss (window mean)")
@@ -276,6 +278,8 @@ def load_run(run_dir: Path, which: str, device: torch.device) -> tuple[GPT, obje
     Raises :class:`UserError` if the folder, its config, tokenizer or checkpoint is missing,
     corrupt, or disagrees with the others.
     """
+    if run_dir.is_file():
+        raise UserError(f"{run_dir} is a file, not a run folder: give the folder train.py wrote, e.g. --run runs/<run-name>")
     if not run_dir.is_dir():
         raise UserError(f"run folder {run_dir} does not exist: give --run runs/<run-name>")
     cfg = load_run_config(run_dir)
@@ -291,3 +295,21 @@ def load_run(run_dir: Path, which: str, device: torch.device) -> tuple[GPT, obje
         model.untie()  # saved after the run's tie-then-untie switch
     load_model_state(model, ckpt, source=str(path))
     return model.to(device).eval(), tokenizer, ckpt
+
+
+def next_steps(run_dir: Path, summary: dict, cfg: RunConfig, world_size: int) -> str:
+    """The end of a run's output: where its files are and the commands that use them."""
+    prompt = cfg.train.sample_prompt
+    # sample.py's default prompt is a newline; a multi-line prompt would not paste as one command line.
+    prompt_flag = f" --prompt {shlex.quote(prompt)}" if prompt.strip() and "\n" not in prompt else ""
+    more = 2 * cfg.train.max_iters
+    resume = faults.resume_command(run_dir, world_size)
+    return "\n".join([
+        f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json{', loss.png' * cfg.train.loss_plot})",
+        f"best model:  {run_dir / 'ckpt_best.pt'}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
+        "next:",
+        f"  python sample.py --run {shlex.quote(str(run_dir))}{prompt_flag} --top-k 50   # generate",
+        f"  {resume} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)",
+        "  python list_runs.py" + ("" if run_dir.parent == Path(TrainConfig.out_dir) else
+                                   f" --out-dir {shlex.quote(str(run_dir.parent))}") + "   # every run side by side",
+    ])

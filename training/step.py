@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 from typing import NamedTuple
 
 import torch
+from tqdm import tqdm
 
 from core import hardware
 from core.errors import UserError
@@ -154,17 +156,22 @@ def evaluate(model, data: TokenData, offsets: dict, cfg: RunConfig, device, amp_
 
 @torch.no_grad()
 def evaluate_windows(model, data: TokenData, positions: torch.Tensor, cfg: RunConfig, device, amp_dtype,
-                     dist: ddp.Dist = ddp.SINGLE) -> Score:
+                     dist: ddp.Dist = ddp.SINGLE, progress: bool = False) -> Score:
     """Mean val loss (nats/token) and bits per byte over the val windows at ``positions`` ``(N,)``: a run's final score.
 
     The windows are cut to a multiple of ``world_size`` and dealt out round-robin, so every
     rank scores as many.  With fewer windows than ranks, every rank scores all of them.
+    ``progress`` shows a tqdm bar on stderr (the whole val split takes about 40 s on the
+    default run), redrawn as rarely as the training bar when stderr is not a terminal.
     """
     model.eval()
     if len(positions) >= dist.world_size:
         kept = positions[: len(positions) - len(positions) % dist.world_size][dist.rank::dist.world_size]
     else:  # fewer windows than ranks: every rank scores them all (the mean over ranks is then the same)
         kept = positions
-    score = _score(model, data, "val", kept.split(cfg.train.batch_size), cfg, device, amp_dtype, dist)
+    batches = kept.split(cfg.train.batch_size)
+    with tqdm(batches, desc="final eval", unit="batch", leave=False, disable=not progress, dynamic_ncols=True,
+              mininterval=0.1 if sys.stderr.isatty() else 30.0) as bar:
+        score = _score(model, data, "val", bar, cfg, device, amp_dtype, dist)
     model.train()
     return score
