@@ -170,13 +170,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="--stream: new tokens per streaming run, one figure per value (default: 100 10000).")
     parser.add_argument("--measure-peak", action="store_true",
                         help="On a CPU, measure the matmul peak that MFU is a fraction of again (it is measured once and "
-                             "cached; a busy machine measures it low), after the timed steps.")
+                             "cached; a busy machine measures it low), after the timed steps (default: the cached figure).")
     parser.add_argument("--profile", action="store_true",
                         help="Run the timed training steps under torch.profiler and print where the step's time goes "
-                             "(the share in matmuls, the ops with the most self time).")
+                             "(the share in matmuls, the ops with the most self time) (default: no profile).")
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                         help="Time training once per value (repeat the option for a product of several keys), then "
-                             "print a table: e.g. --grid model.tie_embeddings=true,false --grid train.pad_vocab_multiple=1,64.")
+                             "print a table: e.g. --grid model.tie_embeddings=true,false --grid train.pad_vocab_multiple=1,64 "
+                             "(default: the one config).")
     parser.add_argument("--repeats", type=int, default=3,
                         help="--generate, --stream: timed runs per mode and length (the median is reported).")
     return run_command(lambda: bench(*parse_cli(parser, argv, exclude=NOT_BENCHED)))

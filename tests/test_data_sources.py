@@ -355,7 +355,7 @@ def test_fineweb_recipe_parses_to_gpt2_124m_at_half_a_million_tokens_per_step():
     assert (m.n_layer, m.n_head, m.n_embd, m.block_size, m.dropout, m.bias) == (12, 12, 768, 1024, 0.0, True)
     assert (d.source, d.subset, d.tokenizer) == ("hf:HuggingFaceFW/fineweb-edu", "sample-10BT", "gpt2")
     per_step = t.batch_size * t.grad_accum_steps * m.block_size
-    assert (t.batch_size, t.grad_accum_steps, per_step) == (16, 32, 524_288)
+    assert (t.batch_size, t.grad_accum_steps, per_step) == (32, 16, 524_288)
     assert t.max_iters == 19073 and abs(t.max_iters * per_step - 10e9) < 0.01e9
     assert (t.learning_rate, t.min_lr, t.warmup_iters, t.beta2, t.weight_decay) == (6e-4, 6e-5, 700, 0.95, 0.1)
     assert t.dtype == "bfloat16" and t.compile
