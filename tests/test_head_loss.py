@@ -221,3 +221,17 @@ def test_a_run_saved_before_head_loss_existed_resumes_on_the_logits_path(tmp_pat
     (tmp_path / "config.json").write_text(json.dumps(d))
     cfg = load_run_config(tmp_path)
     assert cfg.train.head_loss == "logits" and cfg.model.gelu_approximate == "tanh"
+
+
+def test_a_target_far_below_the_best_logit_gives_its_exact_finite_loss():
+    """A target whose probability underflows float32 (200 nats below its row's best) still gets its exact
+    cross-entropy and gradient, not an infinite loss: the softmax path falls back to logsumexp there."""
+    x = torch.zeros(2, 1, requires_grad=True)
+    w = torch.zeros(3, 1, requires_grad=True)
+    b = torch.tensor([200.0, 0.0, 0.0], requires_grad=True)
+    t = torch.tensor([1, 0])
+    got = linear_cross_entropy(x, w, b, t, rows=2)
+    want = F.cross_entropy(F.linear(x, w, b), t)
+    assert torch.isfinite(got) and got.item() == pytest.approx(want.item(), rel=1e-6)
+    (gb,) = torch.autograd.grad(got, b)
+    torch.testing.assert_close(gb, torch.autograd.grad(want, b)[0])
