@@ -49,11 +49,22 @@ from training.step import train_step
 
 # Config keys bench.py never reads (evaluation, checkpoints, the end-of-run sample, logging,
 # wandb): offering them would suggest they change the figures.
-NOT_BENCHED = ("wandb", "train.eval_interval", "train.eval_iters", "train.log_interval", "train.checkpoint_interval",
-               "train.max_skipped_steps", "train.out_dir", "train.sample_prompt", "train.sample_tokens")
+NOT_BENCHED = (
+    "wandb",
+    "train.eval_interval",
+    "train.eval_iters",
+    "train.log_interval",
+    "train.checkpoint_interval",
+    "train.max_skipped_steps",
+    "train.out_dir",
+    "train.sample_prompt",
+    "train.sample_tokens",
+)
 
 
-def time_generation(model: GPT, prompt: torch.Tensor, new_tokens: int, use_cache: bool) -> tuple[list[float], torch.Tensor]:
+def time_generation(
+    model: GPT, prompt: torch.Tensor, new_tokens: int, use_cache: bool
+) -> tuple[list[float], torch.Tensor]:
     """Greedy-generate ``new_tokens`` after ``prompt`` ``(1, T)``: (seconds per step, tokens ``(new_tokens,)``)."""
     times, tokens = [], []
     t0 = time.perf_counter()
@@ -75,8 +86,10 @@ def bench_generation(model: GPT, device: torch.device, new_tokens: int, repeats:
     model.eval()
     block_size = model.config.block_size
     prompt = torch.zeros((1, 1), dtype=torch.long, device=device)  # (1, 1): token 0; the content does not matter
-    print(f"generation:      {new_tokens} new tokens after a 1-token prompt, batch 1, greedy; "
-          f"block_size {block_size}, so {max(0, new_tokens - block_size)} steps slide the window")
+    print(
+        f"generation:      {new_tokens} new tokens after a 1-token prompt, batch 1, greedy; "
+        f"block_size {block_size}, so {max(0, new_tokens - block_size)} steps slide the window"
+    )
     medians, outputs = {}, {}
     for use_cache in (True, False):
         time_generation(model, prompt, min(new_tokens, 8), use_cache)  # warm-up: allocations, kernels
@@ -89,11 +102,16 @@ def bench_generation(model: GPT, device: torch.device, new_tokens: int, repeats:
         # Step i sees 1 + i tokens: steps 1 .. block_size-1 fit the window, steps >= block_size slide it.
         inside = [t for times in steps for t in times[1:block_size]]
         past = [t for times in steps for t in times[block_size:]]
-        detail = ", ".join(f"{label} {statistics.median(ts) * 1000:.1f} ms" for label, ts in
-                           (("within the window", inside), ("sliding", past)) if ts)
+        detail = ", ".join(
+            f"{label} {statistics.median(ts) * 1000:.1f} ms"
+            for label, ts in (("within the window", inside), ("sliding", past))
+            if ts
+        )
         label = "with cache:     " if use_cache else "without cache:  "
-        print(f"{label} {medians[use_cache]:,.1f} tokens/s, median of {repeats} runs "
-              f"({', '.join(f'{x:,.1f}' for x in per_run)}); median step: {detail}")
+        print(
+            f"{label} {medians[use_cache]:,.1f} tokens/s, median of {repeats} runs "
+            f"({', '.join(f'{x:,.1f}' for x in per_run)}); median step: {detail}"
+        )
     print(f"speed-up:        {medians[True] / medians[False]:.1f}x with the cache")
     same = torch.equal(outputs[True], outputs[False])
     differ = "" if same else f" (first difference at token {int((outputs[True] != outputs[False]).nonzero()[0])})"
@@ -143,16 +161,20 @@ def bench_streaming(model: GPT, tokenizer, device: torch.device, lengths: list[i
     Also the median microseconds per token spent outside the model (decoding, holding back
     text), which does not grow with the length.  Median of ``repeats`` runs each.
     """
-    print(f"streaming:       sample.py's stream_samples (KV cache, text decoded as it streams), batch 1, greedy, "
-          f"{tokenizer.name} tokenizer")
+    print(
+        f"streaming:       sample.py's stream_samples (KV cache, text decoded as it streams), batch 1, greedy, "
+        f"{tokenizer.name} tokenizer"
+    )
     time_streaming(model, tokenizer, device, 8)  # warm-up
     for n in lengths:
         runs_ = [time_streaming(model, tokenizer, device, n) for _ in range(repeats)]
         speeds = [n / total for total, _ in runs_]
         decoding = statistics.median((total - in_model) / n * 1e6 for total, in_model in runs_)
         label = f"  {n:,} tokens:".ljust(17)
-        print(f"{label}{statistics.median(speeds):,.1f} tokens/s, median of {repeats} runs "
-              f"({', '.join(f'{x:,.1f}' for x in speeds)}); decoding {decoding:,.1f} us/token")
+        print(
+            f"{label}{statistics.median(speeds):,.1f} tokens/s, median of {repeats} runs "
+            f"({', '.join(f'{x:,.1f}' for x in speeds)}); decoding {decoding:,.1f} us/token"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,25 +183,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="TOML file of config overrides (default: none, the built-in defaults).")
     parser.add_argument("--iters", type=int, default=10, help="Timed training steps.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed steps first (allocation, compilation).")
-    parser.add_argument("--generate", action="store_true",
-                        help="Time generation with and without the KV cache instead of training (default: time training).")
-    parser.add_argument("--stream", action="store_true",
-                        help="Time streaming text as sample.py does instead of training (default: time training).")
+    parser.add_argument(
+        "--generate",
+        action="store_true",
+        help="Time generation with and without the KV cache instead of training (default: time training).",
+    )
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="Time streaming text as sample.py does instead of training (default: time training).",
+    )
     parser.add_argument("--new-tokens", type=int, default=512, help="--generate: tokens generated per run.")
-    parser.add_argument("--stream-tokens", type=int, nargs="+", default=[100, 10_000], metavar="N",
-                        help="--stream: new tokens per streaming run, one figure per value (default: 100 10000).")
-    parser.add_argument("--measure-peak", action="store_true",
-                        help="On a CPU, measure the matmul peak that MFU is a fraction of again (it is measured once and "
-                             "cached; a busy machine measures it low), after the timed steps (default: the cached figure).")
-    parser.add_argument("--profile", action="store_true",
-                        help="Run the timed training steps under torch.profiler and print where the step's time goes "
-                             "(the share in matmuls, the ops with the most self time) (default: no profile).")
-    parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                        help="Time training once per value (repeat the option for a product of several keys), then "
-                             "print a table: e.g. --grid model.tie_embeddings=true,false --grid train.pad_vocab_multiple=1,64 "
-                             "(default: the one config).")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="--generate, --stream: timed runs per mode and length (the median is reported).")
+    parser.add_argument(
+        "--stream-tokens",
+        type=int,
+        nargs="+",
+        default=[100, 10_000],
+        metavar="N",
+        help="--stream: new tokens per streaming run, one figure per value (default: 100 10000).",
+    )
+    parser.add_argument(
+        "--measure-peak",
+        action="store_true",
+        help="On a CPU, measure the matmul peak that MFU is a fraction of again (it is measured once and "
+        "cached; a busy machine measures it low), after the timed steps (default: the cached figure).",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="Run the timed training steps under torch.profiler and print where the step's time goes "
+        "(the share in matmuls, the ops with the most self time) (default: no profile).",
+    )
+    parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="Time training once per value (repeat the option for a product of several keys), then "
+        "print a table: e.g. --grid model.tie_embeddings=true,false --grid train.pad_vocab_multiple=1,64 "
+        "(default: the one config).",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="--generate, --stream: timed runs per mode and length (the median is reported).",
+    )
     return run_command(lambda: bench(*parse_cli(parser, argv, exclude=NOT_BENCHED)))
 
 
@@ -188,7 +237,9 @@ def attention_kernel(device: torch.device, amp_dtype: torch.dtype | None, block_
     if compiled:
         return "Inductor's choice (torch.compile)"
     q = torch.empty(1, 1, block_size, 1, dtype=amp_dtype or torch.float32, device=device, requires_grad=True)
-    return "math kernel (model/sdpa.py: faster here)" if uses_math_kernel(q) else "PyTorch's choice (flash where it can)"
+    return (
+        "math kernel (model/sdpa.py: faster here)" if uses_math_kernel(q) else "PyTorch's choice (flash where it can)"
+    )
 
 
 def bench(args, overrides: dict) -> int:
@@ -206,7 +257,10 @@ def bench(args, overrides: dict) -> int:
     rows = []
     for i, values in enumerate(variants):
         if axes:
-            print(f"\n[bench] variant {i + 1}/{len(variants)}: " + " ".join(f"{k}={v}" for k, v in values.items()), flush=True)
+            print(
+                f"\n[bench] variant {i + 1}/{len(variants)}: " + " ".join(f"{k}={v}" for k, v in values.items()),
+                flush=True,
+            )
         cfg = parse_config(args.config, merge(overrides, nest(values)))
         if args.generate or args.stream:
             return bench_inference(args, cfg)
@@ -250,8 +304,10 @@ def bench_inference(args, cfg) -> int:
 def model_line(cfg) -> str:
     """The model's shape in one line."""
     mc = cfg.model
-    return (f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
-            f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}")
+    return (
+        f"model:           n_layer={mc.n_layer} n_head={mc.n_head} n_embd={mc.n_embd} block_size={mc.block_size} "
+        f"vocab_size={mc.vocab_size} tie_embeddings={mc.tie_embeddings}"
+    )
 
 
 def bench_training(args, cfg) -> dict:
@@ -287,13 +343,19 @@ def bench_training(args, cfg) -> dict:
     flops = model.flops_per_token(mc.block_size)
     peak = peak_flops(device, s.amp_dtype, remeasure=args.measure_peak)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
-    print(f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}, head loss {tc.head_loss}, "
-          f"head rows padded to a multiple of {tc.pad_vocab_multiple}")
+    print(
+        f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}, head loss {tc.head_loss}, "
+        f"head rows padded to a multiple of {tc.pad_vocab_multiple}"
+    )
     print(f"attention:       {attention_kernel(device, s.amp_dtype, mc.block_size, tc.compile)}")
     print(model_line(cfg))
     print(f"parameters:      {model.num_params():,} ({model.num_params(non_embedding=True):,} non-embedding)")
-    print(f"tokens/step:     {tokens_per_step:,} (batch {tc.batch_size} x grad_accum {tc.grad_accum_steps} x block {mc.block_size})")
-    print(f"ms/iter:         {ms:.1f} median of {len(times)} (min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})")
+    print(
+        f"tokens/step:     {tokens_per_step:,} (batch {tc.batch_size} x grad_accum {tc.grad_accum_steps} x block {mc.block_size})"
+    )
+    print(
+        f"ms/iter:         {ms:.1f} median of {len(times)} (min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})"
+    )
     print(f"tokens/s:        {tokens_per_s:,.0f}")
     print(f"peak memory:     {peak_mem:,.0f} MiB ({kind})")
     print(f"MFU:             {mfu(flops, tokens_per_s, peak)}; {flops / 1e6:.1f} MFLOP/token, 6N + 12LHQT", flush=True)
@@ -323,11 +385,15 @@ def print_profile(profiler: torch.profiler.profile, device: torch.device, steps:
     attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     total = sum(getattr(e, attr) for e in events) or 1.0
     matmul = sum(getattr(e, attr) for e in events if any(k in e.key for k in ("mm", "matmul", "linear")))
-    print(f"profile:         {steps} steps; {100 * matmul / total:.0f}% of self time in matmuls, "
-          f"{100 * (1 - matmul / total):.0f}% outside them; the ops with the most self time:")
+    print(
+        f"profile:         {steps} steps; {100 * matmul / total:.0f}% of self time in matmuls, "
+        f"{100 * (1 - matmul / total):.0f}% outside them; the ops with the most self time:"
+    )
     for e in sorted(events, key=lambda e: getattr(e, attr), reverse=True)[:15]:
-        print(f"  {100 * getattr(e, attr) / total:5.1f}%  {getattr(e, attr) / steps / 1000:8.2f} ms/step  "
-              f"{e.count // steps:4d} calls/step  {e.key}")
+        print(
+            f"  {100 * getattr(e, attr) / total:5.1f}%  {getattr(e, attr) / steps / 1000:8.2f} ms/step  "
+            f"{e.count // steps:4d} calls/step  {e.key}"
+        )
 
 
 def sync(device: torch.device) -> None:
@@ -342,8 +408,11 @@ def print_variant_table(rows: list[dict], keys: list[str]) -> None:
     print("|" + "---|" * (len(keys) + 4))
     for r in rows:
         mfu_text = "n/a" if r["mfu_percent"] is None else f"{r['mfu_percent']:.1f}%"
-        print("| " + " | ".join(str(r[k]) for k in keys) +
-              f" | {r['ms_per_iter']:.1f} | {r['tokens_per_s']:,.0f} | {mfu_text} | {r['peak_memory_mib']:,.0f} |")
+        print(
+            "| "
+            + " | ".join(str(r[k]) for k in keys)
+            + f" | {r['ms_per_iter']:.1f} | {r['tokens_per_s']:,.0f} | {mfu_text} | {r['peak_memory_mib']:,.0f} |"
+        )
 
 
 if __name__ == "__main__":

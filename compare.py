@@ -58,62 +58,123 @@ DEFAULT_MARGIN = 0.01  # nats/token
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     """Parse the command line; ``--section.key`` overrides are passed on to every train.py run."""
     p = ArgumentParser(prog="compare.py", description=__doc__)
-    p.add_argument("runs", nargs="*", type=Path, help="Existing run folders to report on (no training); "
-                                                      "folders named tune-* are the learning-rate grid. One --grid "
-                                                      "folder (holding grid.json): the grid's report.")
-    p.add_argument("--config", help="TOML config every arm trains with, e.g. configs/shakespeare.toml "
-                                    "(default: none, the built-in defaults).")
+    p.add_argument(
+        "runs",
+        nargs="*",
+        type=Path,
+        help="Existing run folders to report on (no training); "
+        "folders named tune-* are the learning-rate grid. One --grid "
+        "folder (holding grid.json): the grid's report.",
+    )
+    p.add_argument(
+        "--config",
+        help="TOML config every arm trains with, e.g. configs/shakespeare.toml (default: none, the built-in defaults).",
+    )
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"Comma-separated arms, from {', '.join(ARMS)}.")
     p.add_argument("--reference", default="tied", help="The arm every other arm is compared with.")
-    p.add_argument("--seeds", type=int, default=5,
-                   help="Seeds per arm, paired across arms: run i trains with the config's train.seed + i.")
-    p.add_argument("--lr-grid", help="Comma-separated peak learning rates to tune each arm over, on a separate "
-                                     "tuning seed (default: none, every arm at train.learning_rate).")
-    p.add_argument("--lr-widen", type=int, default=0, metavar="N",
-                   help="With --lr-grid: when an arm's best rate is the grid's smallest or largest, also train it one "
-                        "grid step past that edge, and again while the best stays there, up to N rates a side "
-                        "(default 0: the grid as given; an arm's best on an edge is then only flagged).")
-    p.add_argument("--margin", type=float,
-                   help=f"Equivalence margin in nats/token, declared before the runs: arms closer than this count "
-                        f"as equivalent (TOST). Default {DEFAULT_MARGIN}, or the margin the experiment folder declared.")
-    p.add_argument("--equal-params", nargs="?", const="width", choices=("width", "depth"),
-                   help="Grow the arms that share one matrix (tied, tied-bias; by n_embd, or n_layer with 'depth') "
-                        "to the untied parameter count (default: off, every arm the same shape).")
-    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="Repeat the whole experiment for each value of a config key (repeatable: the product of the "
-                        "axes, first outermost), e.g. --grid model.n_embd=64,128 --grid data.tokenizer=char,bpe:4096.")
-    p.add_argument("--margin-bpb", type=float, metavar="BPB",
-                   help="With a --grid folder to report on: the verdicts use this equivalence margin in bits per byte "
-                        "(better/worse: the 95%% paired t interval excludes 0; equivalent: the 90%% interval inside "
-                        "±BPB), stated in the report's header (default: each cell's own verdict, in nats).")
-    p.add_argument("--contrast", action="append", default=[], metavar="CELL_A,CELL_B",
-                   help="With a --grid folder to report on: Δ(A) − Δ(B) of two cells with a Welch 95%% interval "
-                        "(repeatable), e.g. --contrast n_embd-128_tokenizer-gpt2,n_embd-128_tokenizer-bpe4096.")
-    p.add_argument("--slope-within", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="With a --grid folder to report on: the slope of Δ bpb on embedding share over the cells with "
-                        "these axis values (repeatable, all must hold; the cells may differ in one axis only), "
-                        "e.g. --slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128.")
-    p.add_argument("--adopt", metavar="RUN,RUN,...",
-                   help="Finished run folders to use as the experiment's runs for their arm and seed instead of "
-                        "training those, e.g. --adopt runs/default,runs/untied: each must be exactly the run the "
-                        "experiment would train (same config bar bookkeeping, seed, data and schedule), else it is "
-                        "refused; its text files are copied in (default: none).")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=5,
+        help="Seeds per arm, paired across arms: run i trains with the config's train.seed + i.",
+    )
+    p.add_argument(
+        "--lr-grid",
+        help="Comma-separated peak learning rates to tune each arm over, on a separate "
+        "tuning seed (default: none, every arm at train.learning_rate).",
+    )
+    p.add_argument(
+        "--lr-widen",
+        type=int,
+        default=0,
+        metavar="N",
+        help="With --lr-grid: when an arm's best rate is the grid's smallest or largest, also train it one "
+        "grid step past that edge, and again while the best stays there, up to N rates a side "
+        "(default 0: the grid as given; an arm's best on an edge is then only flagged).",
+    )
+    p.add_argument(
+        "--margin",
+        type=float,
+        help=f"Equivalence margin in nats/token, declared before the runs: arms closer than this count "
+        f"as equivalent (TOST). Default {DEFAULT_MARGIN}, or the margin the experiment folder declared.",
+    )
+    p.add_argument(
+        "--equal-params",
+        nargs="?",
+        const="width",
+        choices=("width", "depth"),
+        help="Grow the arms that share one matrix (tied, tied-bias; by n_embd, or n_layer with 'depth') "
+        "to the untied parameter count (default: off, every arm the same shape).",
+    )
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="Repeat the whole experiment for each value of a config key (repeatable: the product of the "
+        "axes, first outermost), e.g. --grid model.n_embd=64,128 --grid data.tokenizer=char,bpe:4096.",
+    )
+    p.add_argument(
+        "--margin-bpb",
+        type=float,
+        metavar="BPB",
+        help="With a --grid folder to report on: the verdicts use this equivalence margin in bits per byte "
+        "(better/worse: the 95%% paired t interval excludes 0; equivalent: the 90%% interval inside "
+        "±BPB), stated in the report's header (default: each cell's own verdict, in nats).",
+    )
+    p.add_argument(
+        "--contrast",
+        action="append",
+        default=[],
+        metavar="CELL_A,CELL_B",
+        help="With a --grid folder to report on: Δ(A) − Δ(B) of two cells with a Welch 95%% interval "
+        "(repeatable), e.g. --contrast n_embd-128_tokenizer-gpt2,n_embd-128_tokenizer-bpe4096.",
+    )
+    p.add_argument(
+        "--slope-within",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="With a --grid folder to report on: the slope of Δ bpb on embedding share over the cells with "
+        "these axis values (repeatable, all must hold; the cells may differ in one axis only), "
+        "e.g. --slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128.",
+    )
+    p.add_argument(
+        "--adopt",
+        metavar="RUN,RUN,...",
+        help="Finished run folders to use as the experiment's runs for their arm and seed instead of "
+        "training those, e.g. --adopt runs/default,runs/untied: each must be exactly the run the "
+        "experiment would train (same config bar bookkeeping, seed, data and schedule), else it is "
+        "refused; its text files are copied in (default: none).",
+    )
     p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied...).")
-    p.add_argument("--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent).")
-    p.add_argument("--prompt", action="append", help="Prompt for the side-by-side samples (repeatable; default: a newline and 'ROMEO:').")
+    p.add_argument(
+        "--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent)."
+    )
+    p.add_argument(
+        "--prompt",
+        action="append",
+        help="Prompt for the side-by-side samples (repeatable; default: a newline and 'ROMEO:').",
+    )
     args, overrides = parse_cli(p, argv, exclude=SET_PER_RUN)
     args.arms = parse_arms(args.arms)
     args.lr_grid = _parse_grid(args.lr_grid)
     if args.lr_widen < 0 or (args.lr_widen and not args.lr_grid):
-        raise UserError(f"--lr-widen {args.lr_widen} needs --lr-grid and a count >= 0: e.g. --lr-grid 2e-3,4e-3,8e-3 --lr-widen 2")
+        raise UserError(
+            f"--lr-widen {args.lr_widen} needs --lr-grid and a count >= 0: e.g. --lr-grid 2e-3,4e-3,8e-3 --lr-widen 2"
+        )
     args.grid = parse_axes(args.grid, (*SET_PER_RUN, "train.out_dir"))
     training = args.config or args.equal_params or overrides or args.name or args.lr_grid or args.grid
     if args.runs and training:
-        raise UserError("give either run folders to report on, or --config/--name/--lr-grid/overrides to train: not both")
+        raise UserError(
+            "give either run folders to report on, or --config/--name/--lr-grid/overrides to train: not both"
+        )
     args.adopt = parse_adopt(args.adopt)
     if args.adopt and (args.runs or args.grid):
-        raise UserError("--adopt is for a new experiment without --grid: give --config and the runs to adopt, "
-                        "e.g. compare.py --config configs/shakespeare.toml --adopt runs/default,runs/untied")
+        raise UserError(
+            "--adopt is for a new experiment without --grid: give --config and the runs to adopt, "
+            "e.g. compare.py --config configs/shakespeare.toml --adopt runs/default,runs/untied"
+        )
     if not args.runs and args.report_dir:
         raise UserError("--report-dir is for reports on existing runs; a new experiment reports into its own folder")
     if args.prompt is not None and not all(args.prompt):
@@ -123,8 +184,12 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     if args.margin is not None and not (math.isfinite(args.margin) and args.margin > 0):
         raise UserError(f"--margin must be a finite number > 0 nats, got {args.margin}: e.g. --margin 0.01")
     if args.margin_bpb is not None and not (math.isfinite(args.margin_bpb) and args.margin_bpb > 0):
-        raise UserError(f"--margin-bpb must be a finite number > 0 bits per byte, got {args.margin_bpb}: e.g. --margin-bpb 0.02")
-    args.readout = Readout(args.margin_bpb, [parse_contrast(t) for t in args.contrast], parse_slope_within(args.slope_within))
+        raise UserError(
+            f"--margin-bpb must be a finite number > 0 bits per byte, got {args.margin_bpb}: e.g. --margin-bpb 0.02"
+        )
+    args.readout = Readout(
+        args.margin_bpb, [parse_contrast(t) for t in args.contrast], parse_slope_within(args.slope_within)
+    )
     if not args.runs and args.reference not in args.arms:
         raise UserError(f"--reference {args.reference} is not among --arms {','.join(args.arms)}: add it")
     if not args.runs and len(args.arms) < 2:
@@ -139,7 +204,9 @@ def _parse_grid(text: str | None) -> list[float]:
     try:
         grid = sorted({float(t) for t in text.split(",") if t.strip()})
     except ValueError:
-        raise UserError(f"--lr-grid {text!r} is not a comma-separated list of numbers: e.g. --lr-grid 1e-3,2e-3") from None
+        raise UserError(
+            f"--lr-grid {text!r} is not a comma-separated list of numbers: e.g. --lr-grid 1e-3,2e-3"
+        ) from None
     if not grid or grid[0] <= 0 or not all(math.isfinite(lr) for lr in grid):
         raise UserError(f"--lr-grid needs positive learning rates, got {text!r}: e.g. --lr-grid 1e-3,2e-3,4e-3")
     if len({f"{lr:g}" for lr in grid}) != len(grid):  # run folders are named by f"{lr:g}"
@@ -167,11 +234,18 @@ def check_run_folders(paths: list[Path]) -> None:
             raise UserError(
                 f"{path} is an experiment folder (it holds experiment.json), not a run folder: report on its run "
                 f"folders with python compare.py {shlex.quote(str(path))}/*/ (tune-* are its learning-rate grid), or run "
-                f"the compare.py command that made it again (see its report.md; finished runs are reused)")
+                f"the compare.py command that made it again (see its report.md; finished runs are reused)"
+            )
         if not (path / "config.json").is_file():
-            what = "does not exist" if not path.exists() else ("is a file" if not path.is_dir() else "holds no config.json")
-            raise UserError(f"{path} {what}: compare.py reports on run folders written by train.py (each holds "
-                            "config.json), or on one --grid folder (holding grid.json)")
+            what = (
+                "does not exist"
+                if not path.exists()
+                else ("is a file" if not path.is_dir() else "holds no config.json")
+            )
+            raise UserError(
+                f"{path} {what}: compare.py reports on run folders written by train.py (each holds "
+                "config.json), or on one --grid folder (holding grid.json)"
+            )
 
 
 def _print_grid_report(path: Path) -> None:
@@ -186,8 +260,11 @@ def _grid(plan: Plan, axes: list, prompts: list[str], command: str) -> int:
     _print_grid_report(write_grid_report(grid_dir, {c.name: c.error for c in cells if c.error}, command))
     missing = [c.name for c in cells if c.error]
     if missing:
-        print(f"[compare] {len(missing)} grid cell(s) failed and are marked missing ({', '.join(missing)}): "
-              "fix the cause and run the same command again (finished runs are reused)", file=sys.stderr)
+        print(
+            f"[compare] {len(missing)} grid cell(s) failed and are marked missing ({', '.join(missing)}): "
+            "fix the cause and run the same command again (finished runs are reused)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -203,8 +280,10 @@ def main(argv: list[str] | None = None) -> int:
             _print_grid_report(write_grid_report(args.runs[0], command=command, readout=args.readout))
             return 0
         if args.readout:
-            raise UserError("--margin-bpb, --contrast and --slope-within are for the report of a --grid folder: "
-                            "python compare.py <grid folder> --margin-bpb 0.02")
+            raise UserError(
+                "--margin-bpb, --contrast and --slope-within are for the report of a --grid folder: "
+                "python compare.py <grid folder> --margin-bpb 0.02"
+            )
         if args.runs:
             check_run_folders(args.runs)
             out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
@@ -213,18 +292,40 @@ def main(argv: list[str] | None = None) -> int:
             margin = declared_margin(Path(args.runs[0]).resolve().parent, args.margin)
         else:
             margin = DEFAULT_MARGIN if args.margin is None else args.margin
-            plan = Plan(args.config, overrides, args.arms, args.seeds, args.lr_grid, args.equal_params, args.name,
-                        args.reference, margin, args.lr_widen, args.adopt)
+            plan = Plan(
+                args.config,
+                overrides,
+                args.arms,
+                args.seeds,
+                args.lr_grid,
+                args.equal_params,
+                args.name,
+                args.reference,
+                margin,
+                args.lr_widen,
+                args.adopt,
+            )
             if args.grid:
                 return _grid(plan, args.grid, prompts, command)
             reported, tuning, out_dir = run_experiment(plan)
-        path, meaningful = write_report(reported, tuning, out_dir, prompts, f"Should the embedding be tied? {out_dir.name}",
-                                        args.reference, margin, command)
+        path, meaningful = write_report(
+            reported,
+            tuning,
+            out_dir,
+            prompts,
+            f"Should the embedding be tied? {out_dir.name}",
+            args.reference,
+            margin,
+            command,
+        )
         print(path.read_text())
         print(f"[compare] report: {path}")
         if not meaningful:
-            print("[compare] warning: a run did not beat the unigram baseline, so the comparison is not meaningful "
-                  "(see the top of the report): train longer or check the config", file=sys.stderr)
+            print(
+                "[compare] warning: a run did not beat the unigram baseline, so the comparison is not meaningful "
+                "(see the top of the report): train longer or check the config",
+                file=sys.stderr,
+            )
         return 0
 
     return run_command(body)

@@ -24,11 +24,17 @@ def parse_args(argv: list[str] | None):
     ex = sub.add_parser("export", help="Run folder -> Hugging Face GPT-2 folder.")
     ex.add_argument("--run", required=True, type=Path, help="Run folder, e.g. runs/default.")
     ex.add_argument("--checkpoint", choices=("best", "last"), default="best", help="Which checkpoint to export.")
-    ex.add_argument("--out", required=True, type=Path, help="New folder to write (config.json, model.safetensors, tokenizer).")
+    ex.add_argument(
+        "--out", required=True, type=Path, help="New folder to write (config.json, model.safetensors, tokenizer)."
+    )
     im = sub.add_parser("import", help="Hugging Face GPT-2 folder (or hub id) -> run folder for sample.py.")
-    im.add_argument("--hf", required=True, help="Folder written by save_pretrained, or a hub id where the hub is reachable.")
+    im.add_argument(
+        "--hf", required=True, help="Folder written by save_pretrained, or a hub id where the hub is reachable."
+    )
     im.add_argument("--out", required=True, type=Path, help="New run folder to write, e.g. runs/gpt2.")
-    im.add_argument("--untied", action="store_true", help="Import into an untied model (the matrix is copied into both).")
+    im.add_argument(
+        "--untied", action="store_true", help="Import into an untied model (the matrix is copied into both)."
+    )
     return parser.parse_args(argv)
 
 

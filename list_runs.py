@@ -39,13 +39,22 @@ from training.config import TrainConfig
 
 def _cells(row: dict) -> list[str]:
     """The table cells of one row, in :data:`COLUMNS` order; '-' where a value is absent."""
+
     def fmt(value, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
     steps = "-" if row["max_iters"] is None else f"{fmt(row['steps'], 'd')}/{row['max_iters']}"
-    return [row["name"], row["embeddings"] or "-", row["data"] or "-", steps, fmt(row["best_val_loss"], ".4f"),
-            fmt(row["final_val_loss"], ".4f"), fmt(row["best_val_bpb"], ".4f"), fmt(row["tokens_per_s"], ",.0f"),
-            row["status"]]
+    return [
+        row["name"],
+        row["embeddings"] or "-",
+        row["data"] or "-",
+        steps,
+        fmt(row["best_val_loss"], ".4f"),
+        fmt(row["final_val_loss"], ".4f"),
+        fmt(row["best_val_bpb"], ".4f"),
+        fmt(row["tokens_per_s"], ",.0f"),
+        row["status"],
+    ]
 
 
 def format_table(rows: list[dict]) -> str:
@@ -55,8 +64,12 @@ def format_table(rows: list[dict]) -> str:
     table = [list(COLUMNS)] + [_cells(r) for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
     numeric = {"steps", "best_val_loss", "final_val_loss", "best_val_bpb", "tokens_per_s"}
-    lines = ["  ".join(cell.rjust(w) if col in numeric else cell.ljust(w)
-                       for col, cell, w in zip(COLUMNS, line, widths)).rstrip() for line in table]
+    lines = [
+        "  ".join(
+            cell.rjust(w) if col in numeric else cell.ljust(w) for col, cell, w in zip(COLUMNS, line, widths)
+        ).rstrip()
+        for line in table
+    ]
     lines += [f"note: {r['name']} is unreadable: {r['problem']}" for r in rows if r["problem"]]
     return "\n".join(lines)
 
@@ -64,12 +77,25 @@ def format_table(rows: list[dict]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse the command line; a bad flag is a :class:`UserError`."""
     p = ArgumentParser(prog="list_runs.py", description=__doc__)
-    p.add_argument("--out-dir", type=Path, default=Path(TrainConfig.out_dir), metavar="DIR",
-                   help="Folder holding the run folders (train.py's --train.out_dir).")
-    p.add_argument("--sort", default="name", choices=COLUMNS, metavar="COLUMN",
-                   help=f"Column to sort by, ascending, runs lacking the value last: one of {', '.join(COLUMNS)}.")
-    p.add_argument("--json", action="store_true",
-                   help="Print a JSON list of objects (numbers as numbers, null where absent) instead of a table.")
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path(TrainConfig.out_dir),
+        metavar="DIR",
+        help="Folder holding the run folders (train.py's --train.out_dir).",
+    )
+    p.add_argument(
+        "--sort",
+        default="name",
+        choices=COLUMNS,
+        metavar="COLUMN",
+        help=f"Column to sort by, ascending, runs lacking the value last: one of {', '.join(COLUMNS)}.",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="Print a JSON list of objects (numbers as numbers, null where absent) instead of a table.",
+    )
     return p.parse_args(argv)
 
 

@@ -36,25 +36,50 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse and check the command line; bad combinations raise :class:`UserError`."""
     p = ArgumentParser(prog="sample.py", description=__doc__)
     p.add_argument("--run", required=True, type=Path, help="Run folder, e.g. runs/untied.")
-    p.add_argument("--checkpoint", choices=("best", "last"), default="best", help="Which checkpoint (best = lowest val loss).")
+    p.add_argument(
+        "--checkpoint", choices=("best", "last"), default="best", help="Which checkpoint (best = lowest val loss)."
+    )
     p.add_argument("--prompt", help="Text to continue (default: a newline).")
-    p.add_argument("--prompt-file", type=Path, help="Read the prompt from this UTF-8 file instead of --prompt (default: none).")
-    p.add_argument("--num-samples", type=int, default=1, help="How many samples to draw, generated together as one batch.")
-    p.add_argument("--max-new-tokens", type=int, default=200,
-                   help="Tokens to generate per sample; a long run says how long it will take, and Ctrl-C stops it.")
+    p.add_argument(
+        "--prompt-file", type=Path, help="Read the prompt from this UTF-8 file instead of --prompt (default: none)."
+    )
+    p.add_argument(
+        "--num-samples", type=int, default=1, help="How many samples to draw, generated together as one batch."
+    )
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=200,
+        help="Tokens to generate per sample; a long run says how long it will take, and Ctrl-C stops it.",
+    )
     # None, not 1.0: --greedy refuses an explicit --temperature, so "not given" must stay visible.
     p.add_argument("--temperature", type=float, default=None, help="Divide the logits by this, > 0 (default: 1.0).")
-    p.add_argument("--top-k", type=int, default=None, help="Sample only among the k largest logits, k >= 1 (default: all tokens).")
-    p.add_argument("--top-p", type=float, default=None,
-                   help="Sample only from the nucleus: the fewest most likely tokens whose probability reaches p, "
-                        "0 < p <= 1 (default: all tokens).")
+    p.add_argument(
+        "--top-k", type=int, default=None, help="Sample only among the k largest logits, k >= 1 (default: all tokens)."
+    )
+    p.add_argument(
+        "--top-p",
+        type=float,
+        default=None,
+        help="Sample only from the nucleus: the fewest most likely tokens whose probability reaches p, "
+        "0 < p <= 1 (default: all tokens).",
+    )
     p.add_argument("--greedy", action="store_true", help="Take the argmax at every step (default: sample).")
-    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
-                   help="End a sample just before this text (not printed); may be given several times (default: none).")
-    p.add_argument("--ignore-eot", action="store_true",
-                   help="Go on past <|endoftext|> (gpt2 runs; default: a sample ends there).")
-    p.add_argument("--no-cache", action="store_true",
-                   help="Generate without the key/value cache: slower, the same text (default: with the cache).")
+    p.add_argument(
+        "--stop",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="End a sample just before this text (not printed); may be given several times (default: none).",
+    )
+    p.add_argument(
+        "--ignore-eot", action="store_true", help="Go on past <|endoftext|> (gpt2 runs; default: a sample ends there)."
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="Generate without the key/value cache: slower, the same text (default: with the cache).",
+    )
     p.add_argument("--seed", type=int, default=1337, help="Seed of the sampling noise: same seed, same text.")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps.")
     args = p.parse_args(argv)
@@ -66,15 +91,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         try:
             args.prompt = args.prompt_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
-            raise UserError(f"cannot read prompt file {args.prompt_file} ({e}): give a readable UTF-8 text file") from None
+            raise UserError(
+                f"cannot read prompt file {args.prompt_file} ({e}): give a readable UTF-8 text file"
+            ) from None
     elif args.prompt is None:
         args.prompt = "\n"
     if args.prompt == "":
         raise UserError("the prompt is empty: give --prompt with some text (e.g. --prompt 'ROMEO:')")
-    check_sampling(1.0 if args.temperature is None else args.temperature, args.top_k, args.top_p, greedy=False,
-                   as_flags=True)
+    check_sampling(
+        1.0 if args.temperature is None else args.temperature, args.top_k, args.top_p, greedy=False, as_flags=True
+    )
     if args.greedy and (args.top_k is not None or args.temperature is not None or args.top_p is not None):
-        raise UserError("--greedy takes the argmax and ignores sampling: drop --top-k / --top-p / --temperature, or drop --greedy")
+        raise UserError(
+            "--greedy takes the argmax and ignores sampling: drop --top-k / --top-p / --temperature, or drop --greedy"
+        )
     if "" in args.stop:
         raise UserError("--stop '' would end every sample at once: give the text to stop at, e.g. --stop $'\\n\\n'")
     if args.num_samples < 1 or args.max_new_tokens < 1:
@@ -122,8 +152,11 @@ def announce_long_runs(stream: Iterator[list[str]], max_new_tokens: int, clock=t
             rate = (step - 1) / measured
             expected = now - t0 + (max_new_tokens - step) / rate
             if expected > LONG_RUN_S:
-                print(f"# {max_new_tokens:,} new tokens at {rate:,.0f} tokens/s (measured after the first) take about "
-                      f"{_duration(expected)}: Ctrl-C stops and prints what was generated so far", file=sys.stderr)
+                print(
+                    f"# {max_new_tokens:,} new tokens at {rate:,.0f} tokens/s (measured after the first) take about "
+                    f"{_duration(expected)}: Ctrl-C stops and prints what was generated so far",
+                    file=sys.stderr,
+                )
 
 
 def print_samples(stream: Iterator[list[str]], prompt: str, num_samples: int, why_empty: str = "") -> int:
@@ -170,7 +203,11 @@ def _why_empty(stops: list[str], eot: int | None) -> str:
     """Why a sample may end before any text: the --stop strings and <|endoftext|> that end one."""
     causes = [f"--stop {', '.join(map(repr, stops))}"] if stops else []
     causes += ["<|endoftext|>"] if eot is not None else []
-    fixes = ["change the prompt"] + (["drop that --stop"] if stops else []) + (["add --ignore-eot"] if eot is not None else [])
+    fixes = (
+        ["change the prompt"]
+        + (["drop that --stop"] if stops else [])
+        + (["add --ignore-eot"] if eot is not None else [])
+    )
     return f" (it ended at once, at {' or '.join(causes)}: {', or '.join(fixes)})" if causes else ""
 
 
@@ -190,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     A reader that stops reading (``sample.py | head``) ends the run quietly with status 0
     (:func:`core.cli.run_command`).
     """
+
     def body() -> int:
         args = parse_args(argv)
         device = hardware.pick_device(args.device)
@@ -200,13 +238,27 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"the {tokenizer.name} tokenizer has no end-of-text token: drop --ignore-eot")
         ids = encode_prompt(tokenizer, args.prompt)
         stream = stream_samples(
-            model, tokenizer, ids, args.max_new_tokens, device, num_samples=args.num_samples, stop=args.stop,
-            stop_token=None if args.ignore_eot else eot, temperature=args.temperature or 1.0, top_k=args.top_k,
-            top_p=args.top_p, greedy=args.greedy, generator=torch.Generator().manual_seed(args.seed),
+            model,
+            tokenizer,
+            ids,
+            args.max_new_tokens,
+            device,
+            num_samples=args.num_samples,
+            stop=args.stop,
+            stop_token=None if args.ignore_eot else eot,
+            temperature=args.temperature or 1.0,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            greedy=args.greedy,
+            generator=torch.Generator().manual_seed(args.seed),
             use_cache=not args.no_cache,
         )
-        return print_samples(announce_long_runs(stream, args.max_new_tokens), args.prompt, args.num_samples,
-                             _why_empty(args.stop, None if args.ignore_eot else eot))
+        return print_samples(
+            announce_long_runs(stream, args.max_new_tokens),
+            args.prompt,
+            args.num_samples,
+            _why_empty(args.stop, None if args.ignore_eot else eot),
+        )
 
     # Ctrl-C outside generation (loading the model, say): nothing to print but that.
     return run_command(body, on_interrupt="# stopped by Ctrl-C")

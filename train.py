@@ -36,10 +36,16 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     """Parse the command line into (fixed flags, typed ``--section.key`` overrides)."""
     parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="TOML file of config overrides, e.g. configs/shakespeare.toml.")
-    parser.add_argument("--run-name", help="Run folder name under train.out_dir (default: <config>-<tied|untied>-<time>).")
+    parser.add_argument(
+        "--run-name", help="Run folder name under train.out_dir (default: <config>-<tied|untied>-<time>)."
+    )
     parser.add_argument("--resume", action="store_true", help="Continue the run --run-name from its ckpt_last.pt.")
-    parser.add_argument("--init-from", metavar="FOLDER", help="Start from GPT-2 weights: a Hugging Face folder "
-                        "(save_pretrained) or hub id; the model shape comes from its config (needs transformers).")
+    parser.add_argument(
+        "--init-from",
+        metavar="FOLDER",
+        help="Start from GPT-2 weights: a Hugging Face folder "
+        "(save_pretrained) or hub id; the model shape comes from its config (needs transformers).",
+    )
     return parse_cli(parser, argv)
 
 

@@ -30,9 +30,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-NANOGPT_ARGS = ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
-                "--log_interval=1", "--block_size=64", "--batch_size=12", "--n_layer=4", "--n_head=4",
-                "--n_embd=128", "--max_iters=2000", "--lr_decay_iters=2000", "--dropout=0.0"]
+NANOGPT_ARGS = [
+    "config/train_shakespeare_char.py",
+    "--device=cpu",
+    "--compile=False",
+    "--eval_iters=20",
+    "--log_interval=1",
+    "--block_size=64",
+    "--batch_size=12",
+    "--n_layer=4",
+    "--n_head=4",
+    "--n_embd=128",
+    "--max_iters=2000",
+    "--lr_decay_iters=2000",
+    "--dropout=0.0",
+]
 # Both programs print the periodic evaluation in this form: "step 2000: train loss 1.7648, val loss 1.8857".
 EVAL_LINE = re.compile(r"step (\d+): train loss [\d.]+, val loss ([\d.]+)")
 
@@ -78,31 +90,51 @@ def table(programs: list[Program]) -> str:
     The first program is the reference (its ratio is 1.00x); higher ratios mean faster than it.
     """
     reference = statistics.median(programs[0].wall_s)
-    lines = ["| program | wall s, each round | median | first's median ÷ this | val loss, last step | peak RSS |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| program | wall s, each round | median | first's median ÷ this | val loss, last step | peak RSS |",
+        "|---|---|---|---|---|---|",
+    ]
     for p in programs:
         median = statistics.median(p.wall_s)
         loss = f"{p.val_loss:.4f}" if p.val_loss is not None else "n/a"
         rss = " / ".join(f"{m:.1f}" for m in p.peak_mib)
-        lines.append(f"| {p.name} | {' / '.join(f'{w:.2f}' for w in p.wall_s)} | {median:.1f} | "
-                     f"{reference / median:.2f}× | {loss} | {rss} MiB |")
+        lines.append(
+            f"| {p.name} | {' / '.join(f'{w:.2f}' for w in p.wall_s)} | {median:.1f} | "
+            f"{reference / median:.2f}× | {loss} | {rss} MiB |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: interleaved rounds, then the table on stdout; returns the exit status."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--nanogpt", type=Path, required=True,
-                   help="a nanoGPT checkout whose data/shakespeare_char/ is prepared (its prepare.py)")
+    p.add_argument(
+        "--nanogpt",
+        type=Path,
+        required=True,
+        help="a nanoGPT checkout whose data/shakespeare_char/ is prepared (its prepare.py)",
+    )
     p.add_argument("--rounds", type=int, default=2, help="interleaved rounds of each program (default 2)")
-    p.add_argument("--out", type=Path, default=Path("runs/nanogpt-char"),
-                   help="folder for the logs and tinygpt's run folders (default runs/nanogpt-char)")
-    p.add_argument("--tinygpt-arg", action="append", default=[], metavar="ARG",
-                   help="an extra train.py argument, e.g. --tinygpt-arg=--train.dtype=float32 (repeatable)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("runs/nanogpt-char"),
+        help="folder for the logs and tinygpt's run folders (default runs/nanogpt-char)",
+    )
+    p.add_argument(
+        "--tinygpt-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an extra train.py argument, e.g. --tinygpt-arg=--train.dtype=float32 (repeatable)",
+    )
     args = p.parse_args(argv)
     if not (args.nanogpt / "data" / "shakespeare_char" / "train.bin").is_file():
-        print(f"error: {args.nanogpt} has no data/shakespeare_char/train.bin: run "
-              "python data/shakespeare_char/prepare.py inside that nanoGPT checkout first", file=sys.stderr)
+        print(
+            f"error: {args.nanogpt} has no data/shakespeare_char/train.bin: run "
+            "python data/shakespeare_char/prepare.py inside that nanoGPT checkout first",
+            file=sys.stderr,
+        )
         return 2
     if args.rounds < 1:
         print(f"error: --rounds must be >= 1, got {args.rounds}", file=sys.stderr)
@@ -110,8 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     nano = Program("nanoGPT", [sys.executable, "train.py", *NANOGPT_ARGS], args.nanogpt)
-    tiny = Program("tinygpt", [sys.executable, "train.py", "--config", "configs/shakespeare_char_cpu.toml",
-                               f"--train.out_dir={out / 'runs'}", *args.tinygpt_arg], REPO)
+    tiny = Program(
+        "tinygpt",
+        [
+            sys.executable,
+            "train.py",
+            "--config",
+            "configs/shakespeare_char_cpu.toml",
+            f"--train.out_dir={out / 'runs'}",
+            *args.tinygpt_arg,
+        ],
+        REPO,
+    )
     for i in range(1, args.rounds + 1):
         for prog in (nano, tiny):
             extra = ["--run-name", f"round-{i}-{time.strftime('%H%M%S')}"] if prog is tiny else []

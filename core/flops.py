@@ -95,8 +95,11 @@ def cpu_matmul_peak(dtype: torch.dtype, cache_dir: Path | None = None, remeasure
         except OSError:
             pass  # a read-only home: measure again next time rather than fail the benchmark
     entry = cached[key]
-    return Peak(entry["flops"], f"{dtype_name} matmul {PROBE_SIZE}x{PROBE_SIZE}, {threads} threads, "
-                                f"measured on this CPU on {entry['measured']}")
+    return Peak(
+        entry["flops"],
+        f"{dtype_name} matmul {PROBE_SIZE}x{PROBE_SIZE}, {threads} threads, "
+        f"measured on this CPU on {entry['measured']}",
+    )
 
 
 def _read_cache(path: Path) -> dict:
@@ -127,11 +130,18 @@ def mfu(flops_per_token: float, tokens_per_s: float, peak: Peak | None) -> str:
     if peak is None:
         return "n/a (no peak figure for this device)"
     scale, unit = (1e12, "TFLOP/s") if peak.flops >= 1e12 else (1e9, "GFLOP/s")
-    return f"{100 * flops_per_token * tokens_per_s / peak.flops:.1f}% of {peak.flops / scale:,.0f} {unit} ({peak.source})"
+    return (
+        f"{100 * flops_per_token * tokens_per_s / peak.flops:.1f}% of {peak.flops / scale:,.0f} {unit} ({peak.source})"
+    )
 
 
-def mfu_record(flops_per_token: float, tokens_per_s: float | None, device: torch.device,
-               amp_dtype: torch.dtype | None, devices: int = 1) -> dict:
+def mfu_record(
+    flops_per_token: float,
+    tokens_per_s: float | None,
+    device: torch.device,
+    amp_dtype: torch.dtype | None,
+    devices: int = 1,
+) -> dict:
     """A run summary's MFU fields: ``mfu_percent``, ``mfu`` (in words, with the peak) and ``mfu_peak_flops``.
 
     ``tokens_per_s`` is the whole job's (every rank), so the peak is ``devices`` times one device's.
@@ -141,5 +151,8 @@ def mfu_record(flops_per_token: float, tokens_per_s: float | None, device: torch
     if not tokens_per_s or peak is None:
         return {}
     job = Peak(peak.flops * devices, peak.source + (f", x{devices} devices" if devices > 1 else ""))
-    return {"mfu_percent": round(100 * flops_per_token * tokens_per_s / job.flops, 2),
-            "mfu": mfu(flops_per_token, tokens_per_s, job), "mfu_peak_flops": job.flops}
+    return {
+        "mfu_percent": round(100 * flops_per_token * tokens_per_s / job.flops, 2),
+        "mfu": mfu(flops_per_token, tokens_per_s, job),
+        "mfu_peak_flops": job.flops,
+    }

@@ -1,7 +1,7 @@
 """The hardware a run uses: device choice, autocast, memory, and the environment record of a run folder.
 
-    from core.hardware import pick_device, autocast
-    device = pick_device("auto")          # cuda, then mps, then cpu
+from core.hardware import pick_device, autocast
+device = pick_device("auto")          # cuda, then mps, then cpu
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ def pick_device(name: str = "auto") -> torch.device:
         if not torch.cuda.is_available():
             raise UserError(f"device {name!r} requested but CUDA is not available: use --train.device=cpu")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise UserError(f"device {name!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)")
+            raise UserError(
+                f"device {name!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
     elif device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
         raise UserError("device 'mps' requested but MPS is not available: use --train.device=cpu")
     elif device.type not in ("cpu", "cuda", "mps"):
@@ -123,7 +125,6 @@ def peak_memory_mib(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-
 def cpu_model() -> str | None:
     """The CPU's name with its family and model numbers from ``/proc/cpuinfo`` (Linux), else ``platform.processor()``.
 
@@ -153,15 +154,23 @@ def recorded_argv(argv: list[str]) -> list[str]:
 def environment(device: torch.device) -> dict:
     """What a reader needs to reproduce a run: git commit, versions, hardware (modded-nanogpt style)."""
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
-        ).stdout.strip() or None
-        dirty = bool(subprocess.run(
-            # results/ holds committed run folders and reports, which change while an experiment runs
-            # on unchanged code: only the code makes a run "dirty".
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"], cwd=REPO_ROOT,
-            capture_output=True, text=True, timeout=10,
-        ).stdout.strip())
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            or None
+        )
+        dirty = bool(
+            subprocess.run(
+                # results/ holds committed run folders and reports, which change while an experiment runs
+                # on unchanged code: only the code makes a run "dirty".
+                ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"],
+                cwd=REPO_ROOT,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+        )
     except (OSError, subprocess.SubprocessError):
         commit, dirty = None, None
     versions = {"python": platform.python_version(), "torch": torch.__version__}
@@ -177,7 +186,9 @@ def environment(device: torch.device) -> dict:
         "git_dirty": dirty,
         "versions": versions,
         "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
+        "device_name": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else platform.processor() or platform.machine(),
         "cpu_model": cpu_model(),
         # The kernels torch picked for this CPU (e.g. AVX2, AVX512): two machines that differ here round
         # differently, so the same run on each drifts apart the way two seeds do.

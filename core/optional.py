@@ -14,7 +14,9 @@ def transformers():
     try:
         import transformers
     except ImportError:
-        raise UserError("GPT-2 import/export needs Hugging Face transformers: pip install transformers safetensors") from None
+        raise UserError(
+            "GPT-2 import/export needs Hugging Face transformers: pip install transformers safetensors"
+        ) from None
     transformers.logging.set_verbosity_error()  # its notices and progress bars would break our one-line output
     transformers.logging.disable_progress_bar()
     import huggingface_hub.utils
@@ -37,6 +39,8 @@ def liger_fused_linear_cross_entropy():
     try:
         from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy as fused
     except ImportError:
-        raise UserError("train.head_loss='fused' needs Liger-Kernel on a CUDA GPU: pip install liger-kernel "
-                        "(or choose train.head_loss=logits)") from None
+        raise UserError(
+            "train.head_loss='fused' needs Liger-Kernel on a CUDA GPU: pip install liger-kernel "
+            "(or choose train.head_loss=logits)"
+        ) from None
     return fused

@@ -93,8 +93,9 @@ def load_toml(path: str | Path) -> dict:
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"config file {path} is not valid TOML ({e}): fix the syntax") from None
     except UnicodeDecodeError as e:
-        raise UserError(f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason}): "
-                        "save it as UTF-8, as TOML requires") from None
+        raise UserError(
+            f"config file {path} is not UTF-8 text (byte {e.start}: {e.reason}): save it as UTF-8, as TOML requires"
+        ) from None
 
 
 def merge(base: dict, override: dict) -> dict:
@@ -145,8 +146,9 @@ class Schema:
         for key, value in values.items():
             full = f"{name}.{key}"
             if key not in types_:
-                raise UserError(f"unknown key {full!r} in {where}: valid keys in [{name}] are "
-                                f"{', '.join(self.settable_keys(name))}")
+                raise UserError(
+                    f"unknown key {full!r} in {where}: valid keys in [{name}] are {', '.join(self.settable_keys(name))}"
+                )
             clean[key] = check_type(full, value, types_[key], where)
         return clean
 
@@ -172,8 +174,10 @@ class Schema:
 
     def build(self, d: dict, where: str) -> dict:
         """``{section: dataclass instance}`` from a nested dict; each section validates itself."""
-        return {name: self.sections[name](**self.typed_section(name, values, where))
-                for name, values in self._tables(d, where).items()}
+        return {
+            name: self.sections[name](**self.typed_section(name, values, where))
+            for name, values in self._tables(d, where).items()
+        }
 
     def check_not_derived(self, d: dict, where: str) -> None:
         """Refuse keys the user may not set (see ``derived``)."""
@@ -200,7 +204,10 @@ class Schema:
                     continue
                 default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
                 group.add_argument(
-                    f"--{key}", dest=key, metavar="VALUE", default=argparse.SUPPRESS,
+                    f"--{key}",
+                    dest=key,
+                    metavar="VALUE",
+                    default=argparse.SUPPRESS,
                     help=f"{f.metadata.get('help', '')} (default: {default!r})".replace("%", "%%"),
                 )
 
@@ -220,8 +227,9 @@ class Schema:
             nested.setdefault(section, {})[name] = value
         return nested
 
-    def parse_cli(self, parser: argparse.ArgumentParser, argv: list[str] | None,
-                  exclude: typing.Iterable[str] = ()) -> tuple[argparse.Namespace, dict]:
+    def parse_cli(
+        self, parser: argparse.ArgumentParser, argv: list[str] | None, exclude: typing.Iterable[str] = ()
+    ) -> tuple[argparse.Namespace, dict]:
         """Add the ``--section.key`` options to ``parser``, parse ``argv`` and type the overrides.
 
         ``exclude`` as in :meth:`add_override_arguments` (it may also name sections outside
@@ -238,7 +246,9 @@ class Schema:
             if section in exclude or bad.lstrip("-") in exclude:
                 raise UserError(f"{bad} does not apply to {parser.prog}: drop it")
             if section in self.sections:
-                raise UserError(f"unknown option {bad}: valid [{section}] keys are {', '.join(self.settable_keys(section))}")
+                raise UserError(
+                    f"unknown option {bad}: valid [{section}] keys are {', '.join(self.settable_keys(section))}"
+                )
             raise UserError(
                 f"unknown option {bad}: use --section.key=value with a section in {', '.join(self.sections)} "
                 f"or a flag listed by --help"

@@ -67,8 +67,10 @@ def check_trained_size(kind: str, trained: int, allow_smaller: bool, source: str
             f"pairs to merge): give a smaller size such as --data.tokenizer=bpe:{smaller}, or "
             f"--data.allow_smaller_vocab=true to train with {trained:,} tokens"
         )
-    return (f"note: {kind} trained {trained:,} tokens, not {asked:,}: the train split of {source!r} has no more "
-            "pairs to merge (--data.allow_smaller_vocab=true); the run records the real size")
+    return (
+        f"note: {kind} trained {trained:,} tokens, not {asked:,}: the train split of {source!r} has no more "
+        "pairs to merge (--data.allow_smaller_vocab=true); the run records the real size"
+    )
 
 
 def tokenizer_label(kind: str, vocab_size: int | None) -> str:
@@ -117,8 +119,12 @@ class BPETokenizer:
         tk = Tokenizer(models.BPE())
         tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
         tk.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                      special_tokens=[], show_progress=False)
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            special_tokens=[],
+            show_progress=False,
+        )
         tk.train_from_iterator(_take_chars(texts, MAX_TRAIN_CHARS), trainer=trainer)
         if tk.get_vocab_size() <= 256:
             raise UserError("cannot train a BPE tokenizer on an empty train split: give a corpus with text in it")

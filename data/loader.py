@@ -42,7 +42,7 @@ def max_token_id(tokens: np.ndarray, chunk: int = CHUNK_TOKENS) -> int:
 
     Chunked so a corpus larger than RAM is scanned with flat memory, at disk speed.
     """
-    return max(int(tokens[i:i + chunk].max()) for i in range(0, len(tokens), chunk))
+    return max(int(tokens[i : i + chunk].max()) for i in range(0, len(tokens), chunk))
 
 
 def _sample_max_id(tokens: np.ndarray, budget: int) -> int:
@@ -53,7 +53,7 @@ def _sample_max_id(tokens: np.ndarray, budget: int) -> int:
     runs = 8
     run = max(1, budget // runs)
     starts = np.linspace(0, n - run, runs).astype(np.int64)
-    return max(int(tokens[s:s + run].max()) for s in starts)
+    return max(int(tokens[s : s + run].max()) for s in starts)
 
 
 class TokenData:
@@ -91,8 +91,10 @@ class TokenData:
         try:
             self.vocab_size = int(self.meta["vocab_size"])
             self.dtype = DTYPES[self.meta["dtype"]]
-            index = {s: [(str(sh["file"]), int(sh["tokens"]), int(sh["max_id"]))
-                         for sh in self.meta["splits"][s]["shards"]] for s in SPLITS}
+            index = {
+                s: [(str(sh["file"]), int(sh["tokens"]), int(sh["max_id"])) for sh in self.meta["splits"][s]["shards"]]
+                for s in SPLITS
+            }
         except (KeyError, TypeError, ValueError):
             raise UserError(f"'{meta_path}' lacks vocab_size/dtype/splits or is of an older layout: {rerun}") from None
         self._shards: dict[str, list[np.memmap]] = {}
@@ -107,8 +109,13 @@ class TokenData:
                 size = path.stat().st_size if path.is_file() else None
                 expected = count * self.dtype.itemsize
                 if size != expected or size == 0:  # np.memmap cannot map an empty file
-                    found = ("is missing" if size is None else "is empty" if size == 0
-                             else f"has {size} bytes, expected {expected}")
+                    found = (
+                        "is missing"
+                        if size is None
+                        else "is empty"
+                        if size == 0
+                        else f"has {size} bytes, expected {expected}"
+                    )
                     raise UserError(f"token file '{path}' {found}: {rerun}")
                 if recorded_max >= self.vocab_size:
                     raise UserError(
@@ -130,9 +137,11 @@ class TokenData:
             for (name, _, recorded_max), tokens in zip(index[split], self._shards[split], strict=True):
                 top = max_token_id(tokens) if budget is None else _sample_max_id(tokens, budget)
                 if top >= self.vocab_size or top > recorded_max:
-                    limit = (f"meta.json says vocab_size {self.vocab_size}: the file does not belong to this tokenizer"
-                             if top >= self.vocab_size else
-                             f"meta.json records at most {recorded_max}: the file changed after it was prepared")
+                    limit = (
+                        f"meta.json says vocab_size {self.vocab_size}: the file does not belong to this tokenizer"
+                        if top >= self.vocab_size
+                        else f"meta.json records at most {recorded_max}: the file changed after it was prepared"
+                    )
                     raise UserError(f"token file '{self.folder / name}' holds token id {top} but {limit}; {rerun}")
 
     def _check_split(self, split: str) -> None:
@@ -170,16 +179,25 @@ class TokenData:
         for split in SPLITS:
             if self.num_positions(split, block_size) < 1:
                 lengths = self._lengths[split]
-                where = (f"{int(lengths[0])} tokens" if len(lengths) == 1 else
-                         f"{int(lengths.sum())} tokens, longest shard {int(lengths.max())}")
+                where = (
+                    f"{int(lengths[0])} tokens"
+                    if len(lengths) == 1
+                    else f"{int(lengths.sum())} tokens, longest shard {int(lengths.max())}"
+                )
                 # Each hint must grow the split that is too short: val_fraction moves text between them.
-                fix = ("raise --data.val_fraction (a bigger val split)" if split == "val" else
-                       "lower --data.val_fraction (a bigger train split) or use a bigger corpus")
-                raise UserError(f"block_size {block_size} is too large for the {split} split ({where}): "
-                                f"lower --model.block_size or {fix}")
+                fix = (
+                    "raise --data.val_fraction (a bigger val split)"
+                    if split == "val"
+                    else "lower --data.val_fraction (a bigger train split) or use a bigger corpus"
+                )
+                raise UserError(
+                    f"block_size {block_size} is too large for the {split} split ({where}): "
+                    f"lower --model.block_size or {fix}"
+                )
 
-    def batch_at(self, split: str, offsets: torch.Tensor, block_size: int,
-                 device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    def batch_at(
+        self, split: str, offsets: torch.Tensor, block_size: int, device="cpu"
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Windows at ``offsets`` (shape (B,), positions in [0, num_positions(split, block_size))).
 
         Returns (x, y), int64 tensors of shape (B, block_size) on ``device``,
@@ -210,8 +228,17 @@ class TokenData:
             x, y = x.contiguous().to(device), y.contiguous().to(device)
         return x, y
 
-    def get_batch(self, split: str, batch_size: int, block_size: int, generator: torch.Generator,
-                  device="cpu", *, rank: int = 0, world_size: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    def get_batch(
+        self,
+        split: str,
+        batch_size: int,
+        block_size: int,
+        generator: torch.Generator,
+        device="cpu",
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """A random batch: (x, y) int64 of shape (batch_size, block_size), y = x shifted by one.
 
         Draws ``world_size * batch_size`` positions in ONE
@@ -229,7 +256,7 @@ class TokenData:
             raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
         n = self.num_positions(split, block_size)
         positions = torch.randint(n, (world_size * batch_size,), generator=generator)
-        return self.batch_at(split, positions[rank * batch_size:(rank + 1) * batch_size], block_size, device)
+        return self.batch_at(split, positions[rank * batch_size : (rank + 1) * batch_size], block_size, device)
 
     def eval_offsets(self, split: str, n_batches: int, batch_size: int, block_size: int, seed: int) -> torch.Tensor:
         """Fixed eval positions, shape (n_batches, batch_size), int64 (for :meth:`batch_at`).
@@ -274,7 +301,7 @@ class TokenData:
             for i in range(0, len(tokens), CHUNK_TOKENS):
                 if left <= 0:
                     return
-                piece = tokens[i:i + min(CHUNK_TOKENS, left)]
+                piece = tokens[i : i + min(CHUNK_TOKENS, left)]
                 left -= len(piece)
                 yield piece
 

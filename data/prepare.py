@@ -57,12 +57,7 @@ from data.config import DataConfig
 from data.encode import encoder
 from data.shards import ResumeMismatch, ShardWriter, token_dtype
 from data.sources import DatasetSource, char_vocabulary_text, resolve_source, slug  # noqa: F401 (slug: public)
-from data.tokenizers import (
-    TOKENIZER_FILENAME,
-    build_tokenizer,
-    load_tokenizer,
-    save_tokenizer,
-)
+from data.tokenizers import TOKENIZER_FILENAME, build_tokenizer, load_tokenizer, save_tokenizer
 
 FORMAT = 2  # 2: sharded token files listed in meta.json.  A change of layout or meaning rebuilds old caches.
 DEFAULT_CACHE_DIR = Path(DataConfig.cache_dir)  # relative to the working directory, as train.py's data.cache_dir
@@ -122,8 +117,9 @@ class _Build:
             try:
                 self.tok = load_tokenizer(partial)
                 dtype = token_dtype(self.tok.vocab_size)
-                self.writers = {s: ShardWriter(partial, s, dtype, cfg.shard_tokens, progress["splits"][s])
-                                for s in SPLITS}
+                self.writers = {
+                    s: ShardWriter(partial, s, dtype, cfg.shard_tokens, progress["splits"][s]) for s in SPLITS
+                }
                 self.consumed = int(progress["consumed"])
             except (ResumeMismatch, UserError, KeyError, TypeError, ValueError) as e:
                 print(f"note: cannot resume the preparation in {partial} ({e}): starting over", file=sys.stderr)
@@ -141,8 +137,12 @@ class _Build:
             self.consumed = 0
         else:
             done = sum(len(w.shards) for w in self.writers.values())
-            print(f"resuming the preparation in {partial}: {self.consumed:,} documents done, "
-                  f"{done} finished shard{'s' if done != 1 else ''} kept", file=sys.stderr, flush=True)
+            print(
+                f"resuming the preparation in {partial}: {self.consumed:,} documents done, "
+                f"{done} finished shard{'s' if done != 1 else ''} kept",
+                file=sys.stderr,
+                flush=True,
+            )
         self.dtype = dtype
         self.saved = self.consumed  # documents covered by progress.json
 
@@ -165,9 +165,12 @@ class _Build:
         """Make the writers' files durable, then record them and the documents done in progress.json."""
         for w in self.writers.values():
             w.sync()
-        record = {"want": self.want, "consumed": self.consumed,
-                  "splits": {s: w.state() for s, w in self.writers.items()},
-                  "updated": datetime.now(UTC).isoformat(timespec="seconds")}
+        record = {
+            "want": self.want,
+            "consumed": self.consumed,
+            "splits": {s: w.state() for s, w in self.writers.items()},
+            "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
         atomic_write_bytes(self.partial / PROGRESS_FILE, (json.dumps(record, indent=1) + "\n").encode())
         self.saved = self.consumed
 
@@ -185,8 +188,14 @@ class _Build:
                 num_proc = max(1, min(num_proc, total - self.consumed))  # no idle workers on a small corpus
             if self.consumed == 0:
                 self.checkpoint()  # progress.json marks the folder as resumable from the start
-            bar = tqdm(total=total, initial=self.consumed, unit="doc", leave=False, dynamic_ncols=True,
-                       desc=f"tokenizing ({self.tok.name}, {num_proc} process{'es' if num_proc > 1 else ''})")
+            bar = tqdm(
+                total=total,
+                initial=self.consumed,
+                unit="doc",
+                leave=False,
+                dynamic_ncols=True,
+                desc=f"tokenizing ({self.tok.name}, {num_proc} process{'es' if num_proc > 1 else ''})",
+            )
             with encoder(self.tok, self.partial, self.dtype, prefix, suffix, num_proc, total) as encode_all:
                 for split, ids, chars in encode_all(itertools.islice(pieces, self.consumed, None)):
                     finished = ids.size > 0 and self.writers[split].add(ids, chars)
@@ -210,15 +219,20 @@ class _Build:
             if self.consumed > self.saved:
                 self.checkpoint()
         except Exception as e:  # noqa: BLE001 (a second failure, e.g. a full disk: the last checkpoint stands)
-            print(f"note: could not record the latest progress ({type(e).__name__}); "
-                  "the last finished shard is kept", file=sys.stderr)
+            print(
+                f"note: could not record the latest progress ({type(e).__name__}); the last finished shard is kept",
+                file=sys.stderr,
+            )
         for w in self.writers.values():
             w.close()
         if self.saved == 0:
             shutil.rmtree(self.partial, ignore_errors=True)
         elif not isinstance(error, UserError):
-            print(f"preparation stopped after {self.saved:,} documents ({type(error).__name__}); progress is kept "
-                  f"in {self.partial}: rerun the same command (without --force) to continue", file=sys.stderr)
+            print(
+                f"preparation stopped after {self.saved:,} documents ({type(error).__name__}); progress is kept "
+                f"in {self.partial}: rerun the same command (without --force) to continue",
+                file=sys.stderr,
+            )
 
     def finish(self, folder: Path, t0: float) -> None:
         """Close the last shards, write meta.json and swap the partial folder in as ``folder``."""
@@ -230,8 +244,10 @@ class _Build:
                     f"the {split} split of '{self.cfg.source}' is empty ({w.documents} documents with text): "
                     "use a bigger corpus, raise --data.val_fraction, or name a split with --data.val_split"
                 )
-        splits = {s: {"tokens": w.total_tokens, "documents": w.documents, "chars": w.chars, "shards": shards[s]}
-                  for s, w in self.writers.items()}
+        splits = {
+            s: {"tokens": w.total_tokens, "documents": w.documents, "chars": w.chars, "shards": shards[s]}
+            for s, w in self.writers.items()
+        }
         meta = {
             **self.want,
             "source": self.cfg.source,
@@ -275,8 +291,15 @@ def _prepare(cfg: DataConfig, force: bool) -> tuple[Path, bool]:
     """prepare_from_config's work; also returns whether the folder was (re)built."""
     t0 = time.perf_counter()
     cache_dir = Path(cfg.cache_dir)
-    src = resolve_source(cfg.source, subset=cfg.subset, split=cfg.split, val_split=cfg.val_split,
-                         text_field=cfg.text_field, streaming=cfg.streaming, hf_cache=cache_dir / "hf")
+    src = resolve_source(
+        cfg.source,
+        subset=cfg.subset,
+        split=cfg.split,
+        val_split=cfg.val_split,
+        text_field=cfg.text_field,
+        streaming=cfg.streaming,
+        hf_cache=cache_dir / "hf",
+    )
     folder = cache_dir / f"{src.slug}-{cfg.tokenizer.replace(':', '')}"  # bpe:4096 -> <slug>-bpe4096
     settings = {**src.settings(), "shard_tokens": cfg.shard_tokens}
     if not (isinstance(src, DatasetSource) and src.val_split):
@@ -319,8 +342,9 @@ def prepare_from_config(data_cfg: DataConfig, force: bool = False) -> Path:
     return _prepare(data_cfg, force)[0]
 
 
-def prepare_data(source: str, tokenizer: str, cache_dir: Path, val_fraction: float = 0.1, force: bool = False,
-                 **options) -> Path:
+def prepare_data(
+    source: str, tokenizer: str, cache_dir: Path, val_fraction: float = 0.1, force: bool = False, **options
+) -> Path:
     """:func:`prepare_from_config` from keyword arguments (``options``: the other DataConfig fields).
 
     Example: ``prepare_data("docs.jsonl", "gpt2", Path("data/cache"), shard_tokens=10_000_000)``.
@@ -365,7 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     copy between the commands; the older ``--source``-style spelling still works.
     """
     ap = ArgumentParser(prog="python -m data.prepare", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", help="a TOML recipe (configs/*.toml): its [data] section, overridden by the options below")
+    ap.add_argument(
+        "--config", help="a TOML recipe (configs/*.toml): its [data] section, overridden by the options below"
+    )
     ap.add_argument("--force", action="store_true", help="rebuild from scratch even if a matching folder exists")
     _add_short_data_options(ap)
 

@@ -86,7 +86,11 @@ class ShardWriter:
             raise ResumeMismatch(f"bad {self.split} writer state") from None
         for i, s in enumerate(self.shards):
             path = self._path(i)
-            if s.get("file") != path.name or not path.is_file() or path.stat().st_size != s["tokens"] * self.dtype.itemsize:
+            if (
+                s.get("file") != path.name
+                or not path.is_file()
+                or path.stat().st_size != s["tokens"] * self.dtype.itemsize
+            ):
                 raise ResumeMismatch(f"shard {path.name} is missing or has the wrong size")
         k, want = len(self.shards), self.tokens * self.dtype.itemsize
         tmp, final = self._path(k, tmp=True), self._path(k)
@@ -149,8 +153,13 @@ class ShardWriter:
 
     def state(self) -> dict:
         """JSON-able state for a checkpoint (call :meth:`sync` first)."""
-        return {"shards": [dict(s) for s in self.shards], "tokens": self.tokens, "max_id": self.max_id,
-                "documents": self.documents, "chars": self.chars}
+        return {
+            "shards": [dict(s) for s in self.shards],
+            "tokens": self.tokens,
+            "max_id": self.max_id,
+            "documents": self.documents,
+            "chars": self.chars,
+        }
 
     @property
     def total_tokens(self) -> int:

@@ -155,14 +155,24 @@ class DatasetSource:
         slug: the prepared folder's name stem.
     """
 
-    def __init__(self, source: str, kind: str, files: list[Path] | None, subset: str, split: str,
-                 val_split: str, text_field: str, streaming: bool, hf_cache: Path) -> None:
+    def __init__(
+        self,
+        source: str,
+        kind: str,
+        files: list[Path] | None,
+        subset: str,
+        split: str,
+        val_split: str,
+        text_field: str,
+        streaming: bool,
+        hf_cache: Path,
+    ) -> None:
         self.source, self.kind, self.files = source, kind, files
         self.subset, self.split, self.val_split = subset, split, val_split
         self.text_field, self.streaming, self.hf_cache = text_field, streaming, Path(hf_cache)
         self._builder = None
         if kind == "hf":
-            self.name = source[len(HF_PREFIX):]
+            self.name = source[len(HF_PREFIX) :]
             local = Path(self.name).expanduser()
             self.is_hub = not local.is_dir()
             readable = self.name if self.is_hub else local.resolve().name
@@ -194,11 +204,15 @@ class DatasetSource:
             with _hub_cache_in(self.hf_cache):
                 if self.kind == "hf":
                     path = self.name if self.is_hub else str(Path(self.name).expanduser().resolve())
-                    builder = datasets.load_dataset_builder(path, name=self.subset or None, cache_dir=str(self.hf_cache))
+                    builder = datasets.load_dataset_builder(
+                        path, name=self.subset or None, cache_dir=str(self.hf_cache)
+                    )
                 else:
                     builder = datasets.load_dataset_builder(
-                        FILE_BUILDERS[f".{self.kind}"], data_files=[str(f) for f in self.files],
-                        cache_dir=str(self.hf_cache))
+                        FILE_BUILDERS[f".{self.kind}"],
+                        data_files=[str(f) for f in self.files],
+                        cache_dir=str(self.hf_cache),
+                    )
         except ConnectionError as e:  # datasets turns every failed hub lookup into the builtin ConnectionError
             reason = str(e).split(" on the Hub ")[-1].strip("() ") or type(e).__name__
             raise UserError(
@@ -232,9 +246,7 @@ class DatasetSource:
         known = self._splits_available()
         if known is not None and split not in known:
             option = "--data.val_split" if split == self.val_split else "--data.split"
-            raise UserError(
-                f"dataset '{self.name}' has no split '{split}' (it has {', '.join(known)}): set {option}"
-            )
+            raise UserError(f"dataset '{self.name}' has no split '{split}' (it has {', '.join(known)}): set {option}")
         with _hub_cache_in(self.hf_cache):
             if self.streaming:
                 return b.as_streaming_dataset(split=split)
@@ -273,7 +285,9 @@ class DatasetSource:
                 elif isinstance(text, str):
                     yield text
                 else:
-                    raise UserError(f"field '{field}' of '{self.name}' holds {type(text).__name__} values, not text: {fix}")
+                    raise UserError(
+                        f"field '{field}' of '{self.name}' holds {type(text).__name__} values, not text: {fix}"
+                    )
 
     # ------------------------------------------------------------------ what prepare uses
 
@@ -340,8 +354,10 @@ def _local_kind(path: Path) -> tuple[str, list[Path] | None]:
     if path.is_file():
         suffix = path.suffix.lower()
         return (suffix[1:], [path]) if suffix in FILE_BUILDERS else ("txt", None)
-    found = {s: sorted((p for p in path.rglob(f"*{s}") if p.is_file()), key=lambda p: p.relative_to(path).as_posix())
-             for s in (".txt", *FILE_BUILDERS)}
+    found = {
+        s: sorted((p for p in path.rglob(f"*{s}") if p.is_file()), key=lambda p: p.relative_to(path).as_posix())
+        for s in (".txt", *FILE_BUILDERS)
+    }
     kinds = [s for s, files in found.items() if files]
     if len(kinds) > 1:
         raise UserError(
@@ -356,8 +372,15 @@ def _local_kind(path: Path) -> tuple[str, list[Path] | None]:
     return ("txt", None) if kinds[0] == ".txt" else (kinds[0][1:], found[kinds[0]])
 
 
-def resolve_source(source: str, subset: str = "", split: str = "train", val_split: str = "",
-                   text_field: str = "text", streaming: bool = True, hf_cache: Path = Path("data/cache/hf")):
+def resolve_source(
+    source: str,
+    subset: str = "",
+    split: str = "train",
+    val_split: str = "",
+    text_field: str = "text",
+    streaming: bool = True,
+    hf_cache: Path = Path("data/cache/hf"),
+):
     """The :class:`TextSource` or :class:`DatasetSource` that ``source`` names (nothing is read yet).
 
     The options are :class:`data.config.DataConfig`'s, already validated there
@@ -387,4 +410,3 @@ def char_vocabulary_text(src, extra: str = "") -> str:
     for text in src.texts():
         chars.update(text)
     return "".join(sorted(chars))
-

@@ -186,8 +186,9 @@ class GPT2Tokenizer:
 TOKENIZER_KINDS = ("gpt2", "char", "bpe:N")
 
 
-def build_tokenizer(kind: str, text: str | None = None, search_dirs: Iterable = (),
-                    train_texts: Iterable[str] | None = None):
+def build_tokenizer(
+    kind: str, text: str | None = None, search_dirs: Iterable = (), train_texts: Iterable[str] | None = None
+):
     """Make a tokenizer by name.
 
     Args:

@@ -65,15 +65,20 @@ def identify(sources: list[Path], base_seed: int, arms: list[str], seeds: int) -
         run = report.load_run(source)
         index = run.seed - base_seed
         if run.arm not in arms:
-            raise UserError(f"--adopt {source}: it is a {run.arm} run, an arm this experiment does not compare "
-                            f"(--arms {','.join(arms)}): drop it from --adopt or add the arm")
+            raise UserError(
+                f"--adopt {source}: it is a {run.arm} run, an arm this experiment does not compare "
+                f"(--arms {','.join(arms)}): drop it from --adopt or add the arm"
+            )
         if not 0 <= index < seeds:
-            raise UserError(f"--adopt {source}: its train.seed {run.seed} is none of the experiment's seeds "
-                            f"({base_seed}..{base_seed + seeds - 1}): drop it from --adopt or raise --seeds")
+            raise UserError(
+                f"--adopt {source}: its train.seed {run.seed} is none of the experiment's seeds "
+                f"({base_seed}..{base_seed + seeds - 1}): drop it from --adopt or raise --seeds"
+            )
         twin = next((c for c in out if (c.arm, c.index) == (run.arm, index)), None)
         if twin is not None:
-            raise UserError(f"--adopt {source} and {twin.source} are both the {run.arm} run on seed {run.seed}: "
-                            "give one of them")
+            raise UserError(
+                f"--adopt {source} and {twin.source} are both the {run.arm} run on seed {run.seed}: give one of them"
+            )
         out.append(Candidate(source, run, index))
     return out
 
@@ -100,22 +105,32 @@ def check(c: Candidate, expected: RunConfig, data_sha256: str | None, ignore: fr
     changed = [k for k in report.config_changes(mine, theirs) if k not in ignore]
     if changed:
         detail = ", ".join(f"{k} ({mine.get(k)!r}, the experiment's {theirs.get(k)!r})" for k in changed)
-        raise UserError(f"--adopt {c.source}: not the experiment's {c.arm} run on seed {c.run.seed}; it differs in "
-                        f"{detail}: drop it from --adopt (the experiment trains that run itself)")
+        raise UserError(
+            f"--adopt {c.source}: not the experiment's {c.arm} run on seed {c.run.seed}; it differs in "
+            f"{detail}: drop it from --adopt (the experiment trains that run itself)"
+        )
     if data_sha256 is None or c.run.summary.get("data_sha256") != data_sha256:
-        raise UserError(f"--adopt {c.source}: it trained on other corpus contents than the experiment's data "
-                        "(data_sha256 differs or is missing): drop it from --adopt")
+        raise UserError(
+            f"--adopt {c.source}: it trained on other corpus contents than the experiment's data "
+            "(data_sha256 differs or is missing): drop it from --adopt"
+        )
     if c.run.resumes:
-        raise UserError(f"--adopt {c.source}: {schedules.describe_change(c.run)}, which moved its learning-rate "
-                        "schedule: drop it from --adopt (the experiment trains that run in one go)")
+        raise UserError(
+            f"--adopt {c.source}: {schedules.describe_change(c.run)}, which moved its learning-rate "
+            "schedule: drop it from --adopt (the experiment trains that run in one go)"
+        )
     if not ignore & {"train.learning_rate", "train.min_lr"}:
         tc = expected.train
-        planned = {(step, kind): get_lr(step - 1 if kind == "train" else step, tc) / tc.learning_rate
-                   for step, kind in c.run.schedule}
+        planned = {
+            (step, kind): get_lr(step - 1 if kind == "train" else step, tc) / tc.learning_rate
+            for step, kind in c.run.schedule
+        }
         parting = schedules.first_parting(c.run.schedule, planned)
         if parting is not None:
-            raise UserError(f"--adopt {c.source}: its logged learning rate leaves the experiment's schedule at step "
-                            f"{parting[0]} (lr / peak {parting[1]:.4g}, the schedule's {parting[2]:.4g}): drop it from --adopt")
+            raise UserError(
+                f"--adopt {c.source}: its logged learning rate leaves the experiment's schedule at step "
+                f"{parting[0]} (lr / peak {parting[1]:.4g}, the schedule's {parting[2]:.4g}): drop it from --adopt"
+            )
 
 
 def settled(c: Candidate, out_dir: Path, name: str | None) -> bool:
@@ -132,8 +147,10 @@ def settled(c: Candidate, out_dir: Path, name: str | None) -> bool:
     if record.is_file() and read_json(record, "adoption record").get("adopted_from") == str(c.source):
         return True
     if target.exists():
-        raise UserError(f"--adopt {c.source}: {target} exists already (the experiment's own {c.arm} run on seed "
-                        f"{c.run.seed}): drop it from --adopt")
+        raise UserError(
+            f"--adopt {c.source}: {target} exists already (the experiment's own {c.arm} run on seed "
+            f"{c.run.seed}): drop it from --adopt"
+        )
     return False
 
 
@@ -146,7 +163,9 @@ def copy_in(c: Candidate, out_dir: Path, name: str) -> Path:
     try:
         claim.acquire()
     except filelock.Timeout:
-        raise UserError(f"--adopt {c.source}: another compare.py is at work on {target}: drop it from --adopt") from None
+        raise UserError(
+            f"--adopt {c.source}: another compare.py is at work on {target}: drop it from --adopt"
+        ) from None
     try:
         if target.exists() and settled(c, out_dir, name):  # made meanwhile by another compare.py (else it raises)
             return target
@@ -164,11 +183,16 @@ def _copy(c: Candidate, target: Path) -> Path:
         # Checkpoints stay behind (the report needs none); locks and temporary files are the source's own.
         if path.is_file() and not path.name.startswith(".") and path.suffix != ".pt" and path.name != "lock.json":
             shutil.copy2(path, staging / path.name)
-    write_json(staging / ADOPTED_FILE, {
-        "adopted_from": str(c.source), "date": datetime.date.today().isoformat(), "as": target.name,
-        "checked": "config equal to the experiment's for this arm and seed (bookkeeping aside), same corpus "
-                   "(data_sha256), logged learning rates on the experiment's schedule, no resume that moved it",
-    })
+    write_json(
+        staging / ADOPTED_FILE,
+        {
+            "adopted_from": str(c.source),
+            "date": datetime.date.today().isoformat(),
+            "as": target.name,
+            "checked": "config equal to the experiment's for this arm and seed (bookkeeping aside), same corpus "
+            "(data_sha256), logged learning rates on the experiment's schedule, no resume that moved it",
+        },
+    )
     os.replace(staging, target)
     print(f"[compare] {target}: adopted from {c.source} (its text files; checkpoints left there)", flush=True)
     return target

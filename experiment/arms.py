@@ -26,8 +26,12 @@ ARMS: dict[str, dict[str, object]] = {
     "tied": {"model.tie_embeddings": True},
     "untied": {"model.tie_embeddings": False},
     "tied-bias": {"model.tie_embeddings": True, "model.lm_head_bias": True},
-    "untied-split": {"model.tie_embeddings": False, "model.zero_init_head": True,
-                     "train.embedding_lr_scale": 10.0, "train.head_lr_scale": 0.2},
+    "untied-split": {
+        "model.tie_embeddings": False,
+        "model.zero_init_head": True,
+        "train.embedding_lr_scale": 10.0,
+        "train.head_lr_scale": 0.2,
+    },
     "tie-then-untie": {"model.tie_embeddings": True, "train.untie_at": 2 / 3},
 }
 DESCRIPTIONS = {
@@ -35,9 +39,9 @@ DESCRIPTIONS = {
     "untied": "two matrices, trained alike",
     "tied-bias": "tied, plus a learned lm_head bias (a free unigram offset, vocab_size parameters)",
     "untied-split": "untied, lm_head initialised to zero, embedding at 10x and lm_head at 0.2x the learning rate "
-                    "(nanochat's ratios)",
+    "(nanochat's ratios)",
     "tie-then-untie": "tied for the first 2/3 of the steps, then lm_head becomes its own copy of the matrix "
-                      "with a copy of its AdamW state (modded-nanogpt's schedule)",
+    "with a copy of its AdamW state (modded-nanogpt's schedule)",
 }
 DEFAULT_ARMS = ("tied", "untied")
 # Every key some arm sets: a run's values of these name its arm.
@@ -73,6 +77,7 @@ def arm_of(flat_config: dict, where: str = "run") -> str:
     """
     defaults = {f"{s}.{k}": v for s, values in RunConfig().to_dict().items() for k, v in values.items()}
     have = {k: flat_config.get(k, defaults[k]) for k in ARM_KEYS}
+
     def same(a, b) -> bool:  # 0.6667 on a command line is the 2/3 of tie-then-untie
         floats = isinstance(a, float) and isinstance(b, float)
         return math.isclose(a, b, rel_tol=1e-3) if floats else a == b
@@ -81,5 +86,7 @@ def arm_of(flat_config: dict, where: str = "run") -> str:
         if all(same(have[k], settings.get(k, defaults[k])) for k in ARM_KEYS):
             return arm
     detail = ", ".join(f"{k}={have[k]!r}" for k in ARM_KEYS if have[k] != defaults[k]) or "the defaults"
-    raise UserError(f"{where} has {detail}, which is none of the arms ({', '.join(ARMS)}): "
-                    "compare runs trained by compare.py or with one arm's settings")
+    raise UserError(
+        f"{where} has {detail}, which is none of the arms ({', '.join(ARMS)}): "
+        "compare runs trained by compare.py or with one arm's settings"
+    )

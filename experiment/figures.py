@@ -39,11 +39,11 @@ LOSS_VS_LR = "loss_vs_lr.png"
 # One line each, for the report's figure captions.
 CAPTIONS = {
     VAL_LOSS: "Val loss (nats/token) vs optimizer step, log-x: thin lines single seeds, thick lines each arm's "
-              "mean; dashed line the unigram baseline.",
+    "mean; dashed line the unigram baseline.",
     PAIRED: "Per-seed difference arm − reference in val loss at each eval step (thin), its mean (thick) with a "
-            "95% t interval, the zero line and the ±margin equivalence band: the figure that matches the paired test.",
+    "95% t interval, the zero line and the ±margin equivalence band: the figure that matches the paired test.",
     LOSS_VS_LR: "Final val loss vs peak learning rate on the tuning seed (not a reported seed); the chosen "
-                "learning rate of each arm is the highlighted point.",
+    "learning rate of each arm is the highlighted point.",
 }
 
 
@@ -68,8 +68,10 @@ def _step_label(exp: Experiment, width_in: float) -> str:
     matplotlib's default 10-point font, with room to spare).
     """
     vocab = exp.runs[exp.reference][0].config["model"]["vocab_size"]
-    label = (f"optimizer step (log scale; step 0, not shown, is about ln({vocab:,}) = {math.log(vocab):.2f} "
-             "nats/token, a uniform prediction)")
+    label = (
+        f"optimizer step (log scale; step 0, not shown, is about ln({vocab:,}) = {math.log(vocab):.2f} "
+        "nats/token, a uniform prediction)"
+    )
     return textwrap.fill(label, width=max(30, int(width_in * 10)))
 
 
@@ -117,8 +119,13 @@ def val_loss_figure(exp: Experiment) -> Figure | None:
         return None
     baseline = _unigram(exp)
     if baseline is not None:
-        ax.axhline(baseline, color="0.3", linestyle="--", linewidth=1.2,
-                   label=f"unigram baseline ({baseline:.2f}, token frequencies alone)")
+        ax.axhline(
+            baseline,
+            color="0.3",
+            linestyle="--",
+            linewidth=1.2,
+            label=f"unigram baseline ({baseline:.2f}, token frequencies alone)",
+        )
         plotted.append(baseline)
     low, high = min(plotted), max(plotted)
     pad = 0.04 * (high - low) or 0.05
@@ -150,15 +157,23 @@ def _paired_panel(ax, exp: Experiment, arm: str) -> bool:
     for i, d in enumerate(diffs):
         ax.plot(steps, d, color=colour, linewidth=0.8, alpha=0.45, label="single seeds" if i == 0 else None)
     columns = list(zip(*diffs))
-    ax.plot(steps, [statistics.fmean(c) for c in columns], color=colour, linewidth=2.4,
-            label=f"mean of {len(diffs)} seeds")
+    ax.plot(
+        steps, [statistics.fmean(c) for c in columns], color=colour, linewidth=2.4, label=f"mean of {len(diffs)} seeds"
+    )
     band = _t_band(columns)
     if band is not None:
-        ax.fill_between(steps, *band, color=colour, alpha=0.2, linewidth=0,
-                        label="95% t interval of the mean (n − 1 df)")
+        ax.fill_between(
+            steps, *band, color=colour, alpha=0.2, linewidth=0, label="95% t interval of the mean (n − 1 df)"
+        )
     ax.axhline(0.0, color="black", linewidth=0.9)
-    ax.axhspan(-exp.margin, exp.margin, color="0.5", alpha=0.15, linewidth=0,
-               label=f"equivalence margin ±δ (δ = {exp.margin:g} nats)")
+    ax.axhspan(
+        -exp.margin,
+        exp.margin,
+        color="0.5",
+        alpha=0.15,
+        linewidth=0,
+        label=f"equivalence margin ±δ (δ = {exp.margin:g} nats)",
+    )
     _log_x(ax)
     ax.set_title(f"{arm} − {exp.reference}")
     ax.grid(True, which="both", alpha=0.25)
@@ -198,10 +213,25 @@ def loss_vs_lr_figure(exp: Experiment) -> Figure | None:
         colour = _colour(exp, arm)
         edge = " (best at the grid's edge)" if table[arm]["edge"] else ""
         ax.plot([p[0] for p in points], [p[1] for p in points], color=colour, marker="o", label=f"{arm}{edge}")
-        ax.plot([best], [dict(points)[best]], color=colour, marker="*", markersize=16,
-                markeredgecolor="black", linestyle="none")
-    ax.plot([], [], color="0.5", marker="*", markersize=12, markeredgecolor="black", linestyle="none",
-            label="chosen learning rate")
+        ax.plot(
+            [best],
+            [dict(points)[best]],
+            color=colour,
+            marker="*",
+            markersize=16,
+            markeredgecolor="black",
+            linestyle="none",
+        )
+    ax.plot(
+        [],
+        [],
+        color="0.5",
+        marker="*",
+        markersize=12,
+        markeredgecolor="black",
+        linestyle="none",
+        label="chosen learning rate",
+    )
     seeds = sorted({r.seed for members in exp.tuning.values() for r in members})
     _log_x(ax)
     ax.set_xlabel("peak learning rate (log scale)")

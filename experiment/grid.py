@@ -54,8 +54,9 @@ class Cell:
 
 def cell_name(values: dict) -> str:
     """``{"model.n_embd": 64, "data.tokenizer": "bpe:4096"}`` -> ``"n_embd-64_tokenizer-bpe4096"``."""
-    return "_".join(f"{key.split('.')[-1]}-{str(value).replace(':', '').replace('/', '-')}"
-                    for key, value in values.items())
+    return "_".join(
+        f"{key.split('.')[-1]}-{str(value).replace(':', '').replace('/', '-')}" for key, value in values.items()
+    )
 
 
 def parse_axes(texts: list[str], not_allowed: tuple[str, ...]) -> list[Axis]:
@@ -72,11 +73,14 @@ def parse_axes(texts: list[str], not_allowed: tuple[str, ...]) -> list[Axis]:
         if not sep or not rest.strip() or not name:
             raise UserError(f"--grid {text!r} is not KEY=V1,V2,...: e.g. --grid model.n_embd=64,128,256")
         if key in not_allowed:
-            raise UserError(f"--grid {key} is set by the experiment itself (arms, seeds, learning-rate grid): "
-                            "grid over another key")
+            raise UserError(
+                f"--grid {key} is set by the experiment itself (arms, seeds, learning-rate grid): grid over another key"
+            )
         if section not in SCHEMA.sections or name not in SCHEMA.settable_keys(section):
-            raise UserError(f"--grid {key}: unknown config key; use section.key as in train.py's --help, "
-                            "e.g. model.n_embd or data.tokenizer")
+            raise UserError(
+                f"--grid {key}: unknown config key; use section.key as in train.py's --help, "
+                "e.g. model.n_embd or data.tokenizer"
+            )
         typ = field_types(SCHEMA.sections[section])[name]
         try:
             values = tuple(parse_cli_value(v.strip(), typ) for v in rest.split(",") if v.strip())
@@ -93,8 +97,10 @@ def parse_axes(texts: list[str], not_allowed: tuple[str, ...]) -> list[Axis]:
 def cells_of(axes: list[Axis], grid_dir: Path) -> list[Cell]:
     """Every combination of the axes' values, the first axis outermost."""
     combos = itertools.product(*(a.values for a in axes))
-    return [Cell(values, grid_dir / cell_name(values))
-            for values in ({a.key: v for a, v in zip(axes, combo)} for combo in combos)]
+    return [
+        Cell(values, grid_dir / cell_name(values))
+        for values in ({a.key: v for a, v in zip(axes, combo)} for combo in combos)
+    ]
 
 
 def _cell_overrides(overrides: dict, values: dict) -> dict:
@@ -136,12 +142,21 @@ def run_grid(plan: Plan, axes: list[Axis], prompts: list[str], command: str) -> 
     _remember_grid(grid_dir, plan, axes)
     for i, cell in enumerate(cells, 1):
         print(f"[compare] grid cell {i}/{len(cells)}: {cell.name}", flush=True)
-        cell_plan = dataclasses.replace(plan, overrides=_cell_overrides(plan.overrides, cell.values),
-                                        name=str(Path(grid_dir.name) / cell.name))
+        cell_plan = dataclasses.replace(
+            plan, overrides=_cell_overrides(plan.overrides, cell.values), name=str(Path(grid_dir.name) / cell.name)
+        )
         try:
             reported, tuning, out_dir = run_experiment(cell_plan)
-            write_report(reported, tuning, out_dir, prompts, f"Should the embedding be tied? {cell.name}",
-                         plan.reference, plan.margin, command)
+            write_report(
+                reported,
+                tuning,
+                out_dir,
+                prompts,
+                f"Should the embedding be tied? {cell.name}",
+                plan.reference,
+                plan.margin,
+                command,
+            )
         except UserError as e:
             cell.error = str(e)
             print(f"[compare] grid cell {cell.name} is missing from the report: {e}", file=sys.stderr, flush=True)
@@ -152,8 +167,9 @@ def _base_config(plan: Plan, axes: list[Axis]) -> dict:
     """The resolved config every cell of the grid shares, flattened: all but the axes' keys, the keys
     the arms and seeds set per run, bookkeeping, and ``model.vocab_size`` (it follows the tokenizer)."""
     per_cell = {a.key for a in axes} | set(ARM_KEYS) | {"model.vocab_size"}  # train.seed is bookkeeping
-    return {k: v for k, v in report.compared_config(parse_config(plan.config, plan.overrides)).items()
-            if k not in per_cell}
+    return {
+        k: v for k, v in report.compared_config(parse_config(plan.config, plan.overrides)).items() if k not in per_cell
+    }
 
 
 def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
@@ -165,9 +181,17 @@ def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
     refused before any cell, old or new, trains.  ``config`` records the latest file name.  A
     grid.json from before ``base_config`` was recorded adopts the current one.
     """
-    settings = {"axes": {a.key: list(a.values) for a in axes}, "arms": plan.arms, "seeds": plan.seeds,
-                "lr_grid": plan.lr_grid, "lr_widen": plan.lr_widen, "margin": plan.margin, "reference": plan.reference,
-                "config": plan.config, "base_config": _base_config(plan, axes)}
+    settings = {
+        "axes": {a.key: list(a.values) for a in axes},
+        "arms": plan.arms,
+        "seeds": plan.seeds,
+        "lr_grid": plan.lr_grid,
+        "lr_widen": plan.lr_widen,
+        "margin": plan.margin,
+        "reference": plan.reference,
+        "config": plan.config,
+        "base_config": _base_config(plan, axes),
+    }
     path = grid_dir / GRID_FILE
     if path.is_file():
         before = read_json(path, "grid settings")
@@ -177,8 +201,9 @@ def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
         if set(before.get("axes", {})) != set(settings["axes"]):
             changed.append("axes (keys)")
         if changed:
-            raise UserError(f"grid folder {grid_dir} was made with other settings ({', '.join(changed)}): "
-                            "pick another --name")
+            raise UserError(
+                f"grid folder {grid_dir} was made with other settings ({', '.join(changed)}): pick another --name"
+            )
         # Values, arms and seeds may grow: keep the union so the report covers every cell made so far.
         for key, values in before["axes"].items():
             settings["axes"][key] = [*values, *(v for v in settings["axes"][key] if v not in values)]

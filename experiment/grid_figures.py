@@ -23,11 +23,11 @@ GAP = "gap_vs_size.png"
 LOSS_VS_PARAMS = "loss_vs_params.png"
 CAPTIONS = {
     GAP: "Δ final val bits per byte (arm − reference, paired by seed; negative: the arm is better) against "
-         "non-embedding parameters (log-x), one line per tokenizer, 95% t intervals; the zero line, and dotted "
-         "in each tokenizer's colour the ±margin equivalence band converted to bits per byte. Tokenizers share "
-         "each size; their lines are shifted about 5% sideways apart so the intervals do not hide each other.",
+    "non-embedding parameters (log-x), one line per tokenizer, 95% t intervals; the zero line, and dotted "
+    "in each tokenizer's colour the ±margin equivalence band converted to bits per byte. Tokenizers share "
+    "each size; their lines are shifted about 5% sideways apart so the intervals do not hide each other.",
     LOSS_VS_PARAMS: "Final val bits per byte (mean over seeds) against total parameters (log-x), one colour per "
-                    "tokenizer and one marker per arm, lines joining the sizes: the Pareto view (lower-left is better).",
+    "tokenizer and one marker per arm, lines joining the sizes: the Pareto view (lower-left is better).",
 }
 MARKERS = "osD^v<>"
 
@@ -36,9 +36,13 @@ def caption(name: str, margin_bpb: float | None = None) -> str:
     """A figure's caption; with a margin in bits per byte (``--margin-bpb``) the gap figure's band is that margin."""
     text = CAPTIONS.get(name, name)
     if name == GAP and margin_bpb is not None:
-        text = text.replace("the ±margin equivalence band converted to bits per byte",
-                            f"the ±{margin_bpb:g} bpb equivalence band of this report's verdicts")
+        text = text.replace(
+            "the ±margin equivalence band converted to bits per byte",
+            f"the ±{margin_bpb:g} bpb equivalence band of this report's verdicts",
+        )
     return text
+
+
 DODGE_DECADES = 0.02  # sideways shift between tokenizers in gap_vs_size.png, in decades of the log-x axis (~5%)
 
 
@@ -60,8 +64,10 @@ def gap_figure(rows: list[dict]) -> Figure | None:
         ax = fig.add_subplot(1, len(arms), i + 1)
         ax.axhline(0, color="0.2", linewidth=1)
         for j, tok in enumerate(tokenizers):
-            mine = sorted((r for r in rows if r["arm"] == arm and r["tokenizer"] == tok),
-                          key=lambda r: r["non_embedding_parameters"])
+            mine = sorted(
+                (r for r in rows if r["arm"] == arm and r["tokenizer"] == tok),
+                key=lambda r: r["non_embedding_parameters"],
+            )
             if not mine:
                 continue
             # Cells of one n_embd share their non-embedding size across tokenizers: shift each
@@ -70,8 +76,16 @@ def gap_figure(rows: list[dict]) -> Figure | None:
             x = [r["non_embedding_parameters"] * dodge for r in mine]
             y = [r["delta_bpb"] for r in mine]
             err = [[v - r["ci_bpb"][0] for v, r in zip(y, mine)], [r["ci_bpb"][1] - v for v, r in zip(y, mine)]]
-            ax.errorbar(x, y, yerr=err, color=f"C{j}", marker="o", capsize=3, linewidth=1.6,
-                        label=f"{tok} (V = {mine[0]['vocab_size']:,})")
+            ax.errorbar(
+                x,
+                y,
+                yerr=err,
+                color=f"C{j}",
+                marker="o",
+                capsize=3,
+                linewidth=1.6,
+                label=f"{tok} (V = {mine[0]['vocab_size']:,})",
+            )
             band = mine[0].get("band_bpb", mine[0]["margin"] * mine[0]["bpb_per_nat"])
             for sign in (1, -1):
                 ax.axhline(sign * band, color=f"C{j}", linestyle=":", linewidth=1)
@@ -95,7 +109,8 @@ def loss_figure(rows: list[dict], cells: list[GridCell]) -> Figure | None:
                 continue
             tok = members[0].config["data"]["tokenizer"]
             points.setdefault((tok, arm), []).append(
-                (members[0].summary["parameters"], statistics.fmean(r.bpb for r in members)))
+                (members[0].summary["parameters"], statistics.fmean(r.bpb for r in members))
+            )
     if not points:
         return None
     fig = Figure(figsize=(8, 5.5), layout="constrained")
@@ -105,8 +120,14 @@ def loss_figure(rows: list[dict], cells: list[GridCell]) -> Figure | None:
     for (tok, arm), pts in points.items():
         pts.sort()
         j = tokenizers.index(tok) if tok in tokenizers else len(tokenizers)
-        ax.plot([p for p, _ in pts], [v for _, v in pts], color=f"C{j}", marker=MARKERS[arms.index(arm) % len(MARKERS)],
-                linewidth=1.2, label=f"{tok} · {arm}")
+        ax.plot(
+            [p for p, _ in pts],
+            [v for _, v in pts],
+            color=f"C{j}",
+            marker=MARKERS[arms.index(arm) % len(MARKERS)],
+            linewidth=1.2,
+            label=f"{tok} · {arm}",
+        )
     _log_x(ax)
     ax.set_xlabel("parameters (log scale; a tied matrix counted once)")
     ax.set_ylabel("final val bits per byte (mean over seeds)")

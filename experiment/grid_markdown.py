@@ -28,9 +28,22 @@ def _ci(lo: float, hi: float, digits: int = 4) -> str:
 
 def _table(rows: list[dict]) -> list[str]:
     """One row per (cell, arm)."""
-    head = ["cell", "vocab", "n_embd × n_layer", "params (ref)", "embedding share", "rows never seen (train)",
-            "rows seen ≥ 5 (train)", "tokens (epochs)",
-            "tuned LR ref / arm", "arm", "seeds", "Δ val bpb [95% CI]", "Δ nats/token", "verdict"]
+    head = [
+        "cell",
+        "vocab",
+        "n_embd × n_layer",
+        "params (ref)",
+        "embedding share",
+        "rows never seen (train)",
+        "rows seen ≥ 5 (train)",
+        "tokens (epochs)",
+        "tuned LR ref / arm",
+        "arm",
+        "seeds",
+        "Δ val bpb [95% CI]",
+        "Δ nats/token",
+        "verdict",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         epochs = f" ({r['epochs']:.2f})" if r["epochs"] else ""
@@ -41,7 +54,8 @@ def _table(rows: list[dict]) -> list[str]:
         lines.append(
             f"| [{r['cell']}]({r['cell']}/report.md) | {r['vocab_size']:,} ({r['tokenizer']}) | {r['n_embd']} × "
             f"{r['n_layer']} | {r['parameters']:,} | {r['embedding_share']:.1%} | {never} | {often} | {r['tokens']:,}{epochs} | "
-            f"{r['lr_reference']:g} / {r['lr_arm']:g} | {r['arm']} | {r['seeds']} | {bpb} | {r['delta']:+.4f} | {verdict} |")
+            f"{r['lr_reference']:g} / {r['lr_arm']:g} | {r['arm']} | {r['seeds']} | {bpb} | {r['delta']:+.4f} | {verdict} |"
+        )
     return lines
 
 
@@ -66,15 +80,21 @@ def _seed_words(settings: dict, rows: list[dict]) -> str:
 
 def _widen_words(widen: int) -> str:
     """How far past the grid's edges a best rate was followed (``--lr-widen``), in words; '' for none."""
-    return f", then up to {widen} rate{'s' if widen > 1 else ''} a side past an edge an arm's best sat on" if widen else ""
+    return (
+        f", then up to {widen} rate{'s' if widen > 1 else ''} a side past an edge an arm's best sat on" if widen else ""
+    )
 
 
-SHARE_WORDS = ("Embedding share: the token and position embeddings (wte, vocab_size × n_embd, and wpe, block_size × "
-               "n_embd) over all parameters of the reference model, a tied matrix counted once: 1 − non-embedding / "
-               "parameters. The position embedding is included, so the share is not zero for a tiny vocabulary.")
-USE_WORDS = ("Rows never seen / seen ≥ 5: the fractions of the vocabulary's rows (token ids) that occur 0 times, and "
-             "5 or more times, in the prepared training split, a property of tokenizer and corpus (counted from the "
-             "data cache when it is there and kept in the cell's `vocab_use.json`; n/a when neither is).")
+SHARE_WORDS = (
+    "Embedding share: the token and position embeddings (wte, vocab_size × n_embd, and wpe, block_size × "
+    "n_embd) over all parameters of the reference model, a tied matrix counted once: 1 − non-embedding / "
+    "parameters. The position embedding is included, so the share is not zero for a tiny vocabulary."
+)
+USE_WORDS = (
+    "Rows never seen / seen ≥ 5: the fractions of the vocabulary's rows (token ids) that occur 0 times, and "
+    "5 or more times, in the prepared training split, a property of tokenizer and corpus (counted from the "
+    "data cache when it is there and kept in the cell's `vocab_use.json`; n/a when neither is)."
+)
 
 
 def _margin_words(settings: dict, readout: Readout) -> str:
@@ -83,14 +103,23 @@ def _margin_words(settings: dict, readout: Readout) -> str:
     if readout.margin_bpb is None:
         return declared + "."
     m = f"{readout.margin_bpb:g}"
-    return (f"{declared} and used by each cell's own report. This report's verdicts use a margin in bits per byte "
-            f"instead, ±{m} bpb (`--margin-bpb {m}`): better or worse when the 95% paired t interval of Δ bpb excludes "
-            f"0 (not adjusted across arms), equivalent when its 90% interval lies inside ±{m} bpb (two one-sided "
-            f"tests), otherwise inconclusive.")
+    return (
+        f"{declared} and used by each cell's own report. This report's verdicts use a margin in bits per byte "
+        f"instead, ±{m} bpb (`--margin-bpb {m}`): better or worse when the 95% paired t interval of Δ bpb excludes "
+        f"0 (not adjusted across arms), equivalent when its 90% interval lies inside ±{m} bpb (two one-sided "
+        f"tests), otherwise inconclusive."
+    )
 
 
-def render_grid(settings: dict, cells: list[GridCell], rows: list[dict], models: list[ArmModels], figures: list[str],
-                command: str | None, readout: Readout | None = None) -> str:
+def render_grid(
+    settings: dict,
+    cells: list[GridCell],
+    rows: list[dict],
+    models: list[ArmModels],
+    figures: list[str],
+    command: str | None,
+    readout: Readout | None = None,
+) -> str:
     """The grid's markdown report."""
     readout = readout or Readout()
     done = [gc for gc in cells if gc.exp is not None]
@@ -98,15 +127,28 @@ def render_grid(settings: dict, cells: list[GridCell], rows: list[dict], models:
     lines = [f"# Should the embedding be tied? The scaling view ({len(done)} of {len(cells)} cells)", ""]
     if command:
         lines += ["```bash", command, "```", ""]
-    lines += [f"Grid: {axes}. Arms: {', '.join(settings['arms'])}, each against `{settings['reference']}`, "
-              f"{_seed_words(settings, rows)}, learning rate tuned per arm and cell on "
-              f"{', '.join(f'{v:g}' for v in settings['lr_grid']) or 'no grid (the config’s)'}"
-              f"{_widen_words(settings.get('lr_widen', 0))}; {_margin_words(settings, readout)}", ""]
-    source = ("Verdicts: the rule above, from each cell's paired bpb." if readout.margin_bpb is not None else
-              "Verdicts come from each cell's own report (paired t interval, TOST, Holm).")
-    lines += ["Δ = arm − reference in final val loss on the same val tokens for every run of a cell, paired by seed. "
-              "Bits per byte (bpb) = loss / ln 2 × tokens / UTF-8 bytes of the scored text: comparable across "
-              f"tokenizers. {source}", "", SHARE_WORDS, "", USE_WORDS, ""]
+    lines += [
+        f"Grid: {axes}. Arms: {', '.join(settings['arms'])}, each against `{settings['reference']}`, "
+        f"{_seed_words(settings, rows)}, learning rate tuned per arm and cell on "
+        f"{', '.join(f'{v:g}' for v in settings['lr_grid']) or 'no grid (the config’s)'}"
+        f"{_widen_words(settings.get('lr_widen', 0))}; {_margin_words(settings, readout)}",
+        "",
+    ]
+    source = (
+        "Verdicts: the rule above, from each cell's paired bpb."
+        if readout.margin_bpb is not None
+        else "Verdicts come from each cell's own report (paired t interval, TOST, Holm)."
+    )
+    lines += [
+        "Δ = arm − reference in final val loss on the same val tokens for every run of a cell, paired by seed. "
+        "Bits per byte (bpb) = loss / ln 2 × tokens / UTF-8 bytes of the scored text: comparable across "
+        f"tokenizers. {source}",
+        "",
+        SHARE_WORDS,
+        "",
+        USE_WORDS,
+        "",
+    ]
     lines += _tally(rows) + [""]
     for name in figures:
         lines += [f"![{name}]({name})", "", f"*{caption(name, readout.margin_bpb)}*", ""]
@@ -120,8 +162,9 @@ def render_grid(settings: dict, cells: list[GridCell], rows: list[dict], models:
     return "\n".join(lines)
 
 
-def write_grid_report(grid_dir: Path, errors: dict[str, str] | None = None, command: str | None = None,
-                      readout: Readout | None = None) -> Path:
+def write_grid_report(
+    grid_dir: Path, errors: dict[str, str] | None = None, command: str | None = None, readout: Readout | None = None
+) -> Path:
     """Read every cell of ``grid_dir`` and write its ``report.md`` and figures; returns the report's path.
 
     ``errors``: cell name -> why its runs failed in this invocation (shown as missing).  ``readout``: the

@@ -50,8 +50,7 @@ def _family(rows):
     present = [f for f in FAMILIES if any(family(r["tokenizer"]) == f for r in rows)]
     present += sorted({family(r["tokenizer"]) for r in rows} - set(present))
     base, others = present[0], present[1:]
-    return ([[float(family(r["tokenizer"]) == f) for f in others] for r in rows],
-            [f"{f} − {base}" for f in others])
+    return ([[float(family(r["tokenizer"]) == f) for f in others] for r in rows], [f"{f} − {base}" for f in others])
 
 
 def _never_seen(rows):
@@ -66,9 +65,13 @@ def _size(rows):
 
 
 #: The moderators, each a function of the cells' rows -> (columns per cell, term names), or (None, why not).
-MODERATORS = {"none": lambda rows: ([[] for _ in rows], []), "embedding share": _share,
-              "tokenizer family": _family, "never-seen fraction": _never_seen,
-              "log10(non-embedding params)": _size}
+MODERATORS = {
+    "none": lambda rows: ([[] for _ in rows], []),
+    "embedding share": _share,
+    "tokenizer family": _family,
+    "never-seen fraction": _never_seen,
+    "log10(non-embedding params)": _size,
+}
 
 
 @dataclass
@@ -127,8 +130,9 @@ def excludes_zero(lo: float, hi: float) -> bool:
 def _fittable(cols: np.ndarray) -> bool:
     """More cells than fixed terms, every moderator column varying, and the design of full rank."""
     X = np.column_stack([np.ones(len(cols)), cols])  # (cells, 1 + moderator columns)
-    return len(cols) > X.shape[1] and bool(np.all(np.ptp(cols, axis=0) > 1e-9)) and \
-        np.linalg.matrix_rank(X) == X.shape[1]
+    return (
+        len(cols) > X.shape[1] and bool(np.all(np.ptp(cols, axis=0) > 1e-9)) and np.linalg.matrix_rank(X) == X.shape[1]
+    )
 
 
 def _mixed(rows: list[dict], cols: np.ndarray, reml: bool = True):
@@ -195,8 +199,15 @@ def fit_model(moderator: str, rows: list[dict]) -> Model | str:
         return "the mixed model could not be fitted (singular)"
     ci = _t_ci(res, len(rows) - cols.shape[1] - 1)
     terms = [Term(n, float(b), c) for n, b, c in zip(["intercept", *names], res.fe_params, ci)]
-    model = Model(moderator, terms, math.sqrt(max(float(res.cov_re[0, 0]), 0.0)), math.sqrt(float(res.scale)),
-                  *cochran_q(rows, cols), float(ml.aic), bool(res.converged))
+    model = Model(
+        moderator,
+        terms,
+        math.sqrt(max(float(res.cov_re[0, 0]), 0.0)),
+        math.sqrt(float(res.scale)),
+        *cochran_q(rows, cols),
+        float(ml.aic),
+        bool(res.converged),
+    )
     if names:
         _leave_one_out(model, rows, cols)
     return model
@@ -212,11 +223,19 @@ def cross_cell_models(rows: list[dict]) -> list[ArmModels]:
     out = []
     for arm in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == arm]
-        left_out = {r["cell"]: ("no bits per byte" if r["delta_bpb"] is None else f"{r['seeds']} paired seed(s)")
-                    for r in mine if r["delta_bpb"] is None or r["seeds"] < MIN_SEEDS or not se_bpb(r) > 0}
+        left_out = {
+            r["cell"]: ("no bits per byte" if r["delta_bpb"] is None else f"{r['seeds']} paired seed(s)")
+            for r in mine
+            if r["delta_bpb"] is None or r["seeds"] < MIN_SEEDS or not se_bpb(r) > 0
+        }
         used = [r for r in mine if r["cell"] not in left_out]
-        result = ArmModels(arm, mine[0]["reference"], [r["cell"] for r in used],
-                           sum(len(r["diffs_bpb"]) for r in used), left_out=left_out)
+        result = ArmModels(
+            arm,
+            mine[0]["reference"],
+            [r["cell"] for r in used],
+            sum(len(r["diffs_bpb"]) for r in used),
+            left_out=left_out,
+        )
         for moderator in MODERATORS:
             fitted = fit_model(moderator, used) if len(used) >= 2 else "fewer than 2 cells"
             if isinstance(fitted, str):

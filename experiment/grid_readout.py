@@ -45,8 +45,10 @@ def parse_contrast(text: str) -> tuple[str, str]:
     """``"A,B"`` -> ``("A", "B")``, two distinct cell names; raises UserError otherwise."""
     parts = [p.strip() for p in text.split(",")]
     if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
-        raise UserError(f"--contrast {text!r} is not two different cell names: e.g. "
-                        "--contrast n_embd-128_tokenizer-gpt2,n_embd-128_tokenizer-bpe32768")
+        raise UserError(
+            f"--contrast {text!r} is not two different cell names: e.g. "
+            "--contrast n_embd-128_tokenizer-gpt2,n_embd-128_tokenizer-bpe32768"
+        )
     return parts[0], parts[1]
 
 
@@ -58,8 +60,10 @@ def parse_slope_within(texts: list[str]) -> dict[str, tuple[str, ...]]:
         key, sep, rest = text.partition("=")
         values = tuple(v.strip() for v in rest.split(",") if v.strip())
         if not sep or not key.strip() or not values:
-            raise UserError(f"--slope-within {text!r} is not KEY=V1,V2,...: e.g. "
-                            "--slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128")
+            raise UserError(
+                f"--slope-within {text!r} is not KEY=V1,V2,...: e.g. "
+                "--slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128"
+            )
         if key.strip() in out:
             raise UserError(f"--slope-within {key.strip()} is given twice: put all its values in one option")
         out[key.strip()] = values
@@ -87,13 +91,17 @@ def check_readout(readout: Readout, cells: list) -> None:
             raise UserError(f"--slope-within {key}: not an axis of this grid; its axes are {', '.join(axes)}")
         unknown = [v for v in values if v not in axes[key]]
         if unknown:
-            raise UserError(f"--slope-within {key}: {', '.join(unknown)} not among its values {', '.join(sorted(axes[key]))}")
+            raise UserError(
+                f"--slope-within {key}: {', '.join(unknown)} not among its values {', '.join(sorted(axes[key]))}"
+            )
     chosen = selected_cells(cells, readout.slope_within)
     for key in axes:
         seen = list(dict.fromkeys(str(gc.cell.values[key]) for gc in chosen))  # in the grid's order
         if key not in readout.slope_within and len(seen) > 1:
-            raise UserError(f"--slope-within: the cells chosen differ in {key} too ({', '.join(seen)}): "
-                            f"fix it with --slope-within {key}={seen[0]}")
+            raise UserError(
+                f"--slope-within: the cells chosen differ in {key} too ({', '.join(seen)}): "
+                f"fix it with --slope-within {key}={seen[0]}"
+            )
 
 
 @dataclass
@@ -129,8 +137,20 @@ def contrasts(rows: list[dict], a: str, b: str) -> list[Contrast]:
         da, db = np.array(found[a]["diffs_bpb"]), np.array(found[b]["diffs_bpb"])
         res = scipy_stats.ttest_ind(da, db, equal_var=False)
         lo, hi = res.confidence_interval(confidence_level=0.95)
-        out.append(Contrast(arm, a, b, float(da.mean()), len(da), float(db.mean()), len(db),
-                            float(da.mean() - db.mean()), (float(lo), float(hi)), float(res.df)))
+        out.append(
+            Contrast(
+                arm,
+                a,
+                b,
+                float(da.mean()),
+                len(da),
+                float(db.mean()),
+                len(db),
+                float(da.mean() - db.mean()),
+                (float(lo), float(hi)),
+                float(res.df),
+            )
+        )
     return out
 
 
@@ -156,12 +176,28 @@ def slope(rows: list[dict], names: list[str]) -> list[Slope]:
 
     out = []
     for arm in dict.fromkeys(r["arm"] for r in rows):
-        mine = sorted((r for r in rows if r["arm"] == arm and r["cell"] in names and r["delta_bpb"] is not None
-                       and r["seeds"] >= 2 and se_bpb(r) > 0), key=lambda r: r["embedding_share"])
+        mine = sorted(
+            (
+                r
+                for r in rows
+                if r["arm"] == arm
+                and r["cell"] in names
+                and r["delta_bpb"] is not None
+                and r["seeds"] >= 2
+                and se_bpb(r) > 0
+            ),
+            key=lambda r: r["embedding_share"],
+        )
         used = [(r["cell"], r["embedding_share"], r["delta_bpb"], se_bpb(r)) for r in mine]
         if len(used) < 3 or np.ptp([u[1] for u in used]) <= 1e-9:
-            out.append(Slope(arm, used, missing=f"{len(used)} finished cell(s) with ≥ 2 paired seeds; a slope with an "
-                                                 "interval needs 3 with different shares"))
+            out.append(
+                Slope(
+                    arm,
+                    used,
+                    missing=f"{len(used)} finished cell(s) with ≥ 2 paired seeds; a slope with an "
+                    "interval needs 3 with different shares",
+                )
+            )
             continue
         X = sm.add_constant(10 * np.array([u[1] for u in used]), has_constant="add")  # (cells, 2)
         res = sm.WLS(np.array([u[2] for u in used]), X, weights=1 / np.square([u[3] for u in used])).fit()

@@ -48,8 +48,11 @@ def at_best_rates(runs: list[report.Run], tuning: list[report.Run]) -> list[repo
     for arm in {r.arm for r in tuning}:
         scores = {r.config["train"]["learning_rate"]: tuning_score(r.path) for r in tuning if r.arm == arm}
         best[arm] = best_lr(arm, scores)
-    return [r for r in runs if r.arm not in best or math.isclose(r.config["train"]["learning_rate"], best[r.arm],
-                                                                 rel_tol=1e-9)]
+    return [
+        r
+        for r in runs
+        if r.arm not in best or math.isclose(r.config["train"]["learning_rate"], best[r.arm], rel_tol=1e-9)
+    ]
 
 
 def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
@@ -113,8 +116,9 @@ def _bpb_verdict(exp: Experiment, arm: str, margin_bpb: float) -> tuple[str, int
     return c.verdict, c.seeds_needed
 
 
-def gap_rows(cells: list[GridCell], vocab_use: dict[str, dict] | None = None,
-             margin_bpb: float | None = None) -> list[dict]:
+def gap_rows(
+    cells: list[GridCell], vocab_use: dict[str, dict] | None = None, margin_bpb: float | None = None
+) -> list[dict]:
     """One row per (finished cell, non-reference arm): sizes, data, tuned learning rates, Δ (nats and bpb), verdict.
 
     Δ = arm − reference, final val loss, paired by seed; ``ci`` the 95% paired t interval; ``diffs_bpb``
@@ -133,23 +137,40 @@ def gap_rows(cells: list[GridCell], vocab_use: dict[str, dict] | None = None,
         train_tokens = ref.summary.get("train_tokens")
         scale = _bpb_per_nat(exp)
         for c in report.comparisons(exp):
-            verdict, needed = (c.verdict, c.seeds_needed) if margin_bpb is None else _bpb_verdict(exp, c.arm, margin_bpb)
-            rows.append({
-                "cell": gc.cell.name, "arm": c.arm, "reference": exp.reference,
-                "vocab_size": ref.config["model"]["vocab_size"], "tokenizer": ref.config["data"]["tokenizer"],
-                "n_embd": ref.config["model"]["n_embd"], "n_layer": ref.config["model"]["n_layer"],
-                "parameters": params, "non_embedding_parameters": non_emb,
-                "embedding_share": 1 - non_emb / params,  # (wte + wpe) / all parameters of the reference model
-                "vocab_use": (vocab_use or {}).get(gc.cell.name),
-                "tokens": ref.summary["tokens"], "epochs": ref.summary["tokens"] / train_tokens if train_tokens else None,
-                "lr_reference": _arm_lr(exp, exp.reference), "lr_arm": _arm_lr(exp, c.arm),
-                "delta": c.mean, "ci": c.ci, "verdict": verdict, "seeds": len(c.diffs),
-                "seeds_needed": needed, "margin": c.margin, "margin_bpb": margin_bpb, "bpb_per_nat": scale,
-                "band_bpb": margin_bpb if margin_bpb is not None else (None if scale is None else c.margin * scale),
-                "delta_bpb": None if scale is None else c.mean * scale,
-                "ci_bpb": None if scale is None else (c.ci[0] * scale, c.ci[1] * scale),
-                "diffs_bpb": None if scale is None else [d * scale for d in c.diffs],
-            })
+            verdict, needed = (
+                (c.verdict, c.seeds_needed) if margin_bpb is None else _bpb_verdict(exp, c.arm, margin_bpb)
+            )
+            rows.append(
+                {
+                    "cell": gc.cell.name,
+                    "arm": c.arm,
+                    "reference": exp.reference,
+                    "vocab_size": ref.config["model"]["vocab_size"],
+                    "tokenizer": ref.config["data"]["tokenizer"],
+                    "n_embd": ref.config["model"]["n_embd"],
+                    "n_layer": ref.config["model"]["n_layer"],
+                    "parameters": params,
+                    "non_embedding_parameters": non_emb,
+                    "embedding_share": 1 - non_emb / params,  # (wte + wpe) / all parameters of the reference model
+                    "vocab_use": (vocab_use or {}).get(gc.cell.name),
+                    "tokens": ref.summary["tokens"],
+                    "epochs": ref.summary["tokens"] / train_tokens if train_tokens else None,
+                    "lr_reference": _arm_lr(exp, exp.reference),
+                    "lr_arm": _arm_lr(exp, c.arm),
+                    "delta": c.mean,
+                    "ci": c.ci,
+                    "verdict": verdict,
+                    "seeds": len(c.diffs),
+                    "seeds_needed": needed,
+                    "margin": c.margin,
+                    "margin_bpb": margin_bpb,
+                    "bpb_per_nat": scale,
+                    "band_bpb": margin_bpb if margin_bpb is not None else (None if scale is None else c.margin * scale),
+                    "delta_bpb": None if scale is None else c.mean * scale,
+                    "ci_bpb": None if scale is None else (c.ci[0] * scale, c.ci[1] * scale),
+                    "diffs_bpb": None if scale is None else [d * scale for d in c.diffs],
+                }
+            )
     return rows
 
 
@@ -157,6 +178,9 @@ def cells_vocab_use(cells: list[GridCell]) -> dict[str, dict]:
     """Cell name -> its vocabulary use (:func:`experiment.vocab_use.cell_vocab_use`; each data folder counted
     once), for the finished cells whose use is known; writes ``vocab_use.json`` where the data cache is here."""
     memo: dict = {}
-    found = {gc.cell.name: cell_vocab_use(gc.cell.folder, gc.exp.runs[gc.exp.reference][0], memo)
-             for gc in cells if gc.exp is not None}
+    found = {
+        gc.cell.name: cell_vocab_use(gc.cell.folder, gc.exp.runs[gc.exp.reference][0], memo)
+        for gc in cells
+        if gc.exp is not None
+    }
     return {name: use for name, use in found.items() if use is not None}

@@ -32,7 +32,8 @@ MODEL_INTRO = (
     "terms df; a small p says the cells differ by more than their seed noise even after the moderator. AIC: of "
     "maximum-likelihood refits (REML likelihoods are not comparable across fixed effects); lower is better, and "
     "a difference under about 2 does not separate two models. Each model is also refitted with one cell left out "
-    "in turn: the range of each estimate and in how many of those fits its interval excludes 0.")
+    "in turn: the range of each estimate and in how many of those fits its interval excludes 0."
+)
 
 
 def _model_rows(m: Model) -> list[str]:
@@ -43,35 +44,52 @@ def _model_rows(m: Model) -> list[str]:
     for i, t in enumerate(shown):
         sign = "supported" if excludes_zero(*t.ci) else "covers 0"
         name = "intercept (the mean Δ)" if t.name == "intercept" else t.name
-        loo = (f"{t.loo_range[0]:+.4f} to {t.loo_range[1]:+.4f}, supported in {t.loo_supported} of {m.loo_fits}"
-               if t.name != "intercept" and m.loo_fits else "")
-        fit = (f"{m.tau:.4f} | {m.q:.1f} ({m.q_df}), {_p(m.q_p)} | {m.aic:.1f}{note}" if i == 0 else " | | ")
-        lines.append(f"| {m.moderator if i == 0 else ''} | {name} | {t.coef:+.4f} {_ci(*t.ci)} ({sign}) | {loo} | {fit} |")
+        loo = (
+            f"{t.loo_range[0]:+.4f} to {t.loo_range[1]:+.4f}, supported in {t.loo_supported} of {m.loo_fits}"
+            if t.name != "intercept" and m.loo_fits
+            else ""
+        )
+        fit = f"{m.tau:.4f} | {m.q:.1f} ({m.q_df}), {_p(m.q_p)} | {m.aic:.1f}{note}" if i == 0 else " | | "
+        lines.append(
+            f"| {m.moderator if i == 0 else ''} | {name} | {t.coef:+.4f} {_ci(*t.ci)} ({sign}) | {loo} | {fit} |"
+        )
     return lines
 
 
 def _aic_words(models: list[Model]) -> str:
     """The models by AIC, lowest first, each with its distance from the lowest."""
     ranked = sorted(models, key=lambda m: m.aic)
-    return "By AIC: " + ", ".join(f"{m.moderator} {m.aic:.1f}" + (f" (+{m.aic - ranked[0].aic:.1f})" if k else "")
-                                  for k, m in enumerate(ranked)) + "."
+    return (
+        "By AIC: "
+        + ", ".join(
+            f"{m.moderator} {m.aic:.1f}" + (f" (+{m.aic - ranked[0].aic:.1f})" if k else "")
+            for k, m in enumerate(ranked)
+        )
+        + "."
+    )
 
 
 def model_section(arms: list[ArmModels]) -> list[str]:
     """``## Across cells (random-effects model)``: per arm, every moderator's model in one table."""
     lines = ["## Across cells (random-effects model)", ""]
     if not any(a.models for a in arms):
-        return lines + ["Too few finished cells for a model across cells (it needs more cells than terms, each "
-                        "with ≥ 2 paired seeds).", ""]
+        return lines + [
+            "Too few finished cells for a model across cells (it needs more cells than terms, each "
+            "with ≥ 2 paired seeds).",
+            "",
+        ]
     lines += [MODEL_INTRO, ""]
     for a in arms:
         if not a.models:
             continue
         sigma = a.models[0].sigma
-        lines += [f"**{a.arm} − {a.reference}**: {len(a.cells)} cells, {a.seeds} seed-level Δs; within-cell sd of a "
-                  f"seed's Δ σ = {sigma:.4f} bpb.", "",
-                  "| moderator | term | estimate [95% CI] | one cell left out | τ (bpb) | Q_E (df), p | AIC (ML) |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"**{a.arm} − {a.reference}**: {len(a.cells)} cells, {a.seeds} seed-level Δs; within-cell sd of a "
+            f"seed's Δ σ = {sigma:.4f} bpb.",
+            "",
+            "| moderator | term | estimate [95% CI] | one cell left out | τ (bpb) | Q_E (df), p | AIC (ML) |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for m in a.models:
             lines += _model_rows(m)
         lines += ["", _aic_words(a.models)]
@@ -88,8 +106,10 @@ def _contrast_line(c: Contrast, reference: str) -> str:
     if c.missing:
         return head + f"not available ({c.missing})."
     sign = "excludes 0" if excludes_zero(*c.ci) else "covers 0"
-    return (head + f"C = {c.c:+.4f} {_ci(*c.ci)} (Welch, df {c.df:.1f}; {sign}); Δ(`{c.a}`) = {c.delta_a:+.4f} "
-            f"({c.n_a} seeds), Δ(`{c.b}`) = {c.delta_b:+.4f} ({c.n_b} seeds).")
+    return (
+        head + f"C = {c.c:+.4f} {_ci(*c.ci)} (Welch, df {c.df:.1f}; {sign}); Δ(`{c.a}`) = {c.delta_a:+.4f} "
+        f"({c.n_a} seeds), Δ(`{c.b}`) = {c.delta_b:+.4f} ({c.n_b} seeds)."
+    )
 
 
 def _slope_line(s: Slope, reference: str) -> str:
@@ -108,21 +128,32 @@ def readout_section(readout: Readout, rows: list[dict], cells: list) -> list[str
     reference = rows[0]["reference"] if rows else "the reference"
     lines = ["## Readouts asked for", ""]
     for a, b in readout.contrasts:
-        lines += [f"### Contrast C = Δ(`{a}`) − Δ(`{b}`)", "",
-                  "Δ = arm − reference, final val bpb, paired by seed within each cell; the two cells' seeds are not "
-                  "paired with each other, so the 95% interval is Welch's (scipy `ttest_ind`, unequal variances).", ""]
+        lines += [
+            f"### Contrast C = Δ(`{a}`) − Δ(`{b}`)",
+            "",
+            "Δ = arm − reference, final val bpb, paired by seed within each cell; the two cells' seeds are not "
+            "paired with each other, so the 95% interval is Welch's (scipy `ttest_ind`, unequal variances).",
+            "",
+        ]
         lines += [_contrast_line(c, reference) for c in contrasts(rows, a, b)] + [""]
     if readout.slope_within:
         chosen = selected_cells(cells, readout.slope_within)
         where = ", ".join(f"`{k}` ∈ {{{', '.join(vs)}}}" for k, vs in readout.slope_within.items())
-        lines += [f"### Slope of Δ on embedding share within {where}", "",
-                  "Weighted least squares of each cell's Δ bpb on its embedding share (statsmodels `WLS`, weights "
-                  "1/SE², scale estimated from the residuals), per 10 percentage points of share, with its 95% t "
-                  "interval on cells − 2 df.", ""]
+        lines += [
+            f"### Slope of Δ on embedding share within {where}",
+            "",
+            "Weighted least squares of each cell's Δ bpb on its embedding share (statsmodels `WLS`, weights "
+            "1/SE², scale estimated from the residuals), per 10 percentage points of share, with its 95% t "
+            "interval on cells − 2 df.",
+            "",
+        ]
         lines += [_slope_line(s, reference) for s in slope(rows, [gc.cell.name for gc in chosen])]
         unfinished = [gc.cell for gc in chosen if gc.exp is None]
         if unfinished:
-            lines.append("- Chosen but not finished: " + ", ".join(f"`{c.name}` ({c.error or 'not run yet'})"
-                                                                    for c in unfinished) + ".")
+            lines.append(
+                "- Chosen but not finished: "
+                + ", ".join(f"`{c.name}` ({c.error or 'not run yet'})" for c in unfinished)
+                + "."
+            )
         lines.append("")
     return lines

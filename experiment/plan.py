@@ -120,8 +120,10 @@ def time_per_run(out_dir: Path, cfg: RunConfig, val_tokens: int) -> tuple[float 
         per_step = measure_step_seconds(cfg)
     except (RuntimeError, OSError) as e:  # e.g. out of device memory: an estimate is not worth stopping for
         return None, f"a timed training step failed ({type(e).__name__})"
-    how = (f"{TIMED_STEPS} training steps timed here at {per_step * 1000:.0f} ms, times {cfg.train.max_iters:,} "
-           f"steps and the evaluations, plus about {START_S:.0f} s to start a run")
+    how = (
+        f"{TIMED_STEPS} training steps timed here at {per_step * 1000:.0f} ms, times {cfg.train.max_iters:,} "
+        f"steps and the evaluations, plus about {START_S:.0f} s to start a run"
+    )
     return per_step * steps_per_run(cfg, val_tokens) + START_S, how
 
 
@@ -135,11 +137,22 @@ def _size(n_bytes: float) -> str:
 
 def _duration(seconds: float) -> str:
     """``3.2 h``, ``41 min``, ``50 s``."""
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else (f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s")
+    return (
+        f"{seconds / 3600:.1f} h"
+        if seconds >= 3600
+        else (f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s")
+    )
 
 
-def plan_line(out_dir: Path, runs: list[PlannedRun], states: list[str], params: dict[str, int], max_iters: int,
-              timing: tuple[float | None, str] | None, what: str) -> str:
+def plan_line(
+    out_dir: Path,
+    runs: list[PlannedRun],
+    states: list[str],
+    params: dict[str, int],
+    max_iters: int,
+    timing: tuple[float | None, str] | None,
+    what: str,
+) -> str:
     """The one line compare.py prints before training: counts, estimated time and checkpoint disk.
 
     ``states``: each run's :func:`run_state`; ``params``: parameters per arm
@@ -147,28 +160,51 @@ def plan_line(out_dir: Path, runs: list[PlannedRun], states: list[str], params: 
     nothing is left to train or resume; ``what``: how the runs come about.
     """
     count = {s: states.count(s) for s in ("finished", "adopted", "resume", "train")}
-    line = (f"[compare] plan: {len(runs)} runs ({what}): {count['finished']} finished, {count['adopted']} adopted, "
-            f"{count['resume']} to resume, {count['train']} to train")
+    line = (
+        f"[compare] plan: {len(runs)} runs ({what}): {count['finished']} finished, {count['adopted']} adopted, "
+        f"{count['resume']} to resume, {count['train']} to train"
+    )
     if not count["resume"] and not count["train"]:
         return line + "; nothing to train"
     new = [r for r, s in zip(runs, states) if s == "train"]
     disk = sum(params[r.arm] for r in new) * CHECKPOINT_BYTES_PER_PARAM
-    left = count["train"] + sum(1.0 if "*" in r.name else fraction_left(out_dir / r.name, max_iters)
-                                for r, s in zip(runs, states) if s == "resume")
+    left = count["train"] + sum(
+        1.0 if "*" in r.name else fraction_left(out_dir / r.name, max_iters)
+        for r, s in zip(runs, states)
+        if s == "resume"
+    )
     seconds, how = timing
-    when = f"no time estimate ({how})" if seconds is None else \
-        f"roughly {_duration(left * seconds)} (an estimate, from {how}: {_duration(seconds)} a run)"
-    return (line + f"; {when}"
-            + (f" and {_size(disk)} of checkpoints for the {len(new)} new runs ({CHECKPOINT_BYTES_PER_PARAM} bytes a "
-               "parameter: fp32 weights in ckpt_best.pt, weights and AdamW's two moments in ckpt_last.pt)" if new else ""))
+    when = (
+        f"no time estimate ({how})"
+        if seconds is None
+        else f"roughly {_duration(left * seconds)} (an estimate, from {how}: {_duration(seconds)} a run)"
+    )
+    return (
+        line
+        + f"; {when}"
+        + (
+            f" and {_size(disk)} of checkpoints for the {len(new)} new runs ({CHECKPOINT_BYTES_PER_PARAM} bytes a "
+            "parameter: fp32 weights in ckpt_best.pt, weights and AdamW's two moments in ckpt_last.pt)"
+            if new
+            else ""
+        )
+    )
 
 
 class RunsBar:
     """One tqdm bar over the whole experiment: runs done of the runs planned, a new line at each change."""
 
     def __init__(self, total: int, done: int) -> None:
-        self._bar = tqdm(total=total, initial=done, desc="[compare] experiment", unit="run", file=sys.stdout,
-                         mininterval=0, leave=False, dynamic_ncols=True)
+        self._bar = tqdm(
+            total=total,
+            initial=done,
+            desc="[compare] experiment",
+            unit="run",
+            file=sys.stdout,
+            mininterval=0,
+            leave=False,
+            dynamic_ncols=True,
+        )
         self._end_line()
 
     def _end_line(self) -> None:

@@ -33,9 +33,13 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
     """:func:`remember_settings`'s body, run under its lock."""
     # The folder remembers the resolved config it was made with (bookkeeping aside), so a re-run
     # continues it -- with more seeds or arms, another device or wandb mode -- but never mixes settings.
-    settings = {"config": report.compared_config(cfg),
-                "equal_params": plan.equal_params, "lr_grid": plan.lr_grid, "lr_widen": plan.lr_widen,
-                "margin": plan.margin}
+    settings = {
+        "config": report.compared_config(cfg),
+        "equal_params": plan.equal_params,
+        "lr_grid": plan.lr_grid,
+        "lr_widen": plan.lr_widen,
+        "margin": plan.margin,
+    }
     saved = out_dir / "experiment.json"
     if saved.is_file():
         before = read_json(saved, "experiment settings")
@@ -46,7 +50,8 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
         changed += [k for k, v in was.items() if v != now[k]]
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if changed:
-            raise UserError(f"experiment folder {out_dir} was made with other settings ({', '.join(changed)}): "
-                            "pick another --name")
+            raise UserError(
+                f"experiment folder {out_dir} was made with other settings ({', '.join(changed)}): pick another --name"
+            )
     write_json(saved, settings)
     return json.loads(json.dumps(settings))  # as read back from the file (lists, not tuples), for comparing later

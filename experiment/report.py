@@ -154,13 +154,20 @@ def load_run(path: Path) -> Run:
         rows = read_metrics(metrics_path)
         evals = sorted((r for r in rows if r.get("kind") == "eval"), key=lambda r: r["step"])
         for r in evals:
-            if not all(isinstance(r[k], (int, float)) and math.isfinite(r[k]) for k in ("step", "tokens", "train_loss", "val_loss")):
-                raise UserError(f"{metrics_path} has a non-finite or missing loss at step {r.get('step')}: "
-                                "the run diverged; it cannot be compared")
+            if not all(
+                isinstance(r[k], (int, float)) and math.isfinite(r[k])
+                for k in ("step", "tokens", "train_loss", "val_loss")
+            ):
+                raise UserError(
+                    f"{metrics_path} has a non-finite or missing loss at step {r.get('step')}: "
+                    "the run diverged; it cannot be compared"
+                )
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         if isinstance(e, UserError):
             raise
-        raise UserError(f"{metrics_path} is malformed ({type(e).__name__}: {e}): it was not written by train.py") from None
+        raise UserError(
+            f"{metrics_path} is malformed ({type(e).__name__}: {e}): it was not written by train.py"
+        ) from None
     if not evals:
         raise UserError(f"{metrics_path} has no eval rows: re-run it with eval_interval <= max_iters")
     max_iters = config["train"]["max_iters"]
@@ -174,8 +181,17 @@ def load_run(path: Path) -> Run:
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), (int, float)) for k in needed):
         raise UserError(f"{path / 'summary.json'} lacks {', '.join(needed)}: re-run the run's last step with train.py")
     arm = arm_of(flatten(config), str(path))
-    return Run(path, config, summary, evals, config["model"]["tie_embeddings"], config["train"]["seed"], arm,
-               schedules.lr_schedule(rows, config["train"]["learning_rate"]), schedules.schedule_changes(rows))
+    return Run(
+        path,
+        config,
+        summary,
+        evals,
+        config["model"]["tie_embeddings"],
+        config["train"]["seed"],
+        arm,
+        schedules.lr_schedule(rows, config["train"]["learning_rate"]),
+        schedules.schedule_changes(rows),
+    )
 
 
 def load_runs(paths: list[Path]) -> list[Run]:
@@ -199,8 +215,10 @@ def _group(runs: list[Run], reference: str) -> tuple[dict[str, list[Run]], list[
     for r in runs:
         by_arm.setdefault(r.arm, []).append(r)
     if reference not in by_arm:
-        raise UserError(f"no {reference} runs given: the reference arm must be among the runs (or pick "
-                        f"--reference from {', '.join(by_arm)})")
+        raise UserError(
+            f"no {reference} runs given: the reference arm must be among the runs (or pick "
+            f"--reference from {', '.join(by_arm)})"
+        )
     if len(by_arm) < 2:
         raise UserError(f"only {reference} runs given: a comparison needs a second arm")
     order = [reference, *(a for a in ARMS if a in by_arm and a != reference)]  # the arms' canonical order
@@ -211,14 +229,16 @@ def _group(runs: list[Run], reference: str) -> tuple[dict[str, list[Run]], list[
         if len(set(have)) != len(have):
             raise UserError(f"the {arm} arm has two runs with the same seed ({have}): give each seed once")
         if have != seeds:
-            raise UserError(f"seeds are not paired: {reference} has {seeds}, {arm} has {have}; "
-                            "each seed needs one run in each arm")
+            raise UserError(
+                f"seeds are not paired: {reference} has {seeds}, {arm} has {have}; each seed needs one run in each arm"
+            )
         _same_config(members, "one arm's runs")
     return arms, seeds
 
 
-def check_experiment(runs: list[Run], reference: str = "tied", margin: float = 0.01,
-                     tuning: list[Run] | None = None) -> Experiment:
+def check_experiment(
+    runs: list[Run], reference: str = "tied", margin: float = 0.01, tuning: list[Run] | None = None
+) -> Experiment:
     """Group runs into a fair multi-arm experiment, or raise :class:`UserError` saying why not.
 
     Fair means: the reference arm and at least one other present; every seed in every arm
@@ -232,24 +252,33 @@ def check_experiment(runs: list[Run], reference: str = "tied", margin: float = 0
     arms, seeds = _group(runs, reference)
     scored = {isinstance(r.summary.get("final_val_loss"), (int, float)) for r in [*runs, *(tuning or [])]}
     if len(scored) > 1:
-        raise UserError("some runs have a final score on the shared val windows (final_val_loss) and some only their "
-                        "periodic evals (runs from before tinygpt had it): compare runs of one kind, or re-run the older")
+        raise UserError(
+            "some runs have a final score on the shared val windows (final_val_loss) and some only their "
+            "periodic evals (runs from before tinygpt had it): compare runs of one kind, or re-run the older"
+        )
     hashes = {r.summary["data_sha256"] for r in [*runs, *(tuning or [])] if r.summary.get("data_sha256")}
     if len(hashes) > 1:
-        raise UserError("the runs trained on different corpus contents (data_sha256 differs): re-run them on the same data")
+        raise UserError(
+            "the runs trained on different corpus contents (data_sha256 differs): re-run them on the same data"
+        )
     ref_cfg = flatten(arms[reference][0].config)
     differences, bookkeeping = {}, {}
     for arm, members in list(arms.items())[1:]:
         cfg = flatten(members[0].config)
-        every = {k: (ref_cfg.get(k), cfg.get(k)) for k in sorted(set(ref_cfg) | set(cfg))
-                 if ref_cfg.get(k) != cfg.get(k) and k != "train.seed"}
+        every = {
+            k: (ref_cfg.get(k), cfg.get(k))
+            for k in sorted(set(ref_cfg) | set(cfg))
+            if ref_cfg.get(k) != cfg.get(k) and k != "train.seed"
+        }
         differences[arm] = {k: v for k, v in every.items() if k not in BOOKKEEPING}
         bookkeeping.update({k: v for k, v in every.items() if k in BOOKKEEPING})
         unfair = sorted(set(differences[arm]) - set(ARM_KEYS) - TUNED_KEYS - SIZE_KEYS)
         if unfair:
             detail = ", ".join(f"{k} ({differences[arm][k][0]!r} vs {differences[arm][k][1]!r})" for k in unfair)
-            raise UserError(f"{arm} differs from {reference} in more than its arm's settings: {detail}; "
-                            "re-run them with the same config")
+            raise UserError(
+                f"{arm} differs from {reference} in more than its arm's settings: {detail}; "
+                "re-run them with the same config"
+            )
     _check_sizes(arms, differences)
     schedules.check_schedules([r for members in arms.values() for r in members] + (tuning or []))
     grid = _check_tuning(tuning or [], seeds, arms)
@@ -265,8 +294,10 @@ def _check_sizes(arms: dict[str, list[Run]], differences: dict[str, dict]) -> No
     off = {arm: n for arm, n in counts.items() if abs(n - largest) > 0.02 * largest}
     if off:
         detail = ", ".join(f"{arm} {n:,}" for arm, n in off.items())
-        raise UserError(f"arms differ in model size ({', '.join(sorted(SIZE_KEYS))}) but their parameter counts are "
-                        f"not within 2% of the largest ({largest:,}): {detail}; not an equal-parameter experiment")
+        raise UserError(
+            f"arms differ in model size ({', '.join(sorted(SIZE_KEYS))}) but their parameter counts are "
+            f"not within 2% of the largest ({largest:,}): {detail}; not an equal-parameter experiment"
+        )
 
 
 def _check_tuning(tuning: list[Run], seeds: list[int], arms: dict[str, list[Run]]) -> dict[str, list[Run]]:
@@ -284,8 +315,11 @@ def _check_tuning(tuning: list[Run], seeds: list[int], arms: dict[str, list[Run]
 def comparisons(exp: Experiment) -> list[stats.Comparison]:
     """Each arm against the reference on the final score, paired by seed; Holm-adjusted over the arms."""
     ref = [r.score for r in exp.runs[exp.reference]]
-    found = [stats.compare_paired(arm, exp.reference, [r.score for r in members], ref, exp.margin)
-             for arm, members in exp.runs.items() if arm != exp.reference]
+    found = [
+        stats.compare_paired(arm, exp.reference, [r.score for r in members], ref, exp.margin)
+        for arm, members in exp.runs.items()
+        if arm != exp.reference
+    ]
     return stats.holm(found)
 
 
@@ -341,25 +375,31 @@ def arm_table(exp: Experiment) -> list[dict]:
         s0 = members[0].summary
         ckpt = next((r.path / "ckpt_best.pt" for r in members if (r.path / "ckpt_best.pt").is_file()), None)
         baselines = [r.unigram_val_loss for r in members if r.unigram_val_loss is not None]
-        rows.append({
-            "arm": arm,
-            "parameters": s0["parameters"],
-            "non_embedding_parameters": s0["non_embedding_parameters"],
-            "final_val_loss": mean_std(final),
-            "final_val_bpb": mean_std([r.bpb for r in members]) if all(r.bpb is not None for r in members) else None,
-            "learning_rate": members[0].learning_rate,
-            "best_val_loss": mean_std(best),
-            "final_val_ppl": math.exp(mean_std(final)[0]),  # exp of the mean loss: the geometric mean of perplexities
-            "unigram_val_loss": statistics.fmean(baselines) if baselines else None,
-            "tokens_per_s": median_range([r.summary["tokens_per_s_median"] for r in members]),
-            "wall_time_s": median_range([r.summary.get("elapsed_s") for r in members]),
-            "peak_memory_mib": mean_std([r.summary.get("peak_memory_mib", float("nan")) for r in members]),
-            # Committed run folders (results/) keep no checkpoints: then the size is unknown here.
-            "checkpoint_mib": ckpt.stat().st_size / 2**20 if ckpt is not None else float("nan"),
-            # Skipped (non-finite) steps are updates an arm did not get: a fairness caveat when non-zero.
-            "skipped_steps": sum(r.summary.get("skipped_steps", 0) for r in members),
-            "seeds": len(members),
-        })
+        rows.append(
+            {
+                "arm": arm,
+                "parameters": s0["parameters"],
+                "non_embedding_parameters": s0["non_embedding_parameters"],
+                "final_val_loss": mean_std(final),
+                "final_val_bpb": mean_std([r.bpb for r in members])
+                if all(r.bpb is not None for r in members)
+                else None,
+                "learning_rate": members[0].learning_rate,
+                "best_val_loss": mean_std(best),
+                "final_val_ppl": math.exp(
+                    mean_std(final)[0]
+                ),  # exp of the mean loss: the geometric mean of perplexities
+                "unigram_val_loss": statistics.fmean(baselines) if baselines else None,
+                "tokens_per_s": median_range([r.summary["tokens_per_s_median"] for r in members]),
+                "wall_time_s": median_range([r.summary.get("elapsed_s") for r in members]),
+                "peak_memory_mib": mean_std([r.summary.get("peak_memory_mib", float("nan")) for r in members]),
+                # Committed run folders (results/) keep no checkpoints: then the size is unknown here.
+                "checkpoint_mib": ckpt.stat().st_size / 2**20 if ckpt is not None else float("nan"),
+                # Skipped (non-finite) steps are updates an arm did not get: a fairness caveat when non-zero.
+                "skipped_steps": sum(r.summary.get("skipped_steps", 0) for r in members),
+                "seeds": len(members),
+            }
+        )
     return rows
 
 
@@ -374,8 +414,10 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
     from model.generation import generate_text
     from training.runs import load_run
 
-    firsts = {arm: next((r for r in members if (r.path / "ckpt_best.pt").is_file()), None)
-              for arm, members in exp.runs.items()}
+    firsts = {
+        arm: next((r for r in members if (r.path / "ckpt_best.pt").is_file()), None)
+        for arm, members in exp.runs.items()
+    }
     if all(r is None for r in firsts.values()):
         return {prompt: {} for prompt in prompts}
     out: dict = {}
@@ -389,7 +431,17 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
             except UserError:
                 continue
             gen = torch.Generator().manual_seed(seed)
-            text = "".join(generate_text(model, tokenizer, prompt, max_new_tokens, torch.device("cpu"),
-                                         temperature=0.8, top_k=50, generator=gen))
+            text = "".join(
+                generate_text(
+                    model,
+                    tokenizer,
+                    prompt,
+                    max_new_tokens,
+                    torch.device("cpu"),
+                    temperature=0.8,
+                    top_k=50,
+                    generator=gen,
+                )
+            )
             out.setdefault(prompt, {})[arm] = text
     return out

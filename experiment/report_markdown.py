@@ -24,24 +24,19 @@ from pathlib import Path
 from experiment import stats
 from experiment.arms import DESCRIPTIONS
 from experiment.figures import CAPTIONS
-from experiment.report import (
-    SIZE_KEYS,
-    Experiment,
-    arm_table,
-    comparisons,
-    compute_equivalent,
-    lr_table,
-)
+from experiment.report import SIZE_KEYS, Experiment, arm_table, comparisons, compute_equivalent, lr_table
 
-TIMING_NOTE = ("‡ Timings were measured under whatever load the machine had while each run trained (other "
-               "processes on shared cores included), so they are given as the median and the range (min–max) "
-               "over seeds, not mean ± std, and are not a speed comparison: time that with `python bench.py` "
-               "on an otherwise idle machine.")
+TIMING_NOTE = (
+    "‡ Timings were measured under whatever load the machine had while each run trained (other "
+    "processes on shared cores included), so they are given as the median and the range (min–max) "
+    "over seeds, not mean ± std, and are not a speed comparison: time that with `python bench.py` "
+    "on an otherwise idle machine."
+)
 INIT_WORDS = {
     "gpt2": "GPT-2's: Linear and Embedding weights ~ N(0, 0.02), residual projections ~ N(0, 0.02/sqrt(2 n_layer)); "
-            "an untied lm_head is its own draw, a tied one is the embedding's draw",
+    "an untied lm_head is its own draw, a tied one is the embedding's draw",
     "pytorch": "PyTorch's layer defaults: nn.Linear Kaiming-uniform, nn.Embedding N(0, 1); a tied lm_head is the "
-               "embedding's matrix",
+    "embedding's matrix",
 }
 
 
@@ -107,11 +102,15 @@ def baseline_warning(exp: Experiment) -> str | None:
         f"{arm} {len(runs)} of {len(exp.runs[arm])} runs (mean final val loss "
         f"{statistics.fmean(r.score for r in runs):.4f}, best periodic eval {statistics.fmean(r.best_val_loss for r in runs):.4f}, "
         f"unigram {statistics.fmean(r.unigram_val_loss for r in runs):.4f} nats/token)"
-        for arm, runs in behind.items() if runs)
-    return (f"**Warning: this comparison is not meaningful.** Some runs have not beaten the unigram baseline, a model "
-            f"that knows only how often each token occurs: {detail}. They have not learned from context yet, so the "
-            f"verdicts below say nothing about the arms. Train longer (raise --train.max_iters) or check the config "
-            f"(learning rate, warmup, data), then compare again.")
+        for arm, runs in behind.items()
+        if runs
+    )
+    return (
+        f"**Warning: this comparison is not meaningful.** Some runs have not beaten the unigram baseline, a model "
+        f"that knows only how often each token occurs: {detail}. They have not learned from context yet, so the "
+        f"verdicts below say nothing about the arms. Train longer (raise --train.max_iters) or check the config "
+        f"(learning rate, warmup, data), then compare again."
+    )
 
 
 def _verdict_line(c: stats.Comparison) -> str:
@@ -119,32 +118,42 @@ def _verdict_line(c: stats.Comparison) -> str:
     n = len(c.diffs)
     head = f"- {c.arm} vs {c.reference}: "
     if c.verdict in ("better", "worse"):
-        return (head + f"**{c.verdict}** — final val loss {'lower' if c.mean < 0 else 'higher'} by "
-                f"{_num(abs(c.mean))} nats (95% CI {_ci(c)}; perplexity ×{c.ppl_ratio:.3f}; {n} seeds; "
-                f"Holm-adjusted p = {_p(c.p_holm)})")
+        return (
+            head + f"**{c.verdict}** — final val loss {'lower' if c.mean < 0 else 'higher'} by "
+            f"{_num(abs(c.mean))} nats (95% CI {_ci(c)}; perplexity ×{c.ppl_ratio:.3f}; {n} seeds; "
+            f"Holm-adjusted p = {_p(c.p_holm)})"
+        )
     if c.verdict == "equivalent":
-        return (head + f"**equivalent within ±{c.margin:g} nats** (TOST p = {_p(c.p_tost)}; mean difference "
-                f"{_num(c.mean)} nats, 95% CI {_ci(c)}; {n} seed{'s' if n != 1 else ''})")
+        return (
+            head + f"**equivalent within ±{c.margin:g} nats** (TOST p = {_p(c.p_tost)}; mean difference "
+            f"{_num(c.mean)} nats, 95% CI {_ci(c)}; {n} seed{'s' if n != 1 else ''})"
+        )
     if n < 2:
         settle = "one seed has no spread to test against: run at least 2 seeds per arm, 5 or more to settle it"
     elif c.seeds_needed is None:
         settle = "no practical number of seeds would settle it at the observed spread"
     else:
         settle = f"about {c.seeds_needed} seeds would settle it (rough estimate from the observed spread)"
-    return (head + f"**inconclusive** — mean difference {_num(c.mean)} nats (95% CI {_ci(c)}; Holm-adjusted "
-            f"p = {_p(c.p_holm)}; TOST p at ±{c.margin:g} = {_p(c.p_tost)}; {n} seed{'s' if n != 1 else ''}): neither a difference nor "
-            f"equivalence is shown; {settle}")
+    return (
+        head + f"**inconclusive** — mean difference {_num(c.mean)} nats (95% CI {_ci(c)}; Holm-adjusted "
+        f"p = {_p(c.p_holm)}; TOST p at ±{c.margin:g} = {_p(c.p_tost)}; {n} seed{'s' if n != 1 else ''}): neither a difference nor "
+        f"equivalence is shown; {settle}"
+    )
 
 
 def _budget_sentence(exp: Experiment) -> str:
     """Which budget each comparison holds fixed (equal tokens, or equal parameters for resized arms)."""
     resized = {arm: sorted(set(d) & SIZE_KEYS) for arm, d in exp.differences.items() if set(d) & SIZE_KEYS}
     if not resized:
-        return ("Each comparison holds the budget at equal tokens and (up to the head's lookup) equal FLOPs: "
-                "the arms differ in parameters (embedding matrices).")
+        return (
+            "Each comparison holds the budget at equal tokens and (up to the head's lookup) equal FLOPs: "
+            "the arms differ in parameters (embedding matrices)."
+        )
     detail = "; ".join(f"{arm} differs from {exp.reference} in {', '.join(keys)}" for arm, keys in resized.items())
-    return (f"Each comparison holds the budget at equal parameters (within 2%); the resized arms use more FLOPs "
-            f"per token ({detail}), at equal tokens.")
+    return (
+        f"Each comparison holds the budget at equal parameters (within 2%); the resized arms use more FLOPs "
+        f"per token ({detail}), at equal tokens."
+    )
 
 
 def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: bool) -> list[str]:
@@ -158,23 +167,32 @@ def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: boo
 
 def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
     """``## Paired statistics``: one row per non-reference arm, and how each number was computed."""
-    lines = ["## Paired statistics (final val loss, arm − reference, paired by seed)", "",
-             "| arm | per seed | mean | 95% CI | paired t p | Holm p | Wilcoxon p | sign-test p | d_z | "
-             f"perplexity ratio | TOST p (±{exp.margin:g}) | verdict | seeds needed |",
-             "|" + "---|" * 13]
+    lines = [
+        "## Paired statistics (final val loss, arm − reference, paired by seed)",
+        "",
+        "| arm | per seed | mean | 95% CI | paired t p | Holm p | Wilcoxon p | sign-test p | d_z | "
+        f"perplexity ratio | TOST p (±{exp.margin:g}) | verdict | seeds needed |",
+        "|" + "---|" * 13,
+    ]
     for c in comps:
         needed = "—" if c.verdict != "inconclusive" else (str(c.seeds_needed) if c.seeds_needed else "n/a")
         lines.append(
             f"| {c.arm} | {', '.join(_signed(d) for d in c.diffs)} | {_signed(c.mean)} | {_ci(c, 4)} | {_p(c.p_t)} | "
             f"{_p(c.p_holm)} | {_p(c.p_wilcoxon)} | {_p(c.p_sign)} | {_num(c.d_z, 2)} | {c.ppl_ratio:.4f} | "
-            f"{_p(c.p_tost)} | {c.verdict} | {needed} |")
-    return lines + ["", (
-        f"Differences are arm − reference in nats/token (negative = the arm is better). The equivalence margin "
-        f"±{exp.margin:g} nats was declared before the runs. The CI is the paired t interval "
-        "(`scipy.stats.ttest_rel`, n − 1 degrees of freedom); TOST is statsmodels' `ttost_paired` at ±margin; "
-        "the Holm adjustment over the arms is statsmodels' `multipletests(method=\"holm\")`; the Wilcoxon "
-        "signed-rank and exact sign tests are scipy's; d_z is mean / sd of the differences; the perplexity ratio "
-        "is exp(mean). Seeds needed is a rough planning figure from the observed spread, not a power analysis."), ""]
+            f"{_p(c.p_tost)} | {c.verdict} | {needed} |"
+        )
+    return lines + [
+        "",
+        (
+            f"Differences are arm − reference in nats/token (negative = the arm is better). The equivalence margin "
+            f"±{exp.margin:g} nats was declared before the runs. The CI is the paired t interval "
+            "(`scipy.stats.ttest_rel`, n − 1 degrees of freedom); TOST is statsmodels' `ttost_paired` at ±margin; "
+            'the Holm adjustment over the arms is statsmodels\' `multipletests(method="holm")`; the Wilcoxon '
+            "signed-rank and exact sign tests are scipy's; d_z is mean / sd of the differences; the perplexity ratio "
+            "is exp(mean). Seeds needed is a rough planning figure from the observed spread, not a power analysis."
+        ),
+        "",
+    ]
 
 
 def _compute_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
@@ -183,8 +201,10 @@ def _compute_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str
     for c in comps:
         frac = compute_equivalent(exp, c.arm) if c.verdict == "better" else None
         if frac is not None:
-            lines.append(f"- {c.arm} reaches {exp.reference}'s final val loss after about {frac:.0%} of the steps "
-                         "(an estimate from the mean curves, mid-schedule points are not annealed).")
+            lines.append(
+                f"- {c.arm} reaches {exp.reference}'s final val loss after about {frac:.0%} of the steps "
+                "(an estimate from the mean curves, mid-schedule points are not annealed)."
+            )
     return ["## Compute-equivalent", "", *lines, ""] if lines else []
 
 
@@ -194,29 +214,43 @@ def _lr_section(exp: Experiment) -> list[str]:
     lines = ["## Learning rates", ""]
     if not exp.tuning:
         if len(set(used.values())) == 1:
-            return lines + [f"No tuning runs were given: every arm used the config's learning rate, "
-                            f"{next(iter(used.values())):g}, tuned for none of them.", ""]
-        return lines + ["No tuning runs were given: the arms used these learning rates, tuned for none of them: "
-                        + ", ".join(f"{arm} {lr:g}" for arm, lr in used.items()) + ".", ""]
+            return lines + [
+                f"No tuning runs were given: every arm used the config's learning rate, "
+                f"{next(iter(used.values())):g}, tuned for none of them.",
+                "",
+            ]
+        return lines + [
+            "No tuning runs were given: the arms used these learning rates, tuned for none of them: "
+            + ", ".join(f"{arm} {lr:g}" for arm, lr in used.items())
+            + ".",
+            "",
+        ]
     table = lr_table(exp)
     grid = sorted({lr for t in table.values() for lr, _ in t["points"]})
     seeds = sorted({r.seed for members in exp.tuning.values() for r in members})
-    lines += [f"Final val loss (nats/token) of each grid point on the tuning seed {', '.join(map(str, seeds))} "
-              "(not a reported seed); the chosen (lowest) learning rate in bold.", "",
-              "| arm | " + " | ".join(f"lr {lr:g}" for lr in grid) + " | reported runs used |",
-              "|" + "---|" * (len(grid) + 2)]
+    lines += [
+        f"Final val loss (nats/token) of each grid point on the tuning seed {', '.join(map(str, seeds))} "
+        "(not a reported seed); the chosen (lowest) learning rate in bold.",
+        "",
+        "| arm | " + " | ".join(f"lr {lr:g}" for lr in grid) + " | reported runs used |",
+        "|" + "---|" * (len(grid) + 2),
+    ]
     for arm in [a for a in exp.arms if a in table]:
         scores = dict(table[arm]["points"])
-        cells = [("—" if lr not in scores else f"**{scores[lr]:.4f}**" if lr == table[arm]["best"]
-                  else f"{scores[lr]:.4f}") for lr in grid]
+        cells = [
+            ("—" if lr not in scores else f"**{scores[lr]:.4f}**" if lr == table[arm]["best"] else f"{scores[lr]:.4f}")
+            for lr in grid
+        ]
         lines.append(f"| {arm} | " + " | ".join(cells) + f" | {used[arm]:g} |")
     lines.append("")
     for arm, t in table.items():
         if t["edge"]:
             lo, hi = t["points"][0][0], t["points"][-1][0]
-            lines.append(f"- **Warning:** {arm}'s best learning rate {t['best']:g} is at the edge of its grid "
-                         f"({lo:g}–{hi:g}): the optimum may lie outside it; widen the grid (more --lr-grid rates, "
-                         "or a larger --lr-widen), unless the rate past that edge was tried and failed.")
+            lines.append(
+                f"- **Warning:** {arm}'s best learning rate {t['best']:g} is at the edge of its grid "
+                f"({lo:g}–{hi:g}): the optimum may lie outside it; widen the grid (more --lr-grid rates, "
+                "or a larger --lr-widen), unless the rate past that edge was tried and failed."
+            )
         if used[arm] != t["best"]:
             lines.append(f"- {arm}'s reported runs used {used[arm]:g}, not its grid's best {t['best']:g}.")
     untuned = [arm for arm in exp.arms if arm not in table]
@@ -228,8 +262,10 @@ def _lr_section(exp: Experiment) -> list[str]:
 def _decay_words(tc: dict) -> str:
     """The weight-decay policy of a run's train config, in words."""
     emb = "decayed (nanoGPT's policy)" if tc.get("embedding_weight_decay", True) else "not decayed (minGPT's policy)"
-    return (f"AdamW weight_decay={tc['weight_decay']} on weights with dim >= 2; the embedding matrices (wte, wpe, "
-            f"and lm_head whether tied or not) are {emb}; biases and LayerNorm gains never decay")
+    return (
+        f"AdamW weight_decay={tc['weight_decay']} on weights with dim >= 2; the embedding matrices (wte, wpe, "
+        f"and lm_head whether tied or not) are {emb}; biases and LayerNorm gains never decay"
+    )
 
 
 def _setup_section(exp: Experiment) -> list[str]:
@@ -240,18 +276,25 @@ def _setup_section(exp: Experiment) -> list[str]:
     resized = any(set(d) & SIZE_KEYS for d in exp.differences.values())
     tuning_seeds = sorted({r.seed for members in exp.tuning.values() for r in members})
     subset = f" (subset `{dc['subset']}`)" if dc.get("subset") else ""
-    lines = ["## Setup", "",
-             f"- Corpus `{dc['source']}`{subset}, "
-             f"tokenizer `{dc['tokenizer']}` (vocab_size {mc['vocab_size']:,}); {tc['max_iters']:,} steps of "
-             f"{per_step:,} tokens ({tc['max_iters'] * per_step:,} tokens per run).",
-             f"- Seeds {', '.join(map(str, exp.seeds))}"
-             + (f"; learning rates tuned on seed {', '.join(map(str, tuning_seeds))}, which no reported run uses" if tuning_seeds else "")
-             + ". Each seed's runs share the data order, the eval batches, "
-             + ("" if resized else "the initial transformer body, ")
-             + "the token budget, the schedule and the optimizer settings.",
-             f"- Init policy (every arm): {INIT_WORDS.get(mc.get('init', 'gpt2'), mc.get('init'))}.",
-             f"- Weight-decay policy (every arm): {_decay_words(tc)}.",
-             "- Arms:"]
+    lines = [
+        "## Setup",
+        "",
+        f"- Corpus `{dc['source']}`{subset}, "
+        f"tokenizer `{dc['tokenizer']}` (vocab_size {mc['vocab_size']:,}); {tc['max_iters']:,} steps of "
+        f"{per_step:,} tokens ({tc['max_iters'] * per_step:,} tokens per run).",
+        f"- Seeds {', '.join(map(str, exp.seeds))}"
+        + (
+            f"; learning rates tuned on seed {', '.join(map(str, tuning_seeds))}, which no reported run uses"
+            if tuning_seeds
+            else ""
+        )
+        + ". Each seed's runs share the data order, the eval batches, "
+        + ("" if resized else "the initial transformer body, ")
+        + "the token budget, the schedule and the optimizer settings.",
+        f"- Init policy (every arm): {INIT_WORDS.get(mc.get('init', 'gpt2'), mc.get('init'))}.",
+        f"- Weight-decay policy (every arm): {_decay_words(tc)}.",
+        "- Arms:",
+    ]
     for arm in exp.arms:
         ref = " (reference)" if arm == exp.reference else ""
         lines.append(f"  - `{arm}`{ref}: {DESCRIPTIONS.get(arm, 'no description')}")
@@ -272,23 +315,35 @@ def _arm_section(exp: Experiment) -> list[str]:
         ("non-embedding parameters", [f"{r['non_embedding_parameters']:,}" for r in rows]),
         ("learning rate", [f"{r['learning_rate']:g}" for r in rows]),
         ("final val loss (on the same val windows for every run)", [_pm(r["final_val_loss"]) for r in rows]),
-        ("final val bits per byte (same windows)", [_pm(r["final_val_bpb"]) if r["final_val_bpb"] else "n/a"
-                                                     for r in rows]),
+        (
+            "final val bits per byte (same windows)",
+            [_pm(r["final_val_bpb"]) if r["final_val_bpb"] else "n/a" for r in rows],
+        ),
         ("best periodic val loss", [_pm(r["best_val_loss"]) for r in rows]),
-        ("final val perplexity (exp(mean loss), the geometric mean over seeds)",
-         [f"{r['final_val_ppl']:.2f}" for r in rows]),
-        ("unigram baseline val loss", [f"{r['unigram_val_loss']:.4f}" if r["unigram_val_loss"] is not None else "n/a"
-                                       for r in rows]),
+        (
+            "final val perplexity (exp(mean loss), the geometric mean over seeds)",
+            [f"{r['final_val_ppl']:.2f}" for r in rows],
+        ),
+        (
+            "unigram baseline val loss",
+            [f"{r['unigram_val_loss']:.4f}" if r["unigram_val_loss"] is not None else "n/a" for r in rows],
+        ),
         ("tokens/s (each run's median) ‡", [_spread(r["tokens_per_s"]) for r in rows]),
         ("wall time (s) ‡", [_spread(r["wall_time_s"], 1) for r in rows]),
         ("peak memory (MiB)", [_pm(r["peak_memory_mib"], 0) for r in rows]),
-        ("ckpt_best.pt size (MiB, first seed keeping one)", [f"{r['checkpoint_mib']:.1f}" if _finite(r["checkpoint_mib"])
-                                                 else "n/a" for r in rows]),
+        (
+            "ckpt_best.pt size (MiB, first seed keeping one)",
+            [f"{r['checkpoint_mib']:.1f}" if _finite(r["checkpoint_mib"]) else "n/a" for r in rows],
+        ),
         ("non-finite steps skipped (all seeds)", [f"{r['skipped_steps']}" for r in rows]),
     ]
     header = ["", *(r["arm"] for r in rows)]
-    lines = [f"## Per arm (mean ± std over {len(exp.seeds)} seeds, nats/token; timings ‡: median and range)", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [
+        f"## Per arm (mean ± std over {len(exp.seeds)} seeds, nats/token; timings ‡: median and range)",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
     lines += [f"| {name} | " + " | ".join(values) + " |" for name, values in table]
     return lines + ["", TIMING_NOTE, ""]
 
@@ -307,14 +362,22 @@ def _samples_section(exp: Experiment, sample_texts: dict) -> list[str]:
     """``## Samples``: one table per prompt, one column per arm; labelled an illustration, not evidence."""
     if not sample_texts:
         return []
-    lines = ["## Samples: an illustration, not evidence", "",
-             "Each arm's first seed with a checkpoint (ckpt_best.pt), top-k 50, temperature 0.8, the same "
-             "sampling seed; *no checkpoint* where none of the arm's run folders kept one.", ""]
+    lines = [
+        "## Samples: an illustration, not evidence",
+        "",
+        "Each arm's first seed with a checkpoint (ckpt_best.pt), top-k 50, temperature 0.8, the same "
+        "sampling seed; *no checkpoint* where none of the arm's run folders kept one.",
+        "",
+    ]
     for prompt, by_arm in sample_texts.items():
-        lines += [f"Prompt <code>{html.escape(repr(prompt), quote=False)}</code>:", "",
-                  "| " + " | ".join(exp.arms) + " |", "|" + "---|" * len(exp.arms),
-                  "| " + " | ".join(_cell(by_arm[arm]) if arm in by_arm else "*no checkpoint*"
-                                    for arm in exp.arms) + " |", ""]
+        lines += [
+            f"Prompt <code>{html.escape(repr(prompt), quote=False)}</code>:",
+            "",
+            "| " + " | ".join(exp.arms) + " |",
+            "|" + "---|" * len(exp.arms),
+            "| " + " | ".join(_cell(by_arm[arm]) if arm in by_arm else "*no checkpoint*" for arm in exp.arms) + " |",
+            "",
+        ]
     return lines
 
 
@@ -324,14 +387,19 @@ def _runs_section(exp: Experiment, folder: Path | None) -> list[str]:
     A run inside ``folder`` (the report's own) is named relative to it, so a report committed with
     its runs names no path of the machine that wrote it.
     """
+
     def shown(path: Path) -> str:
         whole, base = path.resolve(), folder.resolve() if folder is not None else None
         return whole.relative_to(base).as_posix() if base is not None and whole.is_relative_to(base) else str(path)
 
-    lines = ["## Runs", ""] + [f"- `{shown(r.path)}` ({arm}, seed {r.seed})" for arm, members in exp.runs.items()
-                               for r in members]
-    tuning = [f"- `{shown(r.path)}` ({arm}, seed {r.seed}, learning rate {r.learning_rate:g})"
-              for arm, members in exp.tuning.items() for r in members]
+    lines = ["## Runs", ""] + [
+        f"- `{shown(r.path)}` ({arm}, seed {r.seed})" for arm, members in exp.runs.items() for r in members
+    ]
+    tuning = [
+        f"- `{shown(r.path)}` ({arm}, seed {r.seed}, learning rate {r.learning_rate:g})"
+        for arm, members in exp.tuning.items()
+        for r in members
+    ]
     return lines + (["", "Tuning runs:", "", *tuning] if tuning else [])
 
 
@@ -341,8 +409,14 @@ def _command_block(command: str) -> list[str]:
     return ["Produced by:", "", fence, command, fence, ""]
 
 
-def render_markdown(exp: Experiment, figures: list[str], sample_texts: dict, title: str,
-                    command: str | None = None, folder: Path | None = None) -> str:
+def render_markdown(
+    exp: Experiment,
+    figures: list[str],
+    sample_texts: dict,
+    title: str,
+    command: str | None = None,
+    folder: Path | None = None,
+) -> str:
     """The report as Markdown: title, command, baseline warning, verdict, paired statistics,
     compute-equivalent, learning rates, setup, per-arm table, figures, samples, runs.
 

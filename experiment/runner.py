@@ -87,18 +87,25 @@ def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], re
         cmd = [sys.executable, train_py, "--resume", "--run-name", name, f"--train.out_dir={out_dir}", *resume_argv]
         print(f"[compare] {run_dir}: resuming", flush=True)
     elif run_dir.exists():
-        raise UserError(f"{run_dir} exists but holds no checkpoint (its first start failed before training): "
-                        "delete that folder and run the same compare.py command again")
+        raise UserError(
+            f"{run_dir} exists but holds no checkpoint (its first start failed before training): "
+            "delete that folder and run the same compare.py command again"
+        )
     else:
         cmd = [sys.executable, train_py, *base_argv, *extra, "--run-name", name, f"--train.out_dir={out_dir}"]
         print(f"[compare] {run_dir}: training", flush=True)
     returncode, signum = run_forwarding_signals(cmd)
     if signum is not None:  # the user asked to stop: never go on to the next arm, however the child ended
-        raise Interrupted(signum, f"stopped while training {run_dir} (exit {returncode}; its checkpoint is "
-                                  "saved): run the same compare.py command again to continue")
+        raise Interrupted(
+            signum,
+            f"stopped while training {run_dir} (exit {returncode}; its checkpoint is "
+            "saved): run the same compare.py command again to continue",
+        )
     if returncode != 0:
-        raise UserError(f"training {run_dir} failed (exit {returncode}; see its output above): "
-                        "fix the cause and run the same compare.py command again to continue")
+        raise UserError(
+            f"training {run_dir} failed (exit {returncode}; see its output above): "
+            "fix the cause and run the same compare.py command again to continue"
+        )
     return run_dir
 
 
@@ -136,8 +143,12 @@ class Commands:
     def reported(self, arm: str, i: int, lr: float | None = None) -> tuple[str, list[str]]:
         """``(run name, train.py flags)`` of ``arm`` on seed ``train.seed + i``, at the tuned rate ``lr`` if any."""
         tc = self.cfg.train
-        extra = [*self.arm_flags[arm], *(lr_flags(tc.learning_rate, tc.min_lr, lr) if lr is not None else []),
-                 f"--train.seed={tc.seed + i}", *self.group]
+        extra = [
+            *self.arm_flags[arm],
+            *(lr_flags(tc.learning_rate, tc.min_lr, lr) if lr is not None else []),
+            f"--train.seed={tc.seed + i}",
+            *self.group,
+        ]
         return f"{arm}{'' if lr is None else f'-lr{lr:g}'}-s{i}", extra
 
     def job(self, name: str, extra: list[str]) -> Callable[[], Path]:
@@ -146,15 +157,21 @@ class Commands:
 
     def grid_point(self, arm: str, lr: float) -> Callable[[], Path | None]:
         """The tuning run of ``arm`` at ``lr`` on the tuning seed; a failure is a point with no result (None)."""
+
         def train() -> Path | None:
             tc = self.cfg.train
-            extra = [*self.arm_flags[arm], *lr_flags(tc.learning_rate, tc.min_lr, lr),
-                     f"--train.seed={tc.seed + TUNING_SEED_OFFSET}", *self.group]
+            extra = [
+                *self.arm_flags[arm],
+                *lr_flags(tc.learning_rate, tc.min_lr, lr),
+                f"--train.seed={tc.seed + TUNING_SEED_OFFSET}",
+                *self.group,
+            ]
             try:
                 return run_arm(self.base_argv, self.out_dir, f"tune-{arm}-lr{lr:g}", extra, self.resume_argv)
             except UserError as e:  # e.g. a learning rate that diverges: a grid point with no result, not the end
                 print(f"[compare] {arm} at learning rate {lr:g} failed, counted as no result: {e}", flush=True)
                 return None
+
         return train
 
     def expected(self, arm: str, i: int, lr: float | None = None) -> RunConfig:
@@ -175,8 +192,10 @@ def _prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
     defaults = report.flatten(RunConfig().to_dict())
     set_here = {k: v for k, v in report.flatten(cfg.to_dict()).items() if k in ARM_KEYS and v != defaults[k]}
     if set_here:  # each arm sets these itself; a config that sets one would give it to every arm
-        raise UserError(f"{plan.config or 'the command line'} sets {', '.join(sorted(set_here))}, which the arms set "
-                        "themselves: drop it and choose arms with --arms")
+        raise UserError(
+            f"{plan.config or 'the command line'} sets {', '.join(sorted(set_here))}, which the arms set "
+            "themselves: drop it and choose arms with --arms"
+        )
     stem = Path(plan.config).stem if plan.config else "default"
     suffix = f"{'-equal-params-' + plan.equal_params if plan.equal_params else ''}{'-tuned' if plan.lr_grid else ''}"
     return cfg, data, plan.name or f"{stem}-tied-vs-untied{suffix}"
@@ -194,15 +213,30 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     """
     cfg, data, name = _prepare(plan)
     out_dir = Path(cfg.train.out_dir) / name
-    passed_on = {s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in plan.overrides.items()}
+    passed_on = {
+        s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in plan.overrides.items()
+    }
     arm_flags = {arm: arm_argv(arm) + _size_flags(cfg, plan.equal_params, arm) for arm in plan.arms}
     settings = remember_settings(out_dir, cfg, plan)
     # train.out_dir is the experiment's parent here; run_arm names the experiment folder itself.
-    resume_argv = overrides_to_argv({sec: {k: v for k, v in values.items()
-                                           if f"{sec}.{k}" in RESUME_OVERRIDABLE and f"{sec}.{k}" != "train.out_dir"}
-                                     for sec, values in plan.overrides.items()})
-    cmds = Commands(cfg, out_dir, [*(["--config", plan.config] if plan.config else []), *overrides_to_argv(passed_on)],
-                    arm_flags, resume_argv, [f"--wandb.group={cfg.wandb.group or name}"])
+    resume_argv = overrides_to_argv(
+        {
+            sec: {
+                k: v
+                for k, v in values.items()
+                if f"{sec}.{k}" in RESUME_OVERRIDABLE and f"{sec}.{k}" != "train.out_dir"
+            }
+            for sec, values in plan.overrides.items()
+        }
+    )
+    cmds = Commands(
+        cfg,
+        out_dir,
+        [*(["--config", plan.config] if plan.config else []), *overrides_to_argv(passed_on)],
+        arm_flags,
+        resume_argv,
+        [f"--wandb.group={cfg.wandb.group or name}"],
+    )
     sha = data.meta.get("source_sha256")
     adopting = adopt.identify(plan.adopt, cfg.train.seed, plan.arms, plan.seeds)
     _adopt(plan, cmds, adopting, sha)
@@ -210,12 +244,16 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     try:
         tuning, best = _tune(plan, out_dir, cmds.grid_point, cfg.train.seed + TUNING_SEED_OFFSET, bar)
         if plan.lr_grid and read_json(out_dir / "experiment.json", "experiment settings") != settings:
-            raise UserError(f"another compare.py changed {out_dir / 'experiment.json'} (a wider grid or --lr-widen) while "
-                            "this one tuned, so their best rates may differ: run the same command as that one")
+            raise UserError(
+                f"another compare.py changed {out_dir / 'experiment.json'} (a wider grid or --lr-widen) while "
+                "this one tuned, so their best rates may differ: run the same command as that one"
+            )
         if plan.lr_grid:
             _adopt(plan, cmds, adopting, sha, best)
-        jobs = [(n, cmds.job(n, extra)) for n, extra in (cmds.reported(arm, i, best.get(arm))
-                                                         for i in range(plan.seeds) for arm in plan.arms)]
+        jobs = [
+            (n, cmds.job(n, extra))
+            for n, extra in (cmds.reported(arm, i, best.get(arm)) for i in range(plan.seeds) for arm in plan.arms)
+        ]
         seeds = f"{plan.seeds} seed{'s' if plan.seeds != 1 else ''}"
         print(_progress(out_dir, [n for n, _ in jobs], f"reported runs ({len(plan.arms)} arms x {seeds})"), flush=True)
         paths = run_shared(out_dir, jobs, bar)
@@ -224,8 +262,9 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     return paths, tuning, out_dir
 
 
-def _adopt(plan: Plan, cmds: Commands, adopting: list[adopt.Candidate], sha: str | None,
-           best: dict[str, float] | None = None) -> None:
+def _adopt(
+    plan: Plan, cmds: Commands, adopting: list[adopt.Candidate], sha: str | None, best: dict[str, float] | None = None
+) -> None:
     """Check the runs to adopt and copy them in (:mod:`experiment.adopt`), or raise :class:`UserError`.
 
     With a learning-rate grid the first call (``best`` None) checks all but the tuned rate, before
@@ -246,8 +285,11 @@ def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.
     """Print the plan line (:func:`experiment.plan.plan_line`) and start the experiment's progress bar."""
     pending = {(c.arm, c.index) for c in adopting} if plan.lr_grid else set()
     runs = [PlannedRun(arm, f"tune-{arm}-lr{lr:g}") for arm in plan.arms for lr in plan.lr_grid]
-    runs += [PlannedRun(arm, f"{arm}-lr*-s{i}" if plan.lr_grid else f"{arm}-s{i}", (arm, i) in pending)
-             for i in range(plan.seeds) for arm in plan.arms]
+    runs += [
+        PlannedRun(arm, f"{arm}-lr*-s{i}" if plan.lr_grid else f"{arm}-s{i}", (arm, i) in pending)
+        for i in range(plan.seeds)
+        for arm in plan.arms
+    ]
     states = [run_state(cmds.out_dir, r) for r in runs]
     to_do = any(s in ("resume", "train") for s in states)
     timing = time_per_run(cmds.out_dir, cmds.cfg, data.num_tokens("val")) if to_do else None
@@ -260,8 +302,13 @@ def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.
     return RunsBar(len(runs), sum(s in ("finished", "adopted") for s in states))
 
 
-def _tune(plan: Plan, out_dir: Path, grid_point: Callable[[str, float], Callable[[], Path | None]],
-          seed: int, bar: RunsBar | None = None) -> tuple[list[Path], dict[str, float]]:
+def _tune(
+    plan: Plan,
+    out_dir: Path,
+    grid_point: Callable[[str, float], Callable[[], Path | None]],
+    seed: int,
+    bar: RunsBar | None = None,
+) -> tuple[list[Path], dict[str, float]]:
     """Train every arm at every grid rate, then past an edge its best sits on (``plan.lr_widen`` steps a side).
 
     Returns (the finished tuning runs, each arm's best rate); both empty without a grid.
@@ -275,7 +322,9 @@ def _tune(plan: Plan, out_dir: Path, grid_point: Callable[[str, float], Callable
     while todo:
         names = [f"tune-{arm}-lr{lr:g}" for arm, lr in todo]
         print(_progress(out_dir, names, what), flush=True)
-        for (arm, lr), path in zip(todo, run_shared(out_dir, [(n, grid_point(*job)) for n, job in zip(names, todo)], bar)):
+        for (arm, lr), path in zip(
+            todo, run_shared(out_dir, [(n, grid_point(*job)) for n, job in zip(names, todo)], bar)
+        ):
             tried[arm][lr] = path
         scores = {arm: {lr: score(path) for lr, path in runs.items()} for arm, runs in tried.items()}
         todo = [(arm, lr) for arm in plan.arms for lr in next_rates(plan.lr_grid, scores[arm], plan.lr_widen)]
@@ -284,8 +333,10 @@ def _tune(plan: Plan, out_dir: Path, grid_point: Callable[[str, float], Callable
         what = "learning rates past the grid's edge, for the arms whose best sits on it (--lr-widen)"
     best = {arm: best_lr(arm, scores[arm]) for arm in plan.arms}
     for arm in plan.arms:
-        print(f"[compare] {arm}: best learning rate {best[arm]:g} of "
-              f"{', '.join(f'{lr:g}' for lr in sorted(tried[arm]))}", flush=True)
+        print(
+            f"[compare] {arm}: best learning rate {best[arm]:g} of {', '.join(f'{lr:g}' for lr in sorted(tried[arm]))}",
+            flush=True,
+        )
     return [path for runs in tried.values() for path in runs.values() if path is not None], best
 
 
@@ -296,14 +347,20 @@ def _progress(out_dir: Path, names: list[str], what: str) -> str:
     the finished runs' median ``elapsed_s`` (wall seconds, pauses included), labelled as an estimate.
     """
     done = [out_dir / n / "summary.json" for n in names if (out_dir / n / "summary.json").is_file()]
-    resume = sum(not (out_dir / n / "summary.json").is_file() and (out_dir / n / "ckpt_last.pt").is_file() for n in names)
-    line = (f"[compare] {what}: {len(names)} runs, {len(done)} finished, {resume} to resume, "
-            f"{len(names) - len(done) - resume} to train")
+    resume = sum(
+        not (out_dir / n / "summary.json").is_file() and (out_dir / n / "ckpt_last.pt").is_file() for n in names
+    )
+    line = (
+        f"[compare] {what}: {len(names)} runs, {len(done)} finished, {resume} to resume, "
+        f"{len(names) - len(done) - resume} to train"
+    )
     seconds = [t for t in (read_json(f, "run summary").get("elapsed_s") for f in done) if isinstance(t, (int, float))]
     if seconds and len(done) < len(names):
         per_run = statistics.median(seconds)
-        line += (f"; roughly {(len(names) - len(done)) * per_run / 60:.0f} min left at the finished runs' "
-                 f"median of {per_run / 60:.1f} min a run (an estimate)")
+        line += (
+            f"; roughly {(len(names) - len(done)) * per_run / 60:.0f} min left at the finished runs' "
+            f"median of {per_run / 60:.1f} min a run (an estimate)"
+        )
     return line
 
 
@@ -354,13 +411,24 @@ def _size_flags(cfg: RunConfig, equal_params: str | None, arm: str) -> list[str]
         return []
     tied_cfg, n_tied, n_untied = equal_params_config(dataclasses.replace(cfg.model, tie_embeddings=False), equal_params)
     key = "n_embd" if equal_params == "width" else "n_layer"
-    print(f"[compare] equal params by {equal_params}: {arm} {key}={getattr(tied_cfg, key)} ({n_tied:,} parameters) "
-          f"vs untied {key}={getattr(cfg.model, key)} ({n_untied:,})", flush=True)
+    print(
+        f"[compare] equal params by {equal_params}: {arm} {key}={getattr(tied_cfg, key)} ({n_tied:,} parameters) "
+        f"vs untied {key}={getattr(cfg.model, key)} ({n_untied:,})",
+        flush=True,
+    )
     return [f"--model.{key}={getattr(tied_cfg, key)}"]
 
 
-def write_report(paths: list[Path], tuning: list[Path], out_dir: Path, prompts: list[str], title: str,
-                 reference: str = "tied", margin: float = 0.01, command: str | None = None) -> tuple[Path, bool]:
+def write_report(
+    paths: list[Path],
+    tuning: list[Path],
+    out_dir: Path,
+    prompts: list[str],
+    title: str,
+    reference: str = "tied",
+    margin: float = 0.01,
+    command: str | None = None,
+) -> tuple[Path, bool]:
     """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures).
 
     Returns ``(report path, meaningful)``: ``meaningful`` is False when the report opens with

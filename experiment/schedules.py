@@ -54,8 +54,14 @@ def lr_schedule(rows: list[dict], peak: float) -> dict[tuple[int, str], float]:
 
 def schedule_changes(rows: list[dict]) -> list[dict]:
     """The ``resume`` rows that moved the cosine's horizon (``lr_horizon`` before != after), in order."""
-    return [r for r in rows if r.get("kind") == "resume" and isinstance(r.get("lr_horizon"), list)
-            and len(r["lr_horizon"]) == 2 and r["lr_horizon"][0] != r["lr_horizon"][1]]
+    return [
+        r
+        for r in rows
+        if r.get("kind") == "resume"
+        and isinstance(r.get("lr_horizon"), list)
+        and len(r["lr_horizon"]) == 2
+        and r["lr_horizon"][0] != r["lr_horizon"][1]
+    ]
 
 
 def describe_change(run: Scheduled) -> str:
@@ -64,8 +70,11 @@ def describe_change(run: Scheduled) -> str:
     if not run.resumes:
         return ""
     first = run.resumes[0]
-    changed = ", ".join(f"{k}={v}" for k, v in sorted((first.get("overrides") or {}).items())
-                        if k in ("train.lr_decay_iters", "train.max_iters"))
+    changed = ", ".join(
+        f"{k}={v}"
+        for k, v in sorted((first.get("overrides") or {}).items())
+        if k in ("train.lr_decay_iters", "train.max_iters")
+    )
     return f"{run.path} was resumed at step {first['step']} with {changed or 'a new schedule horizon'}"
 
 
@@ -107,8 +116,10 @@ def check_schedules(runs: list[Scheduled]) -> None:
             raise UserError(
                 f"{culprit.path} followed another learning-rate schedule than {other.path}: they part at step {step} "
                 f"(lr / peak learning rate {x:.4g} vs {y:.4g}){'; ' + why if why else ''}: compare runs trained on "
-                "one schedule (re-train the one that differs in one go, with the others' settings)")
+                "one schedule (re-train the one that differs in one go, with the others' settings)"
+            )
         steps = sorted({r["step"] for r in [*culprit.resumes, *other.resumes]})
         raise UserError(
             f"{culprit.path} and {other.path} moved their learning-rate schedules differently on resume, from step "
-            f"{steps[0]} ({why}): compare runs trained on one schedule (re-train the one that differs in one go)")
+            f"{steps[0]} ({why}): compare runs trained on one schedule (re-train the one that differs in one go)"
+        )

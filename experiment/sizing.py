@@ -35,8 +35,11 @@ def equal_params_config(cfg: GPTConfig, how: str = "width") -> tuple[GPTConfig, 
     target = count_params(dataclasses.replace(cfg, tie_embeddings=False))
     if how not in ("width", "depth"):
         raise UserError(f"--equal-params must be 'width' or 'depth', got {how!r}")
-    key, start, step_, limit = (("n_embd", cfg.n_embd, cfg.n_head, 8 * cfg.n_embd) if how == "width"
-                                else ("n_layer", cfg.n_layer, 1, 64 * cfg.n_layer))
+    key, start, step_, limit = (
+        ("n_embd", cfg.n_embd, cfg.n_head, 8 * cfg.n_embd)
+        if how == "width"
+        else ("n_layer", cfg.n_layer, 1, 64 * cfg.n_layer)
+    )
     # The count grows monotonically with width and depth: bisect for the first value that reaches the
     # target, then take whichever of it and the value before is closer.
     values = list(range(start, limit + 1, step_))
@@ -68,7 +71,9 @@ def arm_params(cfg: RunConfig, arm: str, equal_params: str | None = None) -> int
     that share one matrix.  Tie-then-untie ends untied: its last checkpoints hold two matrices.
     """
     settings = ARMS[arm]
-    model = dataclasses.replace(cfg.model, **{k.split(".")[1]: v for k, v in settings.items() if k.startswith("model.")})
+    model = dataclasses.replace(
+        cfg.model, **{k.split(".")[1]: v for k, v in settings.items() if k.startswith("model.")}
+    )
     if equal_params and arm in ("tied", "tied-bias"):
         grown, _, _ = equal_params_config(dataclasses.replace(cfg.model, tie_embeddings=False), equal_params)
         model = dataclasses.replace(model, n_embd=grown.n_embd, n_layer=grown.n_layer)

@@ -83,28 +83,43 @@ class Comparison:
     seeds_needed: int | None
 
 
-def _check_inputs(arm: str, reference: str, arm_values: Sequence[float],
-                  ref_values: Sequence[float], margin: float) -> tuple[np.ndarray, np.ndarray]:
+def _check_inputs(
+    arm: str, reference: str, arm_values: Sequence[float], ref_values: Sequence[float], margin: float
+) -> tuple[np.ndarray, np.ndarray]:
     """The two loss sequences as float arrays; raises UserError (one line: problem and fix)."""
     a = np.asarray(list(arm_values), dtype=float)
     r = np.asarray(list(ref_values), dtype=float)
     if len(a) != len(r):
-        raise UserError(f"{arm!r} has {len(a)} seeds but {reference!r} has {len(r)}: "
-                        "pass one final val loss per seed for both arms, in the same seed order")
+        raise UserError(
+            f"{arm!r} has {len(a)} seeds but {reference!r} has {len(r)}: "
+            "pass one final val loss per seed for both arms, in the same seed order"
+        )
     if len(a) == 0:
-        raise UserError(f"no seeds to compare for {arm!r} vs {reference!r}: "
-                        "pass at least one final val loss per arm")
+        raise UserError(f"no seeds to compare for {arm!r} vs {reference!r}: pass at least one final val loss per arm")
     if not (np.all(np.isfinite(a)) and np.all(np.isfinite(r))):
-        raise UserError(f"non-finite val loss in {arm!r} vs {reference!r} (NaN or inf, a diverged run?): "
-                        "rerun or drop that seed from both arms")
+        raise UserError(
+            f"non-finite val loss in {arm!r} vs {reference!r} (NaN or inf, a diverged run?): "
+            "rerun or drop that seed from both arms"
+        )
     if not (math.isfinite(margin) and margin > 0):
-        raise UserError(f"equivalence margin must be a positive number of nats/token, got {margin!r}: "
-                        "declare a margin > 0 (e.g. 0.02) before the runs")
+        raise UserError(
+            f"equivalence margin must be a positive number of nats/token, got {margin!r}: "
+            "declare a margin > 0 (e.g. 0.02) before the runs"
+        )
     return a, r
 
 
-def _decide(mean: float, sd: float, ci: tuple[float, float], p_adj: float, p_tost: float,
-            margin: float, n: int, alpha: float, family: int = 1) -> tuple[str, int | None]:
+def _decide(
+    mean: float,
+    sd: float,
+    ci: tuple[float, float],
+    p_adj: float,
+    p_tost: float,
+    margin: float,
+    n: int,
+    alpha: float,
+    family: int = 1,
+) -> tuple[str, int | None]:
     """The verdict (rule in the module docstring) and, when inconclusive, seeds_needed.
 
     ``p_adj`` is the p-value to test the difference with (p_t, or p_holm after :func:`holm`).
@@ -136,8 +151,9 @@ def _p_wilcoxon(diffs: np.ndarray) -> float | None:
     return None if math.isnan(p) else p
 
 
-def compare_paired(arm: str, reference: str, arm_values: Sequence[float],
-                   ref_values: Sequence[float], margin: float) -> Comparison:
+def compare_paired(
+    arm: str, reference: str, arm_values: Sequence[float], ref_values: Sequence[float], margin: float
+) -> Comparison:
     """Compare ``arm`` with ``reference`` from final val losses (nats/token) paired by seed.
 
     ``arm_values[i]`` and ``ref_values[i]`` come from the same seed.  ``margin`` (nats/token,
@@ -176,10 +192,22 @@ def compare_paired(arm: str, reference: str, arm_values: Sequence[float],
     d_z = mean / sd if (not math.isnan(sd) and sd > 0) else nan
     verdict, needed = _decide(mean, sd, ci, p_t, p_tost, margin, n, alpha=0.05)
     return Comparison(
-        arm=arm, reference=reference, diffs=[float(d) for d in diffs], mean=mean, sd=sd, ci=ci,
-        p_t=p_t, p_wilcoxon=_p_wilcoxon(diffs), p_sign=p_sign, d_z=d_z,
-        ppl_ratio=math.exp(mean), margin=float(margin), p_tost=p_tost, p_holm=p_t,
-        verdict=verdict, seeds_needed=needed,
+        arm=arm,
+        reference=reference,
+        diffs=[float(d) for d in diffs],
+        mean=mean,
+        sd=sd,
+        ci=ci,
+        p_t=p_t,
+        p_wilcoxon=_p_wilcoxon(diffs),
+        p_sign=p_sign,
+        d_z=d_z,
+        ppl_ratio=math.exp(mean),
+        margin=float(margin),
+        p_tost=p_tost,
+        p_holm=p_t,
+        verdict=verdict,
+        seeds_needed=needed,
     )
 
 
@@ -199,14 +227,14 @@ def holm(comparisons: list[Comparison], alpha: float = 0.05) -> list[Comparison]
     adjusted = multipletests(p, alpha=alpha, method="holm")[1]
     out = []
     for c, p_holm in zip(comparisons, adjusted):
-        verdict, needed = _decide(c.mean, c.sd, c.ci, float(p_holm), c.p_tost, c.margin,
-                                  len(c.diffs), alpha, family=len(comparisons))
+        verdict, needed = _decide(
+            c.mean, c.sd, c.ci, float(p_holm), c.p_tost, c.margin, len(c.diffs), alpha, family=len(comparisons)
+        )
         out.append(replace(c, p_holm=float(p_holm), verdict=verdict, seeds_needed=needed))
     return out
 
 
-def seeds_needed(mean: float, sd: float, margin: float, alpha: float = 0.05,
-                 max_n: int = 1000) -> int | None:
+def seeds_needed(mean: float, sd: float, margin: float, alpha: float = 0.05, max_n: int = 1000) -> int | None:
     """Roughly how many seeds would settle a comparison, if the observed mean and sd held.
 
     A rough planning figure from the observed spread (``mean`` and ``sd`` of the per-seed
@@ -233,8 +261,7 @@ def seeds_needed(mean: float, sd: float, margin: float, alpha: float = 0.05,
     return int(ns[hits[0]]) if len(hits) else None
 
 
-def compute_equivalent(ref_final: float, steps: Sequence[int],
-                       arm_curve: Sequence[float]) -> float | None:
+def compute_equivalent(ref_final: float, steps: Sequence[int], arm_curve: Sequence[float]) -> float | None:
     """Fraction of its run at which the arm first reaches the reference's final val loss.
 
     ``steps`` are the eval steps, ascending, the last one the full run; ``arm_curve`` the arm's
@@ -254,14 +281,19 @@ def compute_equivalent(ref_final: float, steps: Sequence[int],
     s = np.asarray(list(steps), dtype=float)
     y = np.asarray(list(arm_curve), dtype=float)
     if len(s) == 0 or len(s) != len(y):
-        raise UserError(f"compute_equivalent needs one loss per eval step, got {len(s)} steps and "
-                        f"{len(y)} losses: pass matching, non-empty sequences")
+        raise UserError(
+            f"compute_equivalent needs one loss per eval step, got {len(s)} steps and "
+            f"{len(y)} losses: pass matching, non-empty sequences"
+        )
     if not (np.all(np.isfinite(s)) and np.all(np.isfinite(y)) and math.isfinite(ref_final)):
-        raise UserError("non-finite step or val loss in compute_equivalent: "
-                        "drop diverged runs before averaging the curves")
+        raise UserError(
+            "non-finite step or val loss in compute_equivalent: drop diverged runs before averaging the curves"
+        )
     if np.any(np.diff(s) <= 0) or s[-1] <= 0:
-        raise UserError("eval steps must be strictly ascending with a positive last step: "
-                        "pass the eval steps in order, the last one the full run")
+        raise UserError(
+            "eval steps must be strictly ascending with a positive last step: "
+            "pass the eval steps in order, the last one the full run"
+        )
     reached = np.flatnonzero(y <= ref_final)
     if len(reached) == 0:
         return None

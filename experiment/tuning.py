@@ -81,8 +81,11 @@ def lr_grid_refusals(before: list[float], now: list[float], widen_before: int = 
     out = []
     old, new = {f"{lr:g}" for lr in before}, {f"{lr:g}" for lr in now}
     if old != new and not (old and old <= new):
-        out.append("lr_grid (a folder made with a grid needs one, and one made without cannot gain one)"
-                   if not old or not new else f"lr_grid (it may grow but must keep {', '.join(sorted(old - new, key=float))})")
+        out.append(
+            "lr_grid (a folder made with a grid needs one, and one made without cannot gain one)"
+            if not old or not new
+            else f"lr_grid (it may grow but must keep {', '.join(sorted(old - new, key=float))})"
+        )
     if widen_now < widen_before:
         out.append(f"lr_widen (it may rise but not fall below {widen_before})")
     return out

@@ -44,8 +44,12 @@ def count_rows(shards: list[np.ndarray], vocab_size: int, min_count: int = MIN_C
         if len(found) > vocab_size:
             raise ValueError(f"token id {len(found) - 1} is outside a vocabulary of {vocab_size}")
         counts += found
-    return {"vocab_size": int(vocab_size), "train_tokens": int(counts.sum()),
-            "rows_never_seen": int(np.sum(counts == 0)), "rows_seen_5_or_more": int(np.sum(counts >= min_count))}
+    return {
+        "vocab_size": int(vocab_size),
+        "train_tokens": int(counts.sum()),
+        "rows_never_seen": int(np.sum(counts == 0)),
+        "rows_seen_5_or_more": int(np.sum(counts >= min_count)),
+    }
 
 
 def never_seen_fraction(use: dict | None) -> float | None:
@@ -60,8 +64,11 @@ def seen_often_fraction(use: dict | None) -> float | None:
 
 def _identity(run) -> dict:
     """What ties a vocabulary count to a run: its tokenizer, corpus fingerprint and vocabulary size."""
-    return {"tokenizer": run.config["data"]["tokenizer"], "data_sha256": run.summary.get("data_sha256"),
-            "vocab_size": run.config["model"]["vocab_size"]}
+    return {
+        "tokenizer": run.config["data"]["tokenizer"],
+        "data_sha256": run.summary.get("data_sha256"),
+        "vocab_size": run.config["model"]["vocab_size"],
+    }
 
 
 def _matches(folder: Path, run) -> bool:
@@ -71,8 +78,11 @@ def _matches(folder: Path, run) -> bool:
     except (OSError, ValueError):
         return False
     data = run.config["data"]
-    if (meta.get("tokenizer") != data["tokenizer"] or meta.get("source_sha256") != run.summary.get("data_sha256")
-            or meta.get("settings", {}).get("val_fraction", data["val_fraction"]) != data["val_fraction"]):
+    if (
+        meta.get("tokenizer") != data["tokenizer"]
+        or meta.get("source_sha256") != run.summary.get("data_sha256")
+        or meta.get("settings", {}).get("val_fraction", data["val_fraction"]) != data["val_fraction"]
+    ):
         return False
     ours, theirs = run.path / "tokenizer.json", folder / "tokenizer.json"
     return not ours.is_file() or (theirs.is_file() and ours.read_bytes() == theirs.read_bytes())

@@ -94,7 +94,9 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
             "it is corrupt or not a tinygpt checkpoint; use another checkpoint (ckpt_best.pt / ckpt_last.pt)"
         ) from e
     if not isinstance(ckpt, dict) or ckpt.get("format") not in READABLE_FORMATS:
-        raise UserError(f"{path} is not a tinygpt checkpoint (format {FORMAT!r} expected): use a file written by train.py")
+        raise UserError(
+            f"{path} is not a tinygpt checkpoint (format {FORMAT!r} expected): use a file written by train.py"
+        )
     # Checked whenever a digest is present (so relabelling a file as format 1 does not skip it);
     # only format 1 files, written before digests existed, may lack one.
     if ("sha256" in ckpt or ckpt["format"] != READABLE_FORMATS[0]) and ckpt.get("sha256") != payload_digest(ckpt):
@@ -127,8 +129,11 @@ def load_model_state(model: GPT, ckpt: dict, source: str = "checkpoint") -> None
         # matrices differ (hand-made, or from another tool) would load with the head's silently
         # winning, so it is refused: the label alone is not trusted.
         wte, head = state.get("wte.weight"), state.get("lm_head.weight")
-        if isinstance(wte, torch.Tensor) and isinstance(head, torch.Tensor) and not (
-                wte.shape == head.shape and torch.equal(wte, head)):
+        if (
+            isinstance(wte, torch.Tensor)
+            and isinstance(head, torch.Tensor)
+            and not (wte.shape == head.shape and torch.equal(wte, head))
+        ):
             raise UserError(
                 f"{source} says tie_embeddings=true but its wte.weight and lm_head.weight differ: "
                 "it is not a tied checkpoint; load it with --model.tie_embeddings=false after relabelling it untied"
@@ -137,8 +142,7 @@ def load_model_state(model: GPT, ckpt: dict, source: str = "checkpoint") -> None
         model.load_state_dict(ckpt["model"], strict=True)
     except (RuntimeError, KeyError) as e:
         raise UserError(
-            f"{source} does not fit this model ({first_line(e)}): "
-            "use the model config the checkpoint was trained with"
+            f"{source} does not fit this model ({first_line(e)}): use the model config the checkpoint was trained with"
         ) from e
     if want:
         assert model.lm_head.weight is model.wte.weight, "tied weights came apart while loading"

@@ -1,7 +1,7 @@
 """The shape and initialisation of a GPT: :class:`GPTConfig`, the ``[model]`` section of a run's config.
 
-    from model.config import GPTConfig
-    config = GPTConfig(n_layer=4, n_head=4, n_embd=128, tie_embeddings=False)
+from model.config import GPTConfig
+config = GPTConfig(n_layer=4, n_head=4, n_embd=128, tie_embeddings=False)
 """
 
 from __future__ import annotations
@@ -27,10 +27,20 @@ class GPTConfig:
     dropout: float = doc_field(0.0, "Dropout probability on attention weights and residual branches, in [0, 1).")
     bias: bool = doc_field(True, "Use biases in the Linear layers and LayerNorms (GPT-2 does).")
     tie_embeddings: bool = doc_field(True, "Share one matrix between the token embedding and lm_head (W = E).")
-    lm_head_bias: bool = doc_field(False, "Learn a bias on lm_head: a free per-token logit offset (vocab_size parameters; GPT-2 has none).")
-    gelu_approximate: str = doc_field("tanh", "The MLP's GELU, as F.gelu's `approximate`: 'tanh' (GPT-2's gelu_new, Hendrycks & Gimpel 2016) or 'none' (the exact erf form: nanoGPT's nn.GELU, Hugging Face's 'gelu'; about half the cost on a CPU).")
-    init: str = doc_field("gpt2", "Initialisation policy, the same for both arms: 'gpt2' (every weight N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)); GPT-2, nanoGPT) or 'pytorch' (PyTorch's layer defaults: nn.Linear Kaiming-uniform, nn.Embedding N(0, 1); a tied matrix is the embedding's).")
-    zero_init_head: bool = doc_field(False, "Start an untied lm_head at zero (nanochat, modded-nanogpt); needs tie_embeddings=false.")
+    lm_head_bias: bool = doc_field(
+        False, "Learn a bias on lm_head: a free per-token logit offset (vocab_size parameters; GPT-2 has none)."
+    )
+    gelu_approximate: str = doc_field(
+        "tanh",
+        "The MLP's GELU, as F.gelu's `approximate`: 'tanh' (GPT-2's gelu_new, Hendrycks & Gimpel 2016) or 'none' (the exact erf form: nanoGPT's nn.GELU, Hugging Face's 'gelu'; about half the cost on a CPU).",
+    )
+    init: str = doc_field(
+        "gpt2",
+        "Initialisation policy, the same for both arms: 'gpt2' (every weight N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)); GPT-2, nanoGPT) or 'pytorch' (PyTorch's layer defaults: nn.Linear Kaiming-uniform, nn.Embedding N(0, 1); a tied matrix is the embedding's).",
+    )
+    zero_init_head: bool = doc_field(
+        False, "Start an untied lm_head at zero (nanochat, modded-nanogpt); needs tie_embeddings=false."
+    )
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
@@ -49,5 +59,7 @@ class GPTConfig:
         if self.init not in INIT_POLICIES:
             raise UserError(f"model.init must be one of {', '.join(INIT_POLICIES)}, got {self.init!r}")
         if self.zero_init_head and self.tie_embeddings:
-            raise UserError("model.zero_init_head would zero the tied embedding too: set model.tie_embeddings=false, "
-                            "or drop model.zero_init_head")
+            raise UserError(
+                "model.zero_init_head would zero the tied embedding too: set model.tie_embeddings=false, "
+                "or drop model.zero_init_head"
+            )

@@ -71,31 +71,38 @@ class _SampleText:
         """Append one token id; return the text it lets us show ('' if none).  ``done`` once a stop is met."""
         self.tail.append(token)
         fresh = self.tokenizer.decode(self.tail)
-        text = self.window[:self.settled] + fresh  # the sample's text from character self.start on
+        text = self.window[: self.settled] + fresh  # the sample's text from character self.start on
         cut = min((i for i in (text.find(s) for s in self.stops) if i >= 0), default=-1)
         if cut >= 0:
             self.done = True
-            return text[self.shown - self.start:cut]
+            return text[self.shown - self.start : cut]
         end = len(text) - _held_back(text, self.stops)
-        piece = text[self.shown - self.start:end]
+        piece = text[self.shown - self.start : end]
         self.shown = max(self.shown, self.start + end)
         self.window = text
         if not fresh.endswith("\ufffd"):  # a clean point: settle the text, keep only what a stop may need
             keep = min(len(text), self.keep)
             self.start += len(text) - keep
-            self.window, self.settled, self.tail = text[len(text) - keep:], keep, []
+            self.window, self.settled, self.tail = text[len(text) - keep :], keep, []
         return piece
 
     def finish(self) -> str:
         """End the sample; return the text not shown yet ('' if it had already ended)."""
-        piece = "" if self.done else self.window[self.shown - self.start:]
+        piece = "" if self.done else self.window[self.shown - self.start :]
         self.done = True
         return piece
 
 
 def stream_samples(
-    model: GPT, tokenizer, prompt_ids: list[int], max_new_tokens: int, device: torch.device, num_samples: int = 1,
-    stop: Sequence[str] = (), stop_token: int | None = None, **sampling,
+    model: GPT,
+    tokenizer,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    device: torch.device,
+    num_samples: int = 1,
+    stop: Sequence[str] = (),
+    stop_token: int | None = None,
+    **sampling,
 ) -> Iterator[list[str]]:
     """Continue ``prompt_ids`` ``num_samples`` times as one batch; yield each step's new text per sample.
 
@@ -133,9 +140,16 @@ def stream_samples(
 
 
 def generate_text(
-    model: GPT, tokenizer, prompt: str, max_new_tokens: int, device: torch.device,
-    temperature: float = 1.0, top_k: int | None = None, greedy: bool = False,
-    generator: torch.Generator | None = None, **options,
+    model: GPT,
+    tokenizer,
+    prompt: str,
+    max_new_tokens: int,
+    device: torch.device,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+    **options,
 ) -> Iterator[str]:
     """Yield the prompt, then one sample's generated text piece by piece as tokens arrive.
 
@@ -146,7 +160,17 @@ def generate_text(
     """
     ids = encode_prompt(tokenizer, prompt)
     yield prompt
-    for pieces in stream_samples(model, tokenizer, ids, max_new_tokens, device, temperature=temperature,
-                                 top_k=top_k, greedy=greedy, generator=generator, **options):
+    for pieces in stream_samples(
+        model,
+        tokenizer,
+        ids,
+        max_new_tokens,
+        device,
+        temperature=temperature,
+        top_k=top_k,
+        greedy=greedy,
+        generator=generator,
+        **options,
+    ):
         if pieces[0]:
             yield pieces[0]

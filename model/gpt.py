@@ -245,7 +245,7 @@ class GPT(nn.Module):
             return None, head_loss(x.view(B * T, -1), weight, bias, targets.reshape(B * T))  # (B*T, n_embd), (B*T,)
         weight, bias = padded_head(self.lm_head.weight, self.lm_head.bias, self.pad_vocab_multiple)
         # (B, T, vocab_size): the padded columns are cut off, so no padded id is ever scored or sampled.
-        logits = F.linear(x, weight, bias)[..., :self.lm_head.out_features]
+        logits = F.linear(x, weight, bias)[..., : self.lm_head.out_features]
         loss = None
         if targets is not None:
             # (B*T, vocab_size) against (B*T,); float32 so bf16 rounding never reaches the loss.
@@ -288,8 +288,13 @@ class GPT(nn.Module):
         logits = x @ head_t  # (B, vocab_size)
         return logits if self.lm_head.bias is None else logits + self.lm_head.bias
 
-    def param_groups(self, weight_decay: float, embedding_weight_decay: bool = True,
-                     embedding_lr_scale: float = 1.0, head_lr_scale: float = 1.0) -> list[dict]:
+    def param_groups(
+        self,
+        weight_decay: float,
+        embedding_weight_decay: bool = True,
+        embedding_lr_scale: float = 1.0,
+        head_lr_scale: float = 1.0,
+    ) -> list[dict]:
         """AdamW parameter groups: decay weights with ``dim >= 2``; never biases or LayerNorm gains.
 
         ``embedding_weight_decay`` sets the policy for the embedding matrices -- ``wte``, ``wpe``
@@ -312,13 +317,17 @@ class GPT(nn.Module):
             return {"params": ps, "weight_decay": weight_decay if decays(ps[0]) else 0.0, "lr_scale": scale}
 
         if embedding_lr_scale == 1.0 and head_lr_scale == 1.0:
-            return [{"params": [p for p in params if decays(p)], "weight_decay": weight_decay, "lr_scale": 1.0},
-                    {"params": [p for p in params if not decays(p)], "weight_decay": 0.0, "lr_scale": 1.0}]
+            return [
+                {"params": [p for p in params if decays(p)], "weight_decay": weight_decay, "lr_scale": 1.0},
+                {"params": [p for p in params if not decays(p)], "weight_decay": 0.0, "lr_scale": 1.0},
+            ]
         own = {id(self.wte.weight), id(self.lm_head.weight)}
         body = [p for p in params if id(p) not in own]
-        groups = [{"params": [p for p in body if decays(p)], "weight_decay": weight_decay, "lr_scale": 1.0},
-                  {"params": [p for p in body if not decays(p)], "weight_decay": 0.0, "lr_scale": 1.0},
-                  group([self.wte.weight], embedding_lr_scale)]
+        groups = [
+            {"params": [p for p in body if decays(p)], "weight_decay": weight_decay, "lr_scale": 1.0},
+            {"params": [p for p in body if not decays(p)], "weight_decay": 0.0, "lr_scale": 1.0},
+            group([self.wte.weight], embedding_lr_scale),
+        ]
         if not self.tied:
             groups.append(group([self.lm_head.weight], head_lr_scale))
         return groups
@@ -338,9 +347,16 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate_stream(
-        self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-        top_p: float | None = None, greedy: bool = False, generator: torch.Generator | None = None,
-        stop_token: int | None = None, use_cache: bool = True,
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        greedy: bool = False,
+        generator: torch.Generator | None = None,
+        stop_token: int | None = None,
+        use_cache: bool = True,
     ) -> Iterator[torch.Tensor]:
         """Yield up to ``max_new_tokens`` next-token tensors ``(B,)`` for the prompts ``idx`` ``(B, T)``.
 

@@ -32,8 +32,9 @@ def slice_rows(vocab_size: int) -> int:
     return max(1, SLICE_ELEMENTS // vocab_size)
 
 
-def _slice_logits(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                  out: torch.Tensor | None = None) -> torch.Tensor:
+def _slice_logits(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """``(n, n_embd) -> (n, vocab_size)`` float32 logits (the matmul itself may run under autocast).
 
     With ``out`` (an ``(n, vocab_size)`` float32 buffer) they are written there: the same kernel
@@ -123,7 +124,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         logits_buf, logp_buf = _slice_buffers(x_mm, w_mm, rows)
         with torch.autocast(x.device.type, enabled=False):  # the operands are cast already
             for start in range(0, n, rows):
-                xs, ts = x_mm[start:start + rows], targets[start:start + rows]  # (r, n_embd), (r,)
+                xs, ts = x_mm[start : start + rows], targets[start : start + rows]  # (r, n_embd), (r,)
                 logits = _slice_logits(xs, w_mm, b_mm, _head(logits_buf, xs.size(0)))  # (r, V) float32
                 grad = torch.softmax(logits, dim=1, out=_head(logp_buf, xs.size(0)))  # (r, V), one fused kernel
                 total += _target_nll(grad, logits, ts)
@@ -133,7 +134,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
                     grad_b += grad.sum(0)  # summed before the cast below: a float32 sum, as the bias is
                 grad = grad.to(w_mm.dtype)  # one cast a slice under autocast (a no-op in float32)
                 if want_x:
-                    grad_x[start:start + rows] = grad @ w_mm  # (r, V) @ (V, n_embd)
+                    grad_x[start : start + rows] = grad @ w_mm  # (r, V) @ (V, n_embd)
                 # (V, r) @ (r, n_embd).  The first slice's product is the sum so far (no zero-filled (V, n_embd)
                 # to add it to); later ones add in place in float32, or in the parameter's dtype under autocast.
                 if want_w and amp is None:
@@ -152,8 +153,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return (*(g * scale if g is not None else None for g in ctx.saved_tensors), None, None)
 
 
-def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                         targets: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+def linear_cross_entropy(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor, rows: int | None = None
+) -> torch.Tensor:
     """Mean ``nn.CrossEntropyLoss`` of the head ``x @ weight.T + bias`` against ``targets``, never holding all logits.
 
     ``x`` ``(N, n_embd)``, ``weight`` ``(vocab_size, n_embd)``, ``bias`` ``(vocab_size,)`` or None,
@@ -166,8 +168,10 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     if the shapes disagree or ``rows < 1``.
     """
     if x.dim() != 2 or targets.shape != x.shape[:1] or weight.size(1) != x.size(1):
-        raise ValueError(f"linear_cross_entropy: need x (N, C), weight (V, C), targets (N,); got "
-                         f"{tuple(x.shape)}, {tuple(weight.shape)}, {tuple(targets.shape)}")
+        raise ValueError(
+            f"linear_cross_entropy: need x (N, C), weight (V, C), targets (N,); got "
+            f"{tuple(x.shape)}, {tuple(weight.shape)}, {tuple(targets.shape)}"
+        )
     if rows is not None and rows < 1:
         raise ValueError(f"linear_cross_entropy: rows per slice must be >= 1, got {rows}")
     rows = _even_rows(x.size(0), rows or slice_rows(weight.size(0)))
@@ -180,16 +184,17 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     logits_buf, logp_buf = _slice_buffers(x_mm, w_mm, rows)
     with torch.autocast(x.device.type, enabled=False):  # the operands are cast already
         for start in range(0, x.size(0), rows):
-            xs = x_mm[start:start + rows]  # (r, n_embd)
+            xs = x_mm[start : start + rows]  # (r, n_embd)
             logits = _slice_logits(xs, w_mm, b_mm, _head(logits_buf, xs.size(0)))  # (r, V)
             # nll_loss(log_softmax) is what F.cross_entropy computes: the same sum, without a fresh (r, V) tensor.
             logp = torch.log_softmax(logits, dim=1, out=_head(logp_buf, xs.size(0)))
-            total += F.nll_loss(logp, targets[start:start + rows], reduction="sum")
+            total += F.nll_loss(logp, targets[start : start + rows], reduction="sum")
     return total / x.size(0)
 
 
-def padded_head(weight: torch.Tensor, bias: torch.Tensor | None, multiple: int,
-                mask: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def padded_head(
+    weight: torch.Tensor, bias: torch.Tensor | None, multiple: int, mask: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The head's ``weight`` ``(V, C)`` and ``bias`` ``(V,)`` with zero rows added up to a multiple of ``multiple``.
 
     -> ``(V + p, C)`` and ``(V + p,)`` (or the bias as given), ``p = -V % multiple``; both
@@ -216,8 +221,9 @@ def padded_head(weight: torch.Tensor, bias: torch.Tensor | None, multiple: int,
     return weight, bias
 
 
-def fused_linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                               targets: torch.Tensor) -> torch.Tensor:
+def fused_linear_cross_entropy(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor
+) -> torch.Tensor:
     """Liger-Kernel's fused linear cross-entropy (Hsu et al., 2024, arXiv:2410.10989): a Triton kernel on CUDA.
 
     ``x`` ``(N, n_embd)``, ``weight`` ``(V, n_embd)``, ``bias`` ``(V,)`` or None, ``targets`` ``(N,)``

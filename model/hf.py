@@ -60,24 +60,39 @@ def config_from_hf(hf_config, tie_embeddings: bool | None = None, block_size: in
         raise UserError(f"this is a {getattr(c, 'model_type', None)!r} model, not GPT-2: tinygpt imports GPT-2 only")
     problems = []
     if c.activation_function not in (*TANH_GELUS, EXACT_GELU):
-        problems.append(f"activation_function={c.activation_function!r} (tinygpt's MLP uses GELU: "
-                        f"{', '.join(TANH_GELUS)} or {EXACT_GELU})")
+        problems.append(
+            f"activation_function={c.activation_function!r} (tinygpt's MLP uses GELU: "
+            f"{', '.join(TANH_GELUS)} or {EXACT_GELU})"
+        )
     if abs(c.layer_norm_epsilon - LAYER_NORM_EPS) > 1e-12:
         problems.append(f"layer_norm_epsilon={c.layer_norm_epsilon} (tinygpt's LayerNorms use {LAYER_NORM_EPS})")
     if c.n_inner not in (None, 4 * c.n_embd):
         problems.append(f"n_inner={c.n_inner} (tinygpt's MLP is 4 * n_embd = {4 * c.n_embd} wide)")
-    for flag, want in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False), ("add_cross_attention", False)):
+    for flag, want in (
+        ("scale_attn_weights", True),
+        ("scale_attn_by_inverse_layer_idx", False),
+        ("add_cross_attention", False),
+    ):
         if getattr(c, flag, want) != want:
             problems.append(f"{flag}={getattr(c, flag)} (tinygpt needs {want})")
     if block_size is not None and not 1 <= block_size <= c.n_positions:
-        problems.append(f"block_size={block_size} (at most n_positions={c.n_positions}: the positions beyond were never trained)")
+        problems.append(
+            f"block_size={block_size} (at most n_positions={c.n_positions}: the positions beyond were never trained)"
+        )
     if tie_embeddings and not c.tie_word_embeddings:
-        problems.append("tie_word_embeddings=False while a tied model was asked for (its two matrices differ): import it untied")
+        problems.append(
+            "tie_word_embeddings=False while a tied model was asked for (its two matrices differ): import it untied"
+        )
     if problems:
         raise UserError(f"this GPT-2 config does not fit tinygpt: {'; '.join(problems)}")
     return GPTConfig(
-        vocab_size=c.vocab_size, block_size=block_size or c.n_positions, n_layer=c.n_layer, n_head=c.n_head,
-        n_embd=c.n_embd, dropout=0.0, bias=True,
+        vocab_size=c.vocab_size,
+        block_size=block_size or c.n_positions,
+        n_layer=c.n_layer,
+        n_head=c.n_head,
+        n_embd=c.n_embd,
+        dropout=0.0,
+        bias=True,
         tie_embeddings=c.tie_word_embeddings if tie_embeddings is None else tie_embeddings,
         gelu_approximate="none" if c.activation_function == EXACT_GELU else "tanh",
     )
@@ -86,18 +101,31 @@ def config_from_hf(hf_config, tie_embeddings: bool | None = None, block_size: in
 def config_to_hf(config: GPTConfig):
     """The ``transformers.GPT2Config`` of our ``config``; ``UserError`` for ``bias=False`` or ``lm_head_bias=True``."""
     if not config.bias:
-        raise UserError("model.bias=false has no GPT-2 equivalent (GPT-2's Linears and LayerNorms all have biases): "
-                        "export a model trained with model.bias=true")
+        raise UserError(
+            "model.bias=false has no GPT-2 equivalent (GPT-2's Linears and LayerNorms all have biases): "
+            "export a model trained with model.bias=true"
+        )
     if config.lm_head_bias:
-        raise UserError("model.lm_head_bias=true has no GPT-2 equivalent (GPT2LMHeadModel's lm_head has no bias): "
-                        "export a model trained without it")
+        raise UserError(
+            "model.lm_head_bias=true has no GPT-2 equivalent (GPT2LMHeadModel's lm_head has no bias): "
+            "export a model trained without it"
+        )
     eot = GPT2_VOCAB_SIZE - 1 if config.vocab_size == GPT2_VOCAB_SIZE else None  # <|endoftext|> for gpt2
     return optional.transformers().GPT2Config(
-        vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.n_embd, n_layer=config.n_layer,
-        n_head=config.n_head, n_inner=None, layer_norm_epsilon=LAYER_NORM_EPS,
+        vocab_size=config.vocab_size,
+        n_positions=config.block_size,
+        n_embd=config.n_embd,
+        n_layer=config.n_layer,
+        n_head=config.n_head,
+        n_inner=None,
+        layer_norm_epsilon=LAYER_NORM_EPS,
         activation_function="gelu_new" if config.gelu_approximate == "tanh" else EXACT_GELU,
-        resid_pdrop=config.dropout, embd_pdrop=config.dropout, attn_pdrop=config.dropout,
-        tie_word_embeddings=config.tie_embeddings, bos_token_id=eot, eos_token_id=eot,
+        resid_pdrop=config.dropout,
+        embd_pdrop=config.dropout,
+        attn_pdrop=config.dropout,
+        tie_word_embeddings=config.tie_embeddings,
+        bos_token_id=eot,
+        eos_token_id=eot,
         architectures=["GPT2LMHeadModel"],
     )
 
@@ -114,7 +142,9 @@ def state_from_hf(hf_state: dict[str, torch.Tensor], config: GPTConfig) -> dict[
     ``lm_head`` is ``wte``) into untied: the matrix is copied into both.
     Raises :class:`UserError` for a missing or unexpected weight.
     """
-    state = {k: v for k, v in hf_state.items() if not re.search(r"\.attn\.(masked_)?bias$", k)}  # old causal-mask buffers
+    state = {
+        k: v for k, v in hf_state.items() if not re.search(r"\.attn\.(masked_)?bias$", k)
+    }  # old causal-mask buffers
     C = config.n_embd
     used = set()
 
@@ -124,14 +154,21 @@ def state_from_hf(hf_state: dict[str, torch.Tensor], config: GPTConfig) -> dict[
         used.add(key)
         return state[key].detach().to(torch.float32)
 
-    out = {"wte.weight": take("transformer.wte.weight"), "wpe.weight": take("transformer.wpe.weight")[: config.block_size]}
+    out = {
+        "wte.weight": take("transformer.wte.weight"),
+        "wpe.weight": take("transformer.wpe.weight")[: config.block_size],
+    }
     for i in range(config.n_layer):
         h, b = f"transformer.h.{i}.", f"blocks.{i}."
         w, bias = take(h + "attn.c_attn.weight"), take(h + "attn.c_attn.bias")  # (C, 3C), (3C,)
         for j, name in enumerate(("q_proj", "k_proj", "v_proj")):
-            out[b + f"attn.{name}.weight"] = w[:, j * C:(j + 1) * C].t()  # (C, C) as (out, in)
-            out[b + f"attn.{name}.bias"] = bias[j * C:(j + 1) * C]
-        for ours, theirs in (("attn.out_proj", "attn.c_proj"), ("mlp.up_proj", "mlp.c_fc"), ("mlp.down_proj", "mlp.c_proj")):
+            out[b + f"attn.{name}.weight"] = w[:, j * C : (j + 1) * C].t()  # (C, C) as (out, in)
+            out[b + f"attn.{name}.bias"] = bias[j * C : (j + 1) * C]
+        for ours, theirs in (
+            ("attn.out_proj", "attn.c_proj"),
+            ("mlp.up_proj", "mlp.c_fc"),
+            ("mlp.down_proj", "mlp.c_proj"),
+        ):
             out[b + ours + ".weight"] = take(h + theirs + ".weight").t()  # Conv1D (in, out) -> Linear (out, in)
             out[b + ours + ".bias"] = take(h + theirs + ".bias")
         for ln in ("ln_1", "ln_2"):
@@ -142,8 +179,10 @@ def state_from_hf(hf_state: dict[str, torch.Tensor], config: GPTConfig) -> dict[
         raise UserError("the GPT-2 checkpoint's lm_head differs from its wte: import it untied (tie_embeddings=false)")
     extra = sorted(set(state) - used)
     if extra:
-        raise UserError(f"the GPT-2 weights hold {extra[0]} ({len(extra)} unexpected tensors): "
-                        f"check that the config's n_layer={config.n_layer} matches the checkpoint")
+        raise UserError(
+            f"the GPT-2 weights hold {extra[0]} ({len(extra)} unexpected tensors): "
+            f"check that the config's n_layer={config.n_layer} matches the checkpoint"
+        )
     return out
 
 
@@ -161,7 +200,11 @@ def state_to_hf(model: GPT) -> dict[str, torch.Tensor]:
         qkv = ("q_proj", "k_proj", "v_proj")
         out[h + "attn.c_attn.weight"] = torch.cat([ours[b + f"attn.{n}.weight"].t() for n in qkv], dim=1)  # (C, 3C)
         out[h + "attn.c_attn.bias"] = torch.cat([ours[b + f"attn.{n}.bias"] for n in qkv])
-        for ours_name, theirs in (("attn.out_proj", "attn.c_proj"), ("mlp.up_proj", "mlp.c_fc"), ("mlp.down_proj", "mlp.c_proj")):
+        for ours_name, theirs in (
+            ("attn.out_proj", "attn.c_proj"),
+            ("mlp.up_proj", "mlp.c_fc"),
+            ("mlp.down_proj", "mlp.c_proj"),
+        ):
             out[h + theirs + ".weight"] = ours[b + ours_name + ".weight"].t()  # Linear (out, in) -> Conv1D (in, out)
             out[h + theirs + ".bias"] = ours[b + ours_name + ".bias"]
         for ln in ("ln_1", "ln_2"):
@@ -196,7 +239,9 @@ def read_hf(read, source):
         return read()
     except Exception as e:  # OSError, ValueError, RuntimeError (size mismatch), SafetensorError, ...
         first = first_line(e)
-        raise UserError(f"cannot load GPT-2 from {source} ({first}): give a local folder written by save_pretrained") from None
+        raise UserError(
+            f"cannot load GPT-2 from {source} ({first}): give a local folder written by save_pretrained"
+        ) from None
 
 
 def load_hf_model(source):
@@ -215,26 +260,34 @@ def load_hf_model(source):
         return source
     path = Path(source).expanduser()
     if not path.exists() and not is_hub_id(str(source)):
-        raise UserError(f"GPT-2 folder {source} does not exist: give a folder written by save_pretrained (config.json + weights)")
+        raise UserError(
+            f"GPT-2 folder {source} does not exist: give a folder written by save_pretrained (config.json + weights)"
+        )
     if path.exists() and not (path / "config.json").is_file():
         raise UserError(f"{source} has no config.json: give a folder written by save_pretrained")
     config = read_hf(lambda: transformers.AutoConfig.from_pretrained(where(source)), source)
     if config.model_type != "gpt2":
         raise UserError(f"{source} holds a {config.model_type!r} model, not GPT-2: tinygpt imports GPT-2 only")
-    model, info = read_hf(lambda: transformers.GPT2LMHeadModel.from_pretrained(where(source), output_loading_info=True),
-                           source)
+    model, info = read_hf(
+        lambda: transformers.GPT2LMHeadModel.from_pretrained(where(source), output_loading_info=True), source
+    )
     missing = [k for k in info["missing_keys"] if k != "lm_head.weight" or not config.tie_word_embeddings]
     mismatched = [m[0] if isinstance(m, tuple) else m for m in info["mismatched_keys"]]
     # from_pretrained drops weights its config has no place for (a config.json that lists fewer
     # layers than the file holds): refuse them, but for the attention-mask buffers old GPT-2
     # checkpoints carry and the heads of other GPT-2 models.
-    unexpected = [k for k in info["unexpected_keys"]
-                  if not k.endswith((".attn.bias", ".attn.masked_bias")) and not k.startswith(("score.", "multiple_choice_head."))]
+    unexpected = [
+        k
+        for k in info["unexpected_keys"]
+        if not k.endswith((".attn.bias", ".attn.masked_bias")) and not k.startswith(("score.", "multiple_choice_head."))
+    ]
     if missing or mismatched or unexpected:
         bad = sorted(missing or mismatched or unexpected)[0]
         what = "is missing or misshapen" if missing or mismatched else "has no place in its config.json"
-        raise UserError(f"the weights in {source} do not fit their config ({bad} {what}): "
-                        "use a complete checkpoint written by save_pretrained")
+        raise UserError(
+            f"the weights in {source} do not fit their config ({bad} {what}): "
+            "use a complete checkpoint written by save_pretrained"
+        )
     return model.eval()
 
 
@@ -263,11 +316,17 @@ def load_into(model: GPT, source) -> dict:
     hf_model = load_hf_model(source)
     config = config_from_hf(hf_model.config, model.config.tie_embeddings, model.config.block_size)
     if (config.n_layer, config.n_head, config.n_embd, config.vocab_size, config.gelu_approximate) != (
-            model.config.n_layer, model.config.n_head, model.config.n_embd, model.config.vocab_size,
-            model.config.gelu_approximate):
-        raise UserError(f"the GPT-2 weights in {source} are {config.n_layer} layers x {config.n_head} heads x "
-                        f"{config.n_embd} wide with {config.vocab_size} tokens and gelu_approximate="
-                        f"{config.gelu_approximate!r}; the model to fill differs: take its shape from them")
+        model.config.n_layer,
+        model.config.n_head,
+        model.config.n_embd,
+        model.config.vocab_size,
+        model.config.gelu_approximate,
+    ):
+        raise UserError(
+            f"the GPT-2 weights in {source} are {config.n_layer} layers x {config.n_head} heads x "
+            f"{config.n_embd} wide with {config.vocab_size} tokens and gelu_approximate="
+            f"{config.gelu_approximate!r}; the model to fill differs: take its shape from them"
+        )
     state = state_from_hf(hf_model.state_dict(), config)
     with torch.no_grad():
         for name, tensor in model.state_dict(keep_vars=True).items():
@@ -276,8 +335,19 @@ def load_into(model: GPT, source) -> dict:
     files = sorted(p for p in folder.glob("*") if p.suffix in (".safetensors", ".bin")) if folder.is_dir() else []
     return {
         "source": str(folder.resolve()) if folder.is_dir() else str(source),
-        "hf_config": {k: getattr(hf_model.config, k) for k in ("model_type", "vocab_size", "n_positions", "n_embd", "n_layer",
-                                                             "n_head", "activation_function", "tie_word_embeddings")},
+        "hf_config": {
+            k: getattr(hf_model.config, k)
+            for k in (
+                "model_type",
+                "vocab_size",
+                "n_positions",
+                "n_embd",
+                "n_layer",
+                "n_head",
+                "activation_function",
+                "tie_word_embeddings",
+            )
+        },
         "sha256": {p.name: sha256_file(p) for p in files},  # in chunks: weight files may be GBs
     }
 

@@ -1,7 +1,7 @@
 """The key/value cache that lets generation run one new position a step: :class:`KVCache`.
 
-    cache = KVCache(config)                    # empty; filled by GPT.decode
-    k, v = cache.update(layer, k_new, v_new)   # (B, n_head, length + T, head_size) each
+cache = KVCache(config)                    # empty; filled by GPT.decode
+k, v = cache.update(layer, k_new, v_new)   # (B, n_head, length + T, head_size) each
 """
 
 from __future__ import annotations
@@ -35,6 +35,6 @@ class KVCache:
             self.keys[layer] = k.new_zeros(B, n_head, self.block_size, head_size)  # (B, n_head, block_size, head_size)
             self.values[layer] = v.new_zeros(B, n_head, self.block_size, head_size)
         end = self.length + k.size(2)
-        self.keys[layer][:, :, self.length:end] = k
-        self.values[layer][:, :, self.length:end] = v
+        self.keys[layer][:, :, self.length : end] = k
+        self.values[layer][:, :, self.length : end] = v
         return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]

@@ -26,22 +26,28 @@ import torch.nn.functional as F
 from core.errors import UserError
 
 
-def check_sampling(temperature: float, top_k: int | None, top_p: float | None, greedy: bool,
-                   as_flags: bool = False) -> None:
+def check_sampling(
+    temperature: float, top_k: int | None, top_p: float | None, greedy: bool, as_flags: bool = False
+) -> None:
     """Raise :class:`UserError` for ``temperature <= 0`` (unless greedy), ``top_k < 1`` or ``top_p`` outside (0, 1].
 
     The one check of the sampling settings, for :meth:`GPT.generate` and ``sample.py``;
     ``as_flags`` names them as command-line flags (``--top-k``) instead of arguments (``top_k``).
     """
+
     def name(arg: str) -> str:
         return "--" + arg.replace("_", "-") if as_flags else arg
 
     if not greedy and not temperature > 0:
-        raise UserError(f"{name('temperature')} must be > 0, got {temperature}: use --greedy for deterministic argmax decoding")
+        raise UserError(
+            f"{name('temperature')} must be > 0, got {temperature}: use --greedy for deterministic argmax decoding"
+        )
     if top_k is not None and top_k < 1:
         raise UserError(f"{name('top_k')} must be >= 1, got {top_k}: omit it to sample from the whole vocabulary")
     if top_p is not None and not 0 < top_p <= 1:
-        raise UserError(f"{name('top_p')} must be in (0, 1], got {top_p}: 1 keeps the whole distribution, 0.9 a typical nucleus")
+        raise UserError(
+            f"{name('top_p')} must be in (0, 1], got {top_p}: 1 keeps the whole distribution, 0.9 a typical nucleus"
+        )
 
 
 def row_generators(generator: torch.Generator, batch: int) -> list[torch.Generator]:
@@ -54,8 +60,9 @@ def row_generators(generator: torch.Generator, batch: int) -> list[torch.Generat
     return [torch.Generator().manual_seed(s) for s in seeds]
 
 
-def gumbel_noise(shape: tuple[int, int], generator: torch.Generator | Sequence[torch.Generator] | None,
-                 device: torch.device) -> torch.Tensor:
+def gumbel_noise(
+    shape: tuple[int, int], generator: torch.Generator | Sequence[torch.Generator] | None, device: torch.device
+) -> torch.Tensor:
     """Gumbel(0, 1) noise ``(B, vocab_size)`` in token-id order, on ``device``.
 
     ``generator`` is one generator for the whole batch, one per row (``len == B``), or None
@@ -68,7 +75,9 @@ def gumbel_noise(shape: tuple[int, int], generator: torch.Generator | Sequence[t
     else:
         if len(generator) != shape[0]:
             raise ValueError(f"{len(generator)} generators for {shape[0]} rows")
-        uniform = torch.stack([torch.rand(shape[1], generator=g, device=g.device) for g in generator])  # (B, vocab_size)
+        uniform = torch.stack(
+            [torch.rand(shape[1], generator=g, device=g.device) for g in generator]
+        )  # (B, vocab_size)
     return (-torch.log(-torch.log(uniform.clamp(1e-10, 1.0 - 1e-7)))).to(device)
 
 
@@ -96,8 +105,12 @@ def kept_tokens(logits: torch.Tensor, top_k: int | None, top_p: float | None) ->
 
 
 def sample_next(
-    logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-    greedy: bool = False, generator: torch.Generator | Sequence[torch.Generator] | None = None,
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | Sequence[torch.Generator] | None = None,
 ) -> torch.Tensor:
     """Pick the next token from ``logits`` ``(B, vocab_size)`` -> ids ``(B,)``, with no softmax.
 

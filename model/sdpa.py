@@ -34,8 +34,14 @@ def uses_math_kernel(q: torch.Tensor) -> bool:
     """Whether :func:`causal_attention` picks the math kernel for queries ``q`` ``(B, n_head, T, head_size)``."""
     # Under torch.compile the choice is Inductor's (its attention pattern pass may fuse the math
     # kernel's pieces again), so the switch is only made in eager mode, where it was measured.
-    return (q.device.type == "cpu" and q.dtype == torch.bfloat16 and q.size(-2) <= MATH_KERNEL_MAX_T
-            and torch.is_grad_enabled() and q.requires_grad and not torch.compiler.is_compiling())
+    return (
+        q.device.type == "cpu"
+        and q.dtype == torch.bfloat16
+        and q.size(-2) <= MATH_KERNEL_MAX_T
+        and torch.is_grad_enabled()
+        and q.requires_grad
+        and not torch.compiler.is_compiling()
+    )
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> torch.Tensor:

@@ -30,7 +30,11 @@ set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "tinygpt-hypothesis")
 # no .hypothesis/ example database written into the repository, no per-example time limit
 # (shared CI machines are noisy).
 settings.register_profile(
-    "tinygpt", derandomize=True, database=None, deadline=None, max_examples=150,
+    "tinygpt",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=150,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 settings.load_profile("tinygpt")

@@ -21,8 +21,10 @@ def lines_text(prefix, n):
 
 
 # Short stories, different lengths, so shard boundaries fall at varied places.
-STORIES = [f"Story {i}: Tom had a {['red', 'big', 'blue'][i % 3]} ball." + " He played." * (i % 5) + "\nThe end."
-           for i in range(60)]
+STORIES = [
+    f"Story {i}: Tom had a {['red', 'big', 'blue'][i % 3]} ball." + " He played." * (i % 5) + "\nThe end."
+    for i in range(60)
+]
 
 
 def write_jsonl(path, docs, field="text"):
@@ -39,8 +41,11 @@ def write_parquet_dataset(folder, train_docs, val_docs):
 
     (folder / "data").mkdir(parents=True)
     half = len(train_docs) // 2
-    parts = {"train-00000-of-00002": train_docs[:half], "train-00001-of-00002": train_docs[half:],
-             "validation-00000-of-00001": val_docs}
+    parts = {
+        "train-00000-of-00002": train_docs[:half],
+        "train-00001-of-00002": train_docs[half:],
+        "validation-00000-of-00001": val_docs,
+    }
     for name, docs in parts.items():
         pq.write_table(pa.table({"text": docs, "id": list(range(len(docs)))}), folder / "data" / f"{name}.parquet")
     return folder

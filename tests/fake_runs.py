@@ -40,21 +40,40 @@ def fake_run(root, name, tied, seed, finals, summary=None, settings=None, steps=
         cfg[section][k] = value
     (path / "config.json").write_text(json.dumps(cfg))
     last = steps[-1]
-    rows = [{"kind": "eval", "step": s, "tokens": s * 100, "train_loss": v - 0.1, "val_loss": v}
-            for s, v in ((s, 10.8 if s == 0 else finals + (1 - s / last)) for s in steps)]
+    rows = [
+        {"kind": "eval", "step": s, "tokens": s * 100, "train_loss": v - 0.1, "val_loss": v}
+        for s, v in ((s, 10.8 if s == 0 else finals + (1 - s / last)) for s in steps)
+    ]
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     n = 1000 if cfg["model"]["tie_embeddings"] else 1500
-    (path / "summary.json").write_text(json.dumps({"parameters": n, "non_embedding_parameters": 500,
-                                                   "tokens_per_s_median": 100.0, "peak_memory_mib": 50.0,
-                                                   "final_val_loss": finals, **(summary or {})}))
+    (path / "summary.json").write_text(
+        json.dumps(
+            {
+                "parameters": n,
+                "non_embedding_parameters": 500,
+                "tokens_per_s_median": 100.0,
+                "peak_memory_mib": 50.0,
+                "final_val_loss": finals,
+                **(summary or {}),
+            }
+        )
+    )
     return path
 
 
 def arm_run(root, arm, seed, final, summary=None, name=None, **kwargs):
     """:func:`fake_run` of the named arm (its settings from ``experiment.arms.ARMS``), folder ``<arm>-s<seed>``."""
     settings = ARMS[arm]
-    return fake_run(root, name or f"{arm}-s{seed}", settings["model.tie_embeddings"], seed, final,
-                    summary=summary, settings=settings, **kwargs)
+    return fake_run(
+        root,
+        name or f"{arm}-s{seed}",
+        settings["model.tie_embeddings"],
+        seed,
+        final,
+        summary=summary,
+        settings=settings,
+        **kwargs,
+    )
 
 
 def fake_experiment(root, finals, summaries=None, arms=("tied", "untied"), **kwargs):
@@ -64,14 +83,26 @@ def fake_experiment(root, finals, summaries=None, arms=("tied", "untied"), **kwa
     ``kwargs`` go to every :func:`fake_run` (e.g. ``steps``).
     """
     summaries = summaries or [({},) * len(arms)] * len(finals)
-    return [arm_run(root, arm, s, final, summary=extra, **kwargs)
-            for s, (row, extras) in enumerate(zip(finals, summaries))
-            for arm, final, extra in zip(arms, row, extras)]
+    return [
+        arm_run(root, arm, s, final, summary=extra, **kwargs)
+        for s, (row, extras) in enumerate(zip(finals, summaries))
+        for arm, final, extra in zip(arms, row, extras)
+    ]
 
 
 def fake_tuning(root, arm, seed, points, **kwargs):
     """Learning-rate grid runs of ``arm`` on ``seed``: one per ``(learning_rate, final val loss)`` point
     (min_lr = learning_rate / 10, nanoGPT's ratio)."""
-    return [arm_run(root, arm, seed, final, name=f"tune-{arm}-lr{lr:g}",
-                    train__learning_rate=lr, train__min_lr=lr / 10, **kwargs)
-            for lr, final in points]
+    return [
+        arm_run(
+            root,
+            arm,
+            seed,
+            final,
+            name=f"tune-{arm}-lr{lr:g}",
+            train__learning_rate=lr,
+            train__min_lr=lr / 10,
+            **kwargs,
+        )
+        for lr, final in points
+    ]

@@ -30,11 +30,22 @@ def write_corpus(folder: Path) -> Path:
 def tiny_args(tmp_path: Path, corpus: Path, *extra: str) -> list[str]:
     """CLI arguments for a tiny, fast run (char tokenizer, 2 layers, 32 wide) writing under tmp_path."""
     return [
-        f"--data.source={corpus}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}",
-        f"--train.out_dir={tmp_path / 'runs'}", "--model.n_layer=2", "--model.n_head=2", "--model.n_embd=32",
-        "--model.block_size=32", "--train.batch_size=4", "--train.eval_iters=2", "--train.eval_interval=4",
-        "--train.log_interval=1", "--train.warmup_iters=2", "--train.sample_tokens=0",
-        "--train.device=cpu", *extra,  # CPU: the bit-exact resume checks need deterministic kernels
+        f"--data.source={corpus}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path / 'runs'}",
+        "--model.n_layer=2",
+        "--model.n_head=2",
+        "--model.n_embd=32",
+        "--model.block_size=32",
+        "--train.batch_size=4",
+        "--train.eval_iters=2",
+        "--train.eval_interval=4",
+        "--train.log_interval=1",
+        "--train.warmup_iters=2",
+        "--train.sample_tokens=0",
+        "--train.device=cpu",
+        *extra,  # CPU: the bit-exact resume checks need deterministic kernels
     ]
 
 
@@ -58,8 +69,11 @@ def train_rows(run_dir: Path) -> list[dict]:
 def loss_curve(run_dir: Path) -> list[tuple]:
     """(kind, step, losses) of every train and eval row: the run's maths, without timings."""
     keys = ("train_loss", "val_loss")
-    return [(r["kind"], r["step"], tuple(r.get(k) for k in keys))
-            for r in read_metrics(Path(run_dir) / "metrics.jsonl") if r["kind"] in ("train", "eval")]
+    return [
+        (r["kind"], r["step"], tuple(r.get(k) for k in keys))
+        for r in read_metrics(Path(run_dir) / "metrics.jsonl")
+        if r["kind"] in ("train", "eval")
+    ]
 
 
 def train_cmd(*args: str) -> list[str]:

@@ -32,8 +32,10 @@ def _candidate(tmp_path, name="default", arm="tied", seed=1337, **changes):
     (path / "config.json").write_text(json.dumps(cfg))
     tc = expected.train
     rows = [{"kind": "train", "step": s, "lr": get_lr(s - 1, tc)} for s in (10, 1000, 2000)]
-    rows += [{"kind": "eval", "step": s, "tokens": s, "train_loss": 3.0, "val_loss": 3.0, "lr": get_lr(s, tc)}
-             for s in (0, 2000)]
+    rows += [
+        {"kind": "eval", "step": s, "tokens": s, "train_loss": 3.0, "val_loss": 3.0, "lr": get_lr(s, tc)}
+        for s in (0, 2000)
+    ]
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return adopt.identify([path], 1337, ["tied", "untied"], 5)[0], expected
 
@@ -58,8 +60,17 @@ def test_another_corpus_or_a_moved_schedule_is_refused(tmp_path):
         adopt.check(c, expected, "1" * 64)
     c, expected = _candidate(tmp_path / "b")
     with open(c.source / "metrics.jsonl", "a") as f:
-        f.write(json.dumps({"kind": "resume", "step": 1000, "overrides": {"train.lr_decay_iters": 2000},
-                            "lr_horizon": [1000, 2000]}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "kind": "resume",
+                    "step": 1000,
+                    "overrides": {"train.lr_decay_iters": 2000},
+                    "lr_horizon": [1000, 2000],
+                }
+            )
+            + "\n"
+        )
     c = adopt.identify([c.source], 1337, ["tied", "untied"], 2)[0]
     with pytest.raises(UserError, match="resumed at step 1000 with train.lr_decay_iters=2000"):
         adopt.check(c, expected, SHA)
@@ -100,9 +111,18 @@ def test_adoption_copies_the_text_files_and_records_the_source(tmp_path):
 
 def _flags(tmp_path, corpus):
     """The config and overrides of a tiny experiment, as train.py and compare.py both take them."""
-    return ["--config", "configs/debug.toml", f"--data.source={corpus}", "--data.tokenizer=char",
-            f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path / 'runs'}", "--train.max_iters=6",
-            "--train.eval_interval=3", "--train.sample_tokens=0", "--train.final_eval_tokens=2048"]
+    return [
+        "--config",
+        "configs/debug.toml",
+        f"--data.source={corpus}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path / 'runs'}",
+        "--train.max_iters=6",
+        "--train.eval_interval=3",
+        "--train.sample_tokens=0",
+        "--train.final_eval_tokens=2048",
+    ]
 
 
 @pytest.mark.slow

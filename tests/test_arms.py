@@ -48,6 +48,7 @@ def test_cached_decode_adds_the_head_bias():
         head_t = model.lm_head.weight.t().contiguous()
         assert torch.allclose(model.lm_head(x), x @ head_t + model.lm_head.bias, atol=1e-6)
     from model.kv_cache import KVCache
+
     cache = KVCache(model.config)
     idx = torch.randint(0, 97, (2, 5))
     assert torch.allclose(model.decode(idx, cache, head_t), model(idx)[0][:, -1], atol=1e-5)
@@ -105,12 +106,15 @@ def test_learning_rate_scales_make_their_own_groups_each_parameter_once(tie):
     assert scale[id(model.lm_head.weight)] == (10.0 if tie else 0.2)
 
 
-@pytest.mark.parametrize("settings, match", [
-    ({"model": {"tie_embeddings": False}, "train": {"untie_at": 0.5}}, "untie_at unties a tied model"),
-    ({"train": {"head_lr_scale": 0.2}}, "head_lr_scale needs an lm_head of its own"),
-    ({"train": {"untie_at": 1.0}}, "must be in"),
-    ({"model": {"init": "xavier"}}, "model.init must be one of"),
-])
+@pytest.mark.parametrize(
+    "settings, match",
+    [
+        ({"model": {"tie_embeddings": False}, "train": {"untie_at": 0.5}}, "untie_at unties a tied model"),
+        ({"train": {"head_lr_scale": 0.2}}, "head_lr_scale needs an lm_head of its own"),
+        ({"train": {"untie_at": 1.0}}, "must be in"),
+        ({"model": {"init": "xavier"}}, "model.init must be one of"),
+    ],
+)
 def test_arm_settings_that_contradict_each_other_are_refused(settings, match):
     """Settings that cannot hold together are a one-line UserError naming the fix."""
     with pytest.raises(UserError, match=match):
@@ -129,8 +133,10 @@ def test_tie_then_untie_resumes_across_the_switch_bit_exactly(tmp_path, corpus):
     assert train.main([*common, "--train.max_iters=8", "--run-name", "straight"]) == 0
     assert train.main([*common, "--train.max_iters=4", "--run-name", "split"]) == 0
     assert load_checkpoint(tmp_path / "runs" / "split" / "ckpt_last.pt")["tie_embeddings"] is False
-    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "split",
-                       "--train.max_iters=8"]) == 0
+    assert (
+        train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "split", "--train.max_iters=8"])
+        == 0
+    )
     straight, split = (tmp_path / "runs" / n for n in ("straight", "split"))
     assert [r["train_loss"] for r in train_rows(split)] == [r["train_loss"] for r in train_rows(straight)]
     a, b = (load_checkpoint(p / "ckpt_last.pt")["model"] for p in (straight, split))
@@ -163,34 +169,49 @@ def test_arm_names_are_checked():
 
 def test_an_untie_step_the_run_never_reaches_is_refused(tmp_path, corpus, capsys):
     """train.untie_at whose switch step is not before max_iters would never untie: refused before any run folder."""
-    argv = tiny_args(tmp_path, corpus, "--train.max_iters=4", "--train.lr_decay_iters=8", "--train.untie_at=0.5",
-                     "--run-name", "r")
+    argv = tiny_args(
+        tmp_path, corpus, "--train.max_iters=4", "--train.lr_decay_iters=8", "--train.untie_at=0.5", "--run-name", "r"
+    )
     assert train.main(argv) == 2
     assert "would never untie" in capsys.readouterr().err and not (tmp_path / "runs" / "r").exists()
 
 
 def test_a_resume_may_not_move_the_untie_step(tmp_path, corpus, capsys):
     """--resume with another lr_decay_iters would move a tie-then-untie switch: refused, naming the key."""
-    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--train.untie_at=0.25",
-                                "--run-name", "r")) == 0
-    code = train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
-                       "--train.max_iters=8", "--train.lr_decay_iters=8"])
+    assert (
+        train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--train.untie_at=0.25", "--run-name", "r")) == 0
+    )
+    code = train.main(
+        [
+            f"--train.out_dir={tmp_path / 'runs'}",
+            "--resume",
+            "--run-name",
+            "r",
+            "--train.max_iters=8",
+            "--train.lr_decay_iters=8",
+        ]
+    )
     assert code == 2 and "lr_decay_iters cannot change on --resume of a tie-then-untie run" in capsys.readouterr().err
 
 
 def test_extending_a_finished_run_keeps_one_final_score(tmp_path, corpus):
     """A finished run extended with --resume scores once more at its new end; the old final_eval row is dropped."""
-    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--train.lr_decay_iters=8",
-                                "--run-name", "r")) == 0
-    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
-                       "--train.max_iters=8"]) == 0
+    assert (
+        train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--train.lr_decay_iters=8", "--run-name", "r"))
+        == 0
+    )
+    assert (
+        train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r", "--train.max_iters=8"]) == 0
+    )
     final = [r for r in read_metrics(tmp_path / "runs" / "r" / "metrics.jsonl") if r["kind"] == "final_eval"]
     assert [r["step"] for r in final] == [8]
 
 
 def test_a_final_score_on_fewer_tokens_than_a_window_scores_one_window(tmp_path, corpus):
     """train.final_eval_tokens below block_size still scores one whole window, and says so."""
-    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--train.final_eval_tokens=5",
-                                "--run-name", "r")) == 0
+    assert (
+        train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--train.final_eval_tokens=5", "--run-name", "r"))
+        == 0
+    )
     (final,) = [r for r in read_metrics(tmp_path / "runs" / "r" / "metrics.jsonl") if r["kind"] == "final_eval"]
     assert final["tokens_scored"] == 32 and math.isfinite(final["val_loss"])

@@ -16,18 +16,37 @@ def tiny_bench_args(tmp_path, *extra: str) -> list[str]:
     """bench.py arguments for a 1-layer char model on a small corpus written under tmp_path."""
     path = tmp_path / "c.txt"
     path.write_text("To be, or not to be, that is the question.\n" * 300)
-    return [f"--data.source={path}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}",
-            "--model.n_layer=1", "--model.n_head=2", "--model.n_embd=32", *extra]
+    return [
+        f"--data.source={path}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        "--model.n_layer=1",
+        "--model.n_head=2",
+        "--model.n_embd=32",
+        *extra,
+    ]
 
 
 def test_bench_prints_every_figure(tmp_path, capsys, monkeypatch):
     """Each line is printed once; tokens/s equals tokens/step divided by the median step time; on a CPU the MFU
     is a number against the measured matmul peak, which the line names."""
     monkeypatch.setattr(bench, "peak_flops", lambda device, amp, remeasure=False: Peak(1e11, "a stub CPU peak"))
-    code = bench.main(tiny_bench_args(tmp_path, "--model.block_size=32", "--train.batch_size=4", "--iters", "3", "--warmup", "1"))
+    code = bench.main(
+        tiny_bench_args(tmp_path, "--model.block_size=32", "--train.batch_size=4", "--iters", "3", "--warmup", "1")
+    )
     out = capsys.readouterr().out
     assert code == 0
-    for label in ("device", "attention", "model", "parameters", "tokens/step", "ms/iter", "tokens/s", "peak memory", "MFU"):
+    for label in (
+        "device",
+        "attention",
+        "model",
+        "parameters",
+        "tokens/step",
+        "ms/iter",
+        "tokens/s",
+        "peak memory",
+        "MFU",
+    ):
         assert re.search(rf"^{re.escape(label)}:", out, re.M), label
     ms = float(re.search(r"^ms/iter:\s+([\d.]+)", out, re.M).group(1))
     tps = float(re.search(r"^tokens/s:\s+([\d,]+)", out, re.M).group(1).replace(",", ""))
@@ -45,7 +64,9 @@ def test_bench_bad_flag_is_one_line(capsys):
 
 def test_bench_generate_times_both_paths_and_checks_their_tokens(tmp_path, capsys):
     """--generate prints tokens/s with and without the KV cache, the ratio, and that both made the same tokens."""
-    code = bench.main(tiny_bench_args(tmp_path, "--model.block_size=16", "--generate", "--new-tokens", "40", "--repeats", "2"))
+    code = bench.main(
+        tiny_bench_args(tmp_path, "--model.block_size=16", "--generate", "--new-tokens", "40", "--repeats", "2")
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "24 steps slide the window" in out  # 40 new tokens, block_size 16
@@ -59,9 +80,21 @@ def test_bench_generate_times_both_paths_and_checks_their_tokens(tmp_path, capsy
 def test_bench_grid_times_every_variant_and_tabulates_them(tmp_path, capsys, monkeypatch):
     """--grid times one set-up per combination of values (here 2 x 2) and ends with a table row for each."""
     monkeypatch.setattr(bench, "peak_flops", lambda device, amp, remeasure=False: Peak(1e11, "stub"))
-    code = bench.main(tiny_bench_args(tmp_path, "--model.block_size=16", "--train.batch_size=2", "--iters", "1",
-                                      "--warmup", "0", "--grid", "model.tie_embeddings=true,false",
-                                      "--grid", "train.pad_vocab_multiple=1,64"))
+    code = bench.main(
+        tiny_bench_args(
+            tmp_path,
+            "--model.block_size=16",
+            "--train.batch_size=2",
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--grid",
+            "model.tie_embeddings=true,false",
+            "--grid",
+            "train.pad_vocab_multiple=1,64",
+        )
+    )
     out = capsys.readouterr().out
     assert code == 0
     rows = re.findall(r"^\| (True|False) \| (1|64) \| [\d.]+ \| [\d,]+ \| [\d.]+% \| [\d,]+ \|$", out, re.M)
@@ -71,7 +104,10 @@ def test_bench_grid_times_every_variant_and_tabulates_them(tmp_path, capsys, mon
 def test_bench_profile_reports_the_matmul_share(tmp_path, capsys, monkeypatch):
     """--profile prints the share of the step's self time inside matmuls and the top ops."""
     monkeypatch.setattr(bench, "peak_flops", lambda device, amp, remeasure=False: None)
-    assert bench.main(tiny_bench_args(tmp_path, "--model.block_size=16", "--iters", "2", "--warmup", "1", "--profile")) == 0
+    assert (
+        bench.main(tiny_bench_args(tmp_path, "--model.block_size=16", "--iters", "2", "--warmup", "1", "--profile"))
+        == 0
+    )
     out = capsys.readouterr().out
     assert re.search(r"^profile:\s+2 steps; \d+% of self time in matmuls, \d+% outside them", out, re.M)
     assert re.search(r"ms/step .* aten::", out)

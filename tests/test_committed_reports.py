@@ -48,8 +48,9 @@ def test_a_committed_cell_report_re_renders_from_its_runs(tmp_path):
     tuning = [p for p in runs if p.name.startswith("tune-")]
     reported = [p for p in runs if p not in tuning]
 
-    path, _ = write_report(reported, tuning, copy, ["\n", "ROMEO:"], f"Should the embedding be tied? {CELL.name}",
-                           command=command)
+    path, _ = write_report(
+        reported, tuning, copy, ["\n", "ROMEO:"], f"Should the embedding be tied? {CELL.name}", command=command
+    )
 
     old, new = committed.splitlines(), path.read_text(encoding="utf-8").splitlines()
     assert len(old) == len(new)

@@ -22,8 +22,14 @@ REPO = Path(compare.__file__).resolve().parent
 def _ignored(rel_paths: list[str]) -> set[str]:
     """The paths among ``rel_paths`` (relative to the repository root) that git's ignore rules drop."""
     try:
-        proc = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=REPO, input="\n".join(rel_paths),
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            ["git", "check-ignore", "--no-index", "--stdin"],
+            cwd=REPO,
+            input="\n".join(rel_paths),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except FileNotFoundError:
         pytest.skip("git is not installed here")
     if proc.returncode not in (0, 1):  # 1: none ignored; a checkout without git cannot say
@@ -35,10 +41,23 @@ def test_results_keep_a_runs_text_files_and_drop_checkpoints_and_locks():
     """Under results/, a run's config, metrics, summary and env are kept; checkpoints, the tokenizer
     copies, the per-run loss.png, the locks of a running process and compare.py's claims are not."""
     run = "results/some-experiment/cell/tune-tied-lr0.002"
-    kept = [f"{run}/{name}" for name in ("config.json", "metrics.jsonl", "summary.json", "env.json",
-                                         "env-resume-step100.json")]
-    dropped = [f"{run}/{name}" for name in ("ckpt_last.pt", "ckpt_best.pt", "gpt2.tiktoken", "tokenizer.json",
-                                            "loss.png", ".lock", "lock.json", ".ckpt_last.pt.k2j9x.tmp")]
+    kept = [
+        f"{run}/{name}"
+        for name in ("config.json", "metrics.jsonl", "summary.json", "env.json", "env-resume-step100.json")
+    ]
+    dropped = [
+        f"{run}/{name}"
+        for name in (
+            "ckpt_last.pt",
+            "ckpt_best.pt",
+            "gpt2.tiktoken",
+            "tokenizer.json",
+            "loss.png",
+            ".lock",
+            "lock.json",
+            ".ckpt_last.pt.k2j9x.tmp",
+        )
+    ]
     dropped.append("results/some-experiment/cell/.claims/tied-s0.lock")
     assert _ignored(kept + dropped) == set(dropped)
 
@@ -52,9 +71,23 @@ def test_a_committed_experiment_is_reused_without_its_checkpoints(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
     out = tmp_path / "results"
-    argv = ["--config", "configs/debug.toml", "--name", "exp", f"--data.source={corpus}", "--data.tokenizer=char",
-            f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={out}", "--train.max_iters=6",
-            "--train.eval_interval=3", "--train.sample_tokens=0", "--seeds", "1", "--prompt", "RO"]
+    argv = [
+        "--config",
+        "configs/debug.toml",
+        "--name",
+        "exp",
+        f"--data.source={corpus}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={out}",
+        "--train.max_iters=6",
+        "--train.eval_interval=3",
+        "--train.sample_tokens=0",
+        "--seeds",
+        "1",
+        "--prompt",
+        "RO",
+    ]
     assert compare.main(argv) == 0
     files = [p for p in (out / "exp").rglob("*") if p.is_file()]
     rel = {f"results/{p.relative_to(out).as_posix()}": p for p in files}
@@ -97,6 +130,7 @@ def test_run_sh_resolves_to_the_config_of_every_committed_cell(cell):
     axes = {"model.n_embd", "data.tokenizer", "model.vocab_size"}  # vocab_size follows the tokenizer
     recorded = json.loads((SCALING / cell / "experiment.json").read_text())["config"]
     pinned = report.flatten(parse_config(REPO / config, {"train": {"dtype": dtype}}).to_dict())
-    changed = report.config_changes({k: v for k, v in recorded.items() if k not in axes},
-                                    {k: v for k, v in pinned.items() if k not in axes})
+    changed = report.config_changes(
+        {k: v for k, v in recorded.items() if k not in axes}, {k: v for k, v in pinned.items() if k not in axes}
+    )
     assert not changed, f"{config} no longer matches {cell} in {changed}"

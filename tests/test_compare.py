@@ -95,11 +95,24 @@ def test_both_arms_of_a_seed_see_the_same_data_order_and_eval_batches(tmp_path, 
     path.write_text("Now is the winter of our discontent\nMade glorious summer by this sun of York;\n" * 200)
     for current in ("true", "false"):
         seen[current] = []
-        argv = [f"--data.source={path}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}",
-                f"--train.out_dir={tmp_path / 'runs'}", "--model.n_layer=1", "--model.n_head=2", "--model.n_embd=16",
-                "--model.block_size=16", "--train.batch_size=2", "--train.max_iters=4", "--train.eval_interval=2",
-                "--train.eval_iters=2", "--train.sample_tokens=0", f"--model.tie_embeddings={current}",
-                "--run-name", current]
+        argv = [
+            f"--data.source={path}",
+            "--data.tokenizer=char",
+            f"--data.cache_dir={tmp_path / 'cache'}",
+            f"--train.out_dir={tmp_path / 'runs'}",
+            "--model.n_layer=1",
+            "--model.n_head=2",
+            "--model.n_embd=16",
+            "--model.block_size=16",
+            "--train.batch_size=2",
+            "--train.max_iters=4",
+            "--train.eval_interval=2",
+            "--train.eval_iters=2",
+            "--train.sample_tokens=0",
+            f"--model.tie_embeddings={current}",
+            "--run-name",
+            current,
+        ]
         assert train.main(argv) == 0
     tied, untied = seen["true"], seen["false"]
     assert len(tied) == len(untied) > 0 and any(kind == "eval" for kind, _, _ in tied)
@@ -120,7 +133,9 @@ def test_both_arms_of_a_seed_start_from_the_same_body(tmp_path):
 def test_different_seeds_see_different_data(tmp_path):
     """The seed does change the data order (so seeds are real replicates)."""
     (_, a), (_, b) = _build(tmp_path, True, 1), _build(tmp_path, True, 2)
-    assert not torch.equal(a.data.get_batch("train", 4, 16, a.data_gen)[0], b.data.get_batch("train", 4, 16, b.data_gen)[0])
+    assert not torch.equal(
+        a.data.get_batch("train", 4, 16, a.data_gen)[0], b.data.get_batch("train", 4, 16, b.data_gen)[0]
+    )
 
 
 def test_embedding_decay_policy_applies_to_both_arms():
@@ -156,11 +171,15 @@ def test_report_on_fake_runs_has_the_known_difference(tmp_path):
     [
         (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "t1", True, 1, 3.1)], "a second arm"),
         (lambda r: [fake_run(r, "u0", False, 0, 3.0), fake_run(r, "u1", False, 1, 3.1)], "no tied runs"),
-        (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u0", False, 0, 3.1, train__weight_decay=0.5)],
-         "more than its arm's settings: train.weight_decay"),
+        (
+            lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u0", False, 0, 3.1, train__weight_decay=0.5)],
+            "more than its arm's settings: train.weight_decay",
+        ),
         (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u1", False, 1, 3.1)], "seeds are not paired"),
-        (lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u0", False, 0, 3.1, model__n_embd=64)],
-         "not within 2%"),
+        (
+            lambda r: [fake_run(r, "t0", True, 0, 3.0), fake_run(r, "u0", False, 0, 3.1, model__n_embd=64)],
+            "not within 2%",
+        ),
     ],
 )
 def test_report_refuses_unfair_sets_of_runs(tmp_path, make, match):
@@ -171,8 +190,12 @@ def test_report_refuses_unfair_sets_of_runs(tmp_path, make, match):
 
 def test_pairing_is_by_seed_not_by_argument_order(tmp_path):
     """Paths given in any order are paired by seed: the per-seed differences come out right."""
-    runs = [fake_run(tmp_path, "u2", False, 2, 3.5), fake_run(tmp_path, "t0", True, 0, 3.0),
-            fake_run(tmp_path, "u0", False, 0, 3.1), fake_run(tmp_path, "t2", True, 2, 3.2)]
+    runs = [
+        fake_run(tmp_path, "u2", False, 2, 3.5),
+        fake_run(tmp_path, "t0", True, 0, 3.0),
+        fake_run(tmp_path, "u0", False, 0, 3.1),
+        fake_run(tmp_path, "t2", True, 2, 3.2),
+    ]
     exp = report.check_experiment(report.load_runs(runs))
     (comparison,) = report.comparisons(exp)
     assert exp.seeds == [0, 2] and comparison.diffs == pytest.approx([0.1, 0.3])
@@ -181,8 +204,11 @@ def test_pairing_is_by_seed_not_by_argument_order(tmp_path):
 def test_equal_parameter_runs_are_accepted_and_the_size_difference_stated(tmp_path):
     """A tied arm that is wider but within 2% in parameters is fair; the report names n_embd."""
     paths = [fake_run(tmp_path, "t0", True, 0, 3.0, model__n_embd=160), fake_run(tmp_path, "u0", False, 0, 3.1)]
-    (paths[0] / "summary.json").write_text(json.dumps({"parameters": 1490, "non_embedding_parameters": 700,
-                                                       "tokens_per_s_median": 90.0, "final_val_loss": 3.0}))
+    (paths[0] / "summary.json").write_text(
+        json.dumps(
+            {"parameters": 1490, "non_embedding_parameters": 700, "tokens_per_s_median": 90.0, "final_val_loss": 3.0}
+        )
+    )
     exp = report.check_experiment(report.load_runs(paths))
     assert exp.differences["untied"]["model.n_embd"] == (160, 128)
     md = report_markdown.render_markdown(exp, [], {}, "t")
@@ -190,7 +216,9 @@ def test_equal_parameter_runs_are_accepted_and_the_size_difference_stated(tmp_pa
 
 
 @pytest.mark.parametrize("final, warned", [(3.0, False), (10.0, True)])
-def test_compare_prints_the_warning_only_when_a_run_is_behind_the_baseline(tmp_path, capsys, monkeypatch, final, warned):
+def test_compare_prints_the_warning_only_when_a_run_is_behind_the_baseline(
+    tmp_path, capsys, monkeypatch, final, warned
+):
     """compare.py on run folders: below the unigram loss the verdict stands alone; above it, the report
     opens with the warning and a last line on stderr repeats it."""
     monkeypatch.setattr(report, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
@@ -205,11 +233,16 @@ def test_compare_prints_the_warning_only_when_a_run_is_behind_the_baseline(tmp_p
 def test_compare_help_shows_defaults_and_not_what_compare_sets_per_run(capsys):
     """`python compare.py --help` shows --seeds' default and no --model.tie_embeddings / --train.seed;
     giving one anyway is a one-line error, exit 2."""
-    proc = subprocess.run([sys.executable, "compare.py", "--help"], cwd=Path(compare.__file__).parent,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "compare.py", "--help"],
+        cwd=Path(compare.__file__).parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     text = " ".join(proc.stdout.split("options:")[1].split())  # the option list, after the usage lines
-    assert "(default: 5)" in text[text.index("--seeds SEEDS"):text.index("--lr-grid LR_GRID")]
+    assert "(default: 5)" in text[text.index("--seeds SEEDS") : text.index("--lr-grid LR_GRID")]
     assert "--model.n_layer" in text and "--model.tie_embeddings" not in text and "--train.seed" not in text
     for flag in ("--model.tie_embeddings=false", "--train.seed=3"):
         assert compare.main(["--config", "configs/debug.toml", flag]) == 2
@@ -230,10 +263,22 @@ def test_experiment_folder_refuses_other_settings(tmp_path, capsys):
     """Re-running into an experiment folder with a different config is refused before any training."""
     path = tmp_path / "c.txt"
     path.write_text("To be, or not to be: that is the question.\n" * 300)
-    base = ["--config", "configs/debug.toml", "--seeds", "1", "--name", "exp", f"--data.source={path}",
-            "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}"]
+    base = [
+        "--config",
+        "configs/debug.toml",
+        "--seeds",
+        "1",
+        "--name",
+        "exp",
+        f"--data.source={path}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+    ]
     (tmp_path / "exp").mkdir()
-    (tmp_path / "exp" / "experiment.json").write_text(json.dumps({"config": {"train.max_iters": 1}, "equal_params": None}))
+    (tmp_path / "exp" / "experiment.json").write_text(
+        json.dumps({"config": {"train.max_iters": 1}, "equal_params": None})
+    )
     assert compare.main(base) == 2
     err = capsys.readouterr().err
     assert "made with other settings" in err and "train.max_iters" in err
@@ -249,8 +294,18 @@ def no_training(tmp_path, monkeypatch):
     """``(args, overrides)`` of a tiny compare.py command into ``tmp_path/exp``; ``run_arm`` raises :class:`Reached`."""
     path = tmp_path / "c.txt"
     path.write_text("To be, or not to be: that is the question.\n" * 300)
-    argv = ["--config", "configs/debug.toml", "--seeds", "1", "--name", "exp", f"--data.source={path}",
-            "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}"]
+    argv = [
+        "--config",
+        "configs/debug.toml",
+        "--seeds",
+        "1",
+        "--name",
+        "exp",
+        f"--data.source={path}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+    ]
 
     def stop_before_training(*args, **kwargs):
         raise Reached
@@ -332,9 +387,19 @@ def _tiny_compare_argv(tmp_path) -> list[str]:
     """compare.py flags for a tiny experiment on a local char corpus under tmp_path."""
     path = tmp_path / "c.txt"
     path.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
-    return ["--config", "configs/debug.toml", "--name", "exp", f"--data.source={path}", "--data.tokenizer=char",
-            f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}", "--train.max_iters=6",
-            "--train.eval_interval=3", "--train.sample_tokens=0"]
+    return [
+        "--config",
+        "configs/debug.toml",
+        "--name",
+        "exp",
+        f"--data.source={path}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+        "--train.max_iters=6",
+        "--train.eval_interval=3",
+        "--train.sample_tokens=0",
+    ]
 
 
 # The plain two-arm experiment end to end (2 seeds, its report, reuse) is each cell of the grid's
@@ -354,8 +419,10 @@ def test_compare_tunes_all_five_arms_on_a_grid_and_reports_them(tmp_path):
     grid = {f"tune-{arm}-lr{lr}" for arm in arms.split(",") for lr in ("0.001", "0.004")}
     assert grid <= folders and len(folders) == 10 + 5
     for arm in arms.split(","):
-        scores = {lr: json.loads((exp / f"tune-{arm}-lr{lr}" / "summary.json").read_text())["final_val_loss"]
-                  for lr in ("0.001", "0.004")}
+        scores = {
+            lr: json.loads((exp / f"tune-{arm}-lr{lr}" / "summary.json").read_text())["final_val_loss"]
+            for lr in ("0.001", "0.004")
+        }
         best = min(scores, key=scores.get)
         cfg = json.loads((exp / f"{arm}-lr{best}-s0" / "config.json").read_text())
         assert cfg["train"]["learning_rate"] == float(best) and cfg["train"]["seed"] == 1337
@@ -397,4 +464,3 @@ def test_runs_with_and_without_a_final_score_are_not_compared(tmp_path):
     (paths[0] / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(UserError, match="final_val_loss"):
         report.check_experiment(report.load_runs(paths))
-

@@ -78,9 +78,23 @@ def test_compare_in_process_leaves_the_signal_handlers_as_they_were(tmp_path):
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     corpus = tmp_path / "verse.txt"
     corpus.write_text(VERSE * 100)
-    argv = ["--config", "configs/debug.toml", "--name", "exp", f"--data.source={corpus}", "--data.tokenizer=char",
-            f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}", "--train.max_iters=2",
-            "--train.eval_interval=2", "--train.sample_tokens=0", "--train.final_eval_tokens=256", "--seeds", "1",
-            "--prompt", "RO"]
+    argv = [
+        "--config",
+        "configs/debug.toml",
+        "--name",
+        "exp",
+        f"--data.source={corpus}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+        "--train.max_iters=2",
+        "--train.eval_interval=2",
+        "--train.sample_tokens=0",
+        "--train.final_eval_tokens=256",
+        "--seeds",
+        "1",
+        "--prompt",
+        "RO",
+    ]
     assert compare.main(argv) == 0
     assert {sig: signal.getsignal(sig) for sig in before} == before

@@ -288,8 +288,9 @@ def test_prepare_cli_takes_the_data_options_spelled_as_train_py_does(tmp_path, c
 
 def test_prepare_cli_reports_user_error(tmp_path, capsys):
     """python -m data.prepare prints 'error: ...' on one line and exits 2 for bad input."""
-    rc = prepare_main(["--source", str(tmp_path / "missing.txt"), "--tokenizer", "char",
-                       "--cache-dir", str(tmp_path / "cache")])
+    rc = prepare_main(
+        ["--source", str(tmp_path / "missing.txt"), "--tokenizer", "char", "--cache-dir", str(tmp_path / "cache")]
+    )
     err = capsys.readouterr().err
     assert rc == 2
     assert err.startswith("error: ") and err.count("\n") == 1

@@ -60,8 +60,8 @@ def test_get_batch_shapes_and_shift(token_data):
     assert torch.equal(x[:, 1:], y[:, :-1])
     data = torch.from_numpy(split_tokens(token_data.folder, "train").astype(np.int64))
     for row_x, row_y in zip(x, y, strict=True):
-        starts = [i for i in range(len(data) - 16) if torch.equal(data[i:i + 16], row_x)]
-        assert any(torch.equal(data[i + 1:i + 17], row_y) for i in starts)
+        starts = [i for i in range(len(data) - 16) if torch.equal(data[i : i + 16], row_x)]
+        assert any(torch.equal(data[i + 1 : i + 17], row_y) for i in starts)
 
 
 def test_get_batch_is_determined_by_generator_state(token_data):
@@ -114,7 +114,7 @@ def test_positions_cover_every_window_of_every_shard_and_none_across_shards(shar
     for split in ("train", "val"):
         shards = sharded.shards(split)
         assert len(shards) >= 2
-        expected = [np.asarray(s[i:i + block + 1], dtype=np.int64) for s in shards for i in range(len(s) - block)]
+        expected = [np.asarray(s[i : i + block + 1], dtype=np.int64) for s in shards for i in range(len(s) - block)]
         n = sharded.num_positions(split, block)
         assert n == len(expected)
         x, y = sharded.batch_at(split, torch.arange(n), block)
@@ -133,8 +133,8 @@ def test_one_shard_gives_exactly_the_old_offsets_and_batches(token_data):
         x, y = token_data.get_batch("train", 8, 16, g)
         offsets = torch.randint(len(shard) - 16, (8,), generator=ref)
         tokens = torch.from_numpy(np.asarray(shard, dtype=np.int64))
-        assert torch.equal(x, torch.stack([tokens[o:o + 16] for o in offsets]))
-        assert torch.equal(y, torch.stack([tokens[o + 1:o + 17] for o in offsets]))
+        assert torch.equal(x, torch.stack([tokens[o : o + 16] for o in offsets]))
+        assert torch.equal(y, torch.stack([tokens[o + 1 : o + 17] for o in offsets]))
     assert torch.equal(g.get_state(), ref.get_state())
     (val,) = token_data.shards("val")
     expected = torch.randint(len(val) - 8, (3, 5), generator=torch.Generator().manual_seed(4))
@@ -186,13 +186,19 @@ def test_big_corpus_checks_recorded_max_ids_and_a_sample(sharded, monkeypatch):
     top = shard["max_id"]
     shard["max_id"] = top - 1  # the file now holds an id above the recorded maximum
     meta_path.write_text(json.dumps(meta))
-    with pytest.raises(UserError, match=rf"token file '.*{shard['file']}' holds token id {top} "
-                                        rf"but meta.json records at most {top - 1}: .*--force"):
+    with pytest.raises(
+        UserError,
+        match=rf"token file '.*{shard['file']}' holds token id {top} "
+        rf"but meta.json records at most {top - 1}: .*--force",
+    ):
         TokenData(sharded.folder)
     shard["max_id"] = meta["vocab_size"]
     meta_path.write_text(json.dumps(meta))
-    with pytest.raises(UserError, match=rf"'.*{shard['file']}' holds token id {meta['vocab_size']} but meta.json "
-                                        r"says vocab_size"):
+    with pytest.raises(
+        UserError,
+        match=rf"'.*{shard['file']}' holds token id {meta['vocab_size']} but meta.json "
+        r"says vocab_size",
+    ):
         TokenData(sharded.folder)
 
 

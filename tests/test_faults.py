@@ -22,15 +22,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from helpers import (
-    error_line,
-    error_lines,
-    loss_curve,
-    run_train,
-    tiny_args,
-    train_cmd,
-    write_corpus,
-)
+from helpers import error_line, error_lines, loss_curve, run_train, tiny_args, train_cmd, write_corpus
 
 import train
 import training.loop
@@ -47,7 +39,7 @@ def last_step(run_dir: Path) -> int:
     """The step of the last complete row of a (possibly still growing) metrics.jsonl."""
     step = -1
     path = run_dir / "metrics.jsonl"
-    for line in (path.read_text().splitlines() if path.exists() else []):
+    for line in path.read_text().splitlines() if path.exists() else []:
         try:
             step = max(step, json.loads(line)["step"])
         except (ValueError, KeyError):
@@ -84,15 +76,22 @@ def killed(tmp_path_factory) -> SimpleNamespace:
     root = tmp_path_factory.mktemp("killed")
     corpus = write_corpus(root)
     # lr_decay_iters is fixed so the schedule does not depend on where each run is told to end.
-    common = tiny_args(root, corpus, f"--train.log_interval={LOG}", f"--train.eval_interval={EVAL}",
-                       "--train.lr_decay_iters=20000")
+    common = tiny_args(
+        root, corpus, f"--train.log_interval={LOG}", f"--train.eval_interval={EVAL}", "--train.lr_decay_iters=20000"
+    )
     runs_dir = root / "runs"
     out = SimpleNamespace(runs=runs_dir, interval=7)
 
     # SIGKILL, no chance to clean up.  Logged every step, so the metrics show how far it got.
-    victim = subprocess.Popen(train_cmd(*common, "--train.max_iters=20000",
-                                        f"--train.checkpoint_interval={out.interval}", "--run-name", "kill"),
-                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    victim = subprocess.Popen(
+        train_cmd(
+            *common, "--train.max_iters=20000", f"--train.checkpoint_interval={out.interval}", "--run-name", "kill"
+        ),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for_step(runs_dir / "kill", 20, victim)
         out.second = run_train("--run-name", "kill", "--resume", f"--train.out_dir={runs_dir}")
@@ -106,13 +105,18 @@ def killed(tmp_path_factory) -> SimpleNamespace:
     out.kill_last_logged = last_step(runs_dir / "kill")
     out.kill_ckpt_step = load_checkpoint(runs_dir / "kill" / "ckpt_last.pt")["step"]
     out.kill_end = round_up(out.kill_ckpt_step)
-    out.kill_resumed = run_train("--run-name", "kill", "--resume", f"--train.out_dir={runs_dir}",
-                                 f"--train.max_iters={out.kill_end}")
+    out.kill_resumed = run_train(
+        "--run-name", "kill", "--resume", f"--train.out_dir={runs_dir}", f"--train.max_iters={out.kill_end}"
+    )
 
     # SIGTERM, a scheduler's pre-emption.  The checkpoint interval is long: the stop must save.
-    victim = subprocess.Popen(train_cmd(*common, "--train.max_iters=20000", "--train.checkpoint_interval=1000",
-                                        "--run-name", "term"),
-                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    victim = subprocess.Popen(
+        train_cmd(*common, "--train.max_iters=20000", "--train.checkpoint_interval=1000", "--run-name", "term"),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for_step(runs_dir / "term", 12, victim)
         victim.send_signal(signal.SIGTERM)
@@ -124,8 +128,9 @@ def killed(tmp_path_factory) -> SimpleNamespace:
     out.term_rows = runs.read_metrics(runs_dir / "term" / "metrics.jsonl")
     out.term_lock_left = (runs_dir / "term" / "lock.json").exists()
     out.term_end = round_up(out.term_ckpt_step)
-    out.term_resumed = run_train("--run-name", "term", "--resume", f"--train.out_dir={runs_dir}",
-                                 f"--train.max_iters={out.term_end}")
+    out.term_resumed = run_train(
+        "--run-name", "term", "--resume", f"--train.out_dir={runs_dir}", f"--train.max_iters={out.term_end}"
+    )
 
     # The uninterrupted run both are held to; its prefix up to each end step is theirs.
     out.ref_end = max(out.kill_end, out.term_end)
@@ -180,8 +185,12 @@ def test_sigterm_checkpoints_the_current_step_and_exits_143(killed):
     assert killed.term_returncode == 128 + signal.SIGTERM
     (line,) = error_lines(killed.term_stderr)
     assert f"stopped by SIGTERM at step {killed.term_ckpt_step}" in line and "--resume" in line
-    assert killed.term_rows[-1] == {**killed.term_rows[-1], "kind": "stop", "step": killed.term_ckpt_step,
-                                    "signal": "SIGTERM"}
+    assert killed.term_rows[-1] == {
+        **killed.term_rows[-1],
+        "kind": "stop",
+        "step": killed.term_ckpt_step,
+        "signal": "SIGTERM",
+    }
     assert not killed.term_lock_left
 
 
@@ -214,8 +223,9 @@ def signal_at_call(monkeypatch, call: int, times: int = 1) -> None:
 def test_ctrl_c_checkpoints_and_resume_is_bit_exact(tmp_path, corpus, monkeypatch, capsys):
     """Ctrl-C at step 7 (mid log window, between checkpoints): exit 130, ckpt_last.pt at step 7, and
     the resumed run's rows (window means included) and weights equal an uninterrupted run's."""
-    args = tiny_args(tmp_path, corpus, "--train.max_iters=16", "--train.log_interval=3",
-                     "--train.checkpoint_interval=100")
+    args = tiny_args(
+        tmp_path, corpus, "--train.max_iters=16", "--train.log_interval=3", "--train.checkpoint_interval=100"
+    )
     assert train.main([*args, "--run-name", "ref"]) == 0
     signal_at_call(monkeypatch, call=7)
     assert train.main([*args, "--run-name", "cut"]) == 130
@@ -283,6 +293,7 @@ def test_ignored_sigint_stays_ignored(tmp_path, corpus, monkeypatch):
 def test_a_start_that_fails_before_its_first_checkpoint_leaves_no_folder(tmp_path, corpus, monkeypatch, capsys):
     """A new run that fails after creating its folder but before ckpt_last.pt removes the folder, so
     the same command works again (neither 'already exists' nor 'nothing to resume')."""
+
     def broken_logger(*args, **kwargs):
         raise UserError("wandb is unreachable: use --wandb.mode=offline")
 
@@ -317,8 +328,9 @@ def poison_forward(monkeypatch, calls: set[int], where: str = "loss") -> None:
     monkeypatch.setattr(GPT, "forward", forward)
 
 
-@pytest.mark.parametrize("where, what", [("loss", "non-finite training loss (nan)"),
-                                         ("grad", "non-finite gradient norm")])
+@pytest.mark.parametrize(
+    "where, what", [("loss", "non-finite training loss (nan)"), ("grad", "non-finite gradient norm")]
+)
 def test_non_finite_step_stops_the_run_naming_step_and_checkpoint(tmp_path, corpus, monkeypatch, capsys, where, what):
     """A NaN loss or an Inf gradient in step 6 stops the run there, names the last good checkpoint
     (step 4) and how to go on, and saves nothing: every checkpoint on disk is finite."""
@@ -338,15 +350,21 @@ def test_skipped_non_finite_steps_are_not_applied_and_are_counted(tmp_path, corp
     """With max_skipped_steps=2, two poisoned steps are skipped: AdamW made 2 fewer updates, both
     skips are in metrics.jsonl and summary.json, and the weights stay finite."""
     poison_forward(monkeypatch, {3, 9}, "loss")
-    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=12", "--train.max_skipped_steps=2",
-                                "--run-name", "r")) == 0
+    assert (
+        train.main(
+            tiny_args(tmp_path, corpus, "--train.max_iters=12", "--train.max_skipped_steps=2", "--run-name", "r")
+        )
+        == 0
+    )
     run_dir = tmp_path / "runs" / "r"
     ckpt = load_checkpoint(run_dir / "ckpt_last.pt")
     adam_steps = {float(state["step"]) for state in ckpt["optimizer"]["state"].values()}
     assert adam_steps == {10.0} and ckpt["skipped_steps"] == 2
     assert all(torch.isfinite(t).all() for t in ckpt["model"].values())
-    strict = [json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))  # no bare NaN
-              for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    strict = [
+        json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))  # no bare NaN
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+    ]
     skips = [r for r in strict if r["kind"] == "skip"]
     assert [r["step"] for r in skips] == [3, 9] and skips[0]["train_loss"] is None
     assert skips[0]["reason"].startswith("non-finite training loss")

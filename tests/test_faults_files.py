@@ -34,7 +34,6 @@ from model.gpt import GPT
 from training import faults
 
 
-
 # ----------------------------------------------------------------------------- crashes while writing
 
 
@@ -57,8 +56,13 @@ def test_kill_in_the_middle_of_a_checkpoint_write_keeps_the_previous_one(tmp_pat
     """Killed while writing ckpt_last.pt: the old file still loads (step 4), the half-written temp file
     is never read, the resume removes it and ends where an uninterrupted run ends."""
     args = tiny_args(tmp_path, corpus, "--train.max_iters=12", "--train.checkpoint_interval=4")
-    proc = subprocess.run([sys.executable, "-c", CRASH_MID_WRITE, *args, "--run-name", "crash"], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASH_MID_WRITE, *args, "--run-name", "crash"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     run_dir = tmp_path / "runs" / "crash"
     assert load_checkpoint(run_dir / "ckpt_last.pt")["step"] == 4
@@ -132,7 +136,9 @@ def test_truncated_checkpoint_is_refused_by_sample_and_resume(finished, tmp_path
     path.write_bytes(path.read_bytes()[:5000])
     assert sample.main(["--run", str(finished), "--checkpoint", "last"]) == 2
     assert f"checkpoint {path} could not be loaded safely" in error_line(capsys)
-    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--run-name", "r", "--resume", "--train.max_iters=8"]) == 2
+    assert (
+        train.main([f"--train.out_dir={tmp_path / 'runs'}", "--run-name", "r", "--resume", "--train.max_iters=8"]) == 2
+    )
     assert f"checkpoint {path} could not be loaded safely" in error_line(capsys)
 
 
@@ -152,8 +158,14 @@ def test_checkpoint_carrying_a_pickled_object_is_refused_not_executed(tmp_path):
 
 def test_checkpoint_digest_round_trips_every_payload_type(tmp_path):
     """save/load keeps tensors of every dtype, nested dicts/lists, None and floats under one valid digest."""
-    payload = {"model": {"a": torch.randn(3, 2).bfloat16(), "b": torch.tensor(7)}, "step": 3, "val_loss": None,
-               "best_val_loss": float("inf"), "nested": [1, {"x": 2.5}], "train_window": [0.5, 2]}
+    payload = {
+        "model": {"a": torch.randn(3, 2).bfloat16(), "b": torch.tensor(7)},
+        "step": 3,
+        "val_loss": None,
+        "best_val_loss": float("inf"),
+        "nested": [1, {"x": 2.5}],
+        "train_window": [0.5, 2],
+    }
     save_checkpoint(tmp_path / "c.pt", payload)
     loaded = load_checkpoint(tmp_path / "c.pt")
     assert loaded.pop("format") == "tinygpt-checkpoint-2" and len(loaded.pop("sha256")) == 64
@@ -252,7 +264,9 @@ def test_symlinked_run_folder_pointing_elsewhere_is_refused(finished, tmp_path, 
     finished.rename(outside)
     finished.symlink_to(outside)
     before = sorted(p.name for p in outside.iterdir())
-    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--run-name", "r", "--resume", "--train.max_iters=8"]) == 2
+    assert (
+        train.main([f"--train.out_dir={tmp_path / 'runs'}", "--run-name", "r", "--resume", "--train.max_iters=8"]) == 2
+    )
     assert f"is a link to {outside}" in error_line(capsys)
     assert sorted(p.name for p in outside.iterdir()) == before
 
@@ -274,23 +288,48 @@ def test_training_writes_only_into_its_run_folder_and_the_data_cache(tmp_path):
     work.mkdir()
     home.mkdir()
     corpus = write_corpus(tmp_path)
-    repo_before = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=REPO, capture_output=True, text=True).stdout
+    repo_before = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored"], cwd=REPO, capture_output=True, text=True
+    ).stdout
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "TINYGPT_"))}
-    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), XDG_CONFIG_HOME=str(home / ".config"),
-               TMPDIR=str(tmp_path / "tmp"), PYTHONDONTWRITEBYTECODE="1")
+    env.update(
+        HOME=str(home),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        TMPDIR=str(tmp_path / "tmp"),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
     (tmp_path / "tmp").mkdir()
     before = {p for p in tmp_path.rglob("*")}
     proc = subprocess.run(
-        train_cmd(f"--data.source={corpus}", "--data.tokenizer=char", "--model.n_layer=1", "--model.n_embd=16",
-                  "--model.n_head=1", "--model.block_size=16", "--train.max_iters=4", "--train.eval_iters=1",
-                  "--train.sample_tokens=5", "--wandb.mode=offline", "--run-name", "r"),
-        cwd=work, env=env, capture_output=True, text=True, timeout=300)
+        train_cmd(
+            f"--data.source={corpus}",
+            "--data.tokenizer=char",
+            "--model.n_layer=1",
+            "--model.n_embd=16",
+            "--model.n_head=1",
+            "--model.block_size=16",
+            "--train.max_iters=4",
+            "--train.eval_iters=1",
+            "--train.sample_tokens=5",
+            "--wandb.mode=offline",
+            "--run-name",
+            "r",
+        ),
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     created = {p for p in tmp_path.rglob("*") if p.is_file()} - before
     allowed = (work / "runs" / "r", work / "data" / "cache", home / ".cache" / "tinygpt" / "cpu_matmul_peak.json")
     outside = sorted(str(p.relative_to(tmp_path)) for p in created if not any(p.is_relative_to(a) for a in allowed))
     assert outside == []
-    repo_after = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=REPO, capture_output=True, text=True).stdout
+    repo_after = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored"], cwd=REPO, capture_output=True, text=True
+    ).stdout
     assert repo_after == repo_before
 
 
@@ -337,7 +376,9 @@ def test_config_values_are_data_never_code(tmp_path, corpus, capsys):
     assert "train.learning_rate" in error_line(capsys)
     assert train.main(tiny_args(tmp_path, corpus, f"--model.n_layer={code}", "--run-name", "r")) == 2
     assert "model.n_layer" in error_line(capsys)
-    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=1", f"--wandb.name={code}", "--run-name", "r")) == 0
+    assert (
+        train.main(tiny_args(tmp_path, corpus, "--train.max_iters=1", f"--wandb.name={code}", "--run-name", "r")) == 0
+    )
     assert not marker.exists()
 
 

@@ -25,10 +25,17 @@ STEPS = (0, 5, 10, 20)
 def _experiment(root, tuning=True):
     """The 3-arm, 3-seed fake experiment (unigram baseline recorded), with or without its LR grid."""
     paths = fake_experiment(root, FINALS, [(UNIGRAM,) * 3] * 3, arms=ARMS, steps=STEPS)
-    grid = (fake_tuning(root, "tied", 99, [(1e-3, 3.3), (2e-3, 3.2)])
-            + fake_tuning(root, "untied", 99, [(1e-3, 3.1), (2e-3, 3.25)])) if tuning else []
-    return report.check_experiment(report.load_runs(paths), reference="tied", margin=0.01,
-                                   tuning=report.load_runs(grid))
+    grid = (
+        (
+            fake_tuning(root, "tied", 99, [(1e-3, 3.3), (2e-3, 3.2)])
+            + fake_tuning(root, "untied", 99, [(1e-3, 3.1), (2e-3, 3.25)])
+        )
+        if tuning
+        else []
+    )
+    return report.check_experiment(
+        report.load_runs(paths), reference="tied", margin=0.01, tuning=report.load_runs(grid)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +44,14 @@ def exp(tmp_path_factory):
     return _experiment(tmp_path_factory.mktemp("runs"))
 
 
-@pytest.mark.parametrize("plot, name", [
-    (figures.plot_val_loss, "val_loss_vs_step.png"),
-    (figures.plot_paired_difference, "paired_difference_vs_step.png"),
-    (figures.plot_loss_vs_lr, "loss_vs_lr.png"),
-])
+@pytest.mark.parametrize(
+    "plot, name",
+    [
+        (figures.plot_val_loss, "val_loss_vs_step.png"),
+        (figures.plot_paired_difference, "paired_difference_vs_step.png"),
+        (figures.plot_loss_vs_lr, "loss_vs_lr.png"),
+    ],
+)
 def test_each_plot_writes_a_png_and_returns_its_name(exp, tmp_path, plot, name):
     """Each plot function writes a PNG file in the folder and returns its bare file name."""
     assert plot(exp, tmp_path) == name
@@ -113,8 +123,11 @@ def test_loss_vs_lr_marks_each_arms_chosen_point(exp):
     """One line per tuned arm on a log-x axis; the highlighted point is each arm's lowest-loss learning rate;
     the title says these are the tuning-seed runs."""
     ax = figures.loss_vs_lr_figure(exp).axes[0]
-    stars = [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.get_lines()
-             if line.get_marker() == "*" and len(line.get_xdata())]
+    stars = [
+        (line.get_xdata()[0], line.get_ydata()[0])
+        for line in ax.get_lines()
+        if line.get_marker() == "*" and len(line.get_xdata())
+    ]
     assert ax.get_xscale() == "log" and sorted(stars) == [(1e-3, 3.1), (2e-3, 3.2)]
     assert "tuning-seed" in ax.get_title()
 
@@ -146,22 +159,43 @@ GRID_ARMS = ("untied", "tied-bias", "untied-split")
 
 def _grid_rows(arms) -> list[dict]:
     """gap_rows-like rows: two tokenizers at two sizes, per arm."""
-    return [{"arm": arm, "reference": "tied", "tokenizer": tok, "vocab_size": v, "non_embedding_parameters": n,
-             "delta_bpb": d, "ci_bpb": (d - 0.1, d + 0.1), "margin": 0.01, "bpb_per_nat": 0.5}
-            for arm in arms for tok, v, d in (("char", 71, 0.1), ("gpt2", 50257, -0.1)) for n in (10_000, 100_000)]
+    return [
+        {
+            "arm": arm,
+            "reference": "tied",
+            "tokenizer": tok,
+            "vocab_size": v,
+            "non_embedding_parameters": n,
+            "delta_bpb": d,
+            "ci_bpb": (d - 0.1, d + 0.1),
+            "margin": 0.01,
+            "bpb_per_nat": 0.5,
+        }
+        for arm in arms
+        for tok, v, d in (("char", 71, 0.1), ("gpt2", 50257, -0.1))
+        for n in (10_000, 100_000)
+    ]
 
 
-@pytest.mark.parametrize("arms", [("tied", "untied"), ARMS, ("tied", "untied", "tied-bias", "untied-split")],
-                         ids=["1-panel", "2-panels", "3-panels"])
+@pytest.mark.parametrize(
+    "arms",
+    [("tied", "untied"), ARMS, ("tied", "untied", "tied-bias", "untied-split")],
+    ids=["1-panel", "2-panels", "3-panels"],
+)
 @pytest.mark.parametrize("build", ["val_loss", "paired", "gap"])
 def test_no_text_is_clipped_at_any_panel_count(tmp_path, arms, build):
     """Every title, label, tick label and legend text of each figure lies inside the saved canvas, for one
     comparison panel (the default tied-vs-untied report) and for several."""
     if build == "gap":
-        fig = gap_figure(_grid_rows(GRID_ARMS[:len(arms) - 1]))
+        fig = gap_figure(_grid_rows(GRID_ARMS[: len(arms) - 1]))
     else:
-        paths = fake_experiment(tmp_path, [(3.0 + 0.01 * i,) * len(arms) for i in range(3)],
-                                [(UNIGRAM,) * len(arms)] * 3, arms=arms, steps=STEPS)
+        paths = fake_experiment(
+            tmp_path,
+            [(3.0 + 0.01 * i,) * len(arms) for i in range(3)],
+            [(UNIGRAM,) * len(arms)] * 3,
+            arms=arms,
+            steps=STEPS,
+        )
         exp = report.check_experiment(report.load_runs(paths), reference="tied", margin=0.01)
         fig = (figures.val_loss_figure if build == "val_loss" else figures.paired_difference_figure)(exp)
     assert fig.get_layout_engine() is not None  # constrained layout: matplotlib makes room for the labels

@@ -13,8 +13,13 @@ from core import flops
 
 def test_gpu_peaks_come_from_the_datasheet_table(monkeypatch):
     """H100 SXM and H200 are 989 TFLOP/s, the PCIe H100 756 (the more specific name wins), an unknown GPU None."""
-    for name, want in (("NVIDIA H100 80GB HBM3", 989e12), ("NVIDIA H200", 989e12), ("NVIDIA H100 PCIe", 756e12),
-                       ("NVIDIA A100-SXM4-80GB", 312e12), ("NVIDIA GeForce RTX 4090", 165e12)):
+    for name, want in (
+        ("NVIDIA H100 80GB HBM3", 989e12),
+        ("NVIDIA H200", 989e12),
+        ("NVIDIA H100 PCIe", 756e12),
+        ("NVIDIA A100-SXM4-80GB", 312e12),
+        ("NVIDIA GeForce RTX 4090", 165e12),
+    ):
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None, n=name: n)
         peak = flops.peak_flops(torch.device("cuda"), torch.bfloat16)
         assert peak.flops == want and "datasheet" in peak.source, name

@@ -34,8 +34,9 @@ def test_greedy_with_the_cache_equals_without_it_past_block_size(tie):
     assert cached.shape == (3, 45)
     assert torch.equal(cached, model.generate(idx, 40, greedy=True, use_cache=False))
     long_prompt = torch.randint(0, 97, (2, 25), generator=torch.Generator().manual_seed(2))  # longer than the window
-    assert torch.equal(model.generate(long_prompt, 10, greedy=True),
-                       model.generate(long_prompt, 10, greedy=True, use_cache=False))
+    assert torch.equal(
+        model.generate(long_prompt, 10, greedy=True), model.generate(long_prompt, 10, greedy=True, use_cache=False)
+    )
 
 
 def test_seeded_sampling_with_the_cache_equals_without_it():
@@ -50,9 +51,18 @@ def test_seeded_sampling_with_the_cache_equals_without_it():
     assert not torch.equal(a, c)  # the seed matters: the check above is not between constant outputs
 
 
-@pytest.mark.parametrize("kw", [{}, dict(temperature=0.7), dict(temperature=1.5), dict(top_k=5), dict(top_p=0.8),
-                                dict(top_k=40, top_p=0.95, temperature=1.2)],
-                         ids=["plain", "cold", "hot", "top-k", "top-p", "combined"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        dict(temperature=0.7),
+        dict(temperature=1.5),
+        dict(top_k=5),
+        dict(top_p=0.8),
+        dict(top_k=40, top_p=0.95, temperature=1.2),
+    ],
+    ids=["plain", "cold", "hot", "top-k", "top-p", "combined"],
+)
 def test_every_sampling_mode_draws_the_same_tokens_with_and_without_the_cache(kw):
     """Same seed => same tokens, cache or not, over 6 seeds and 40 tokens (the 16-token window slides 29 times)."""
     model = tiny(tie=False)
@@ -70,8 +80,10 @@ def test_a_sample_does_not_depend_on_the_batch_it_is_drawn_in():
     """Row i of a seeded batch is the same tokens in a batch of 1, 3 or 5 rows (one noise stream per row)."""
     model = tiny()
     prompt = torch.randint(0, 97, (1, 4), generator=torch.Generator().manual_seed(10))
-    out = {n: model.generate(prompt.expand(n, -1), 30, top_k=20, generator=torch.Generator().manual_seed(3))
-           for n in (1, 3, 5)}
+    out = {
+        n: model.generate(prompt.expand(n, -1), 30, top_k=20, generator=torch.Generator().manual_seed(3))
+        for n in (1, 3, 5)
+    }
     assert torch.equal(out[1][0], out[3][0]) and torch.equal(out[3], out[5][:3])
     assert not torch.equal(out[5][0], out[5][1])  # rows draw different noise
 
@@ -103,12 +115,12 @@ def test_cached_logits_match_the_full_forward():
     model = tiny()
     idx = torch.randint(0, 97, (2, 16), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
-        full = [model(idx[:, :t + 1])[0][:, -1] for t in range(16)]  # (2, 97) each: the last position of every prefix
+        full = [model(idx[:, : t + 1])[0][:, -1] for t in range(16)]  # (2, 97) each: the last position of every prefix
         cache = KVCache(model.config)
         got = {5: model.decode(idx[:, :6], cache)}  # prefill 6 tokens
         head_t = model.lm_head.weight.t().contiguous()  # the transposed head generate_stream uses
         for t in range(6, 16):
-            got[t] = model.decode(idx[:, t:t + 1], cache, head_t)  # one position, attending to the cache
+            got[t] = model.decode(idx[:, t : t + 1], cache, head_t)  # one position, attending to the cache
         assert cache.length == 16
         chunked = KVCache(model.config)
         model.decode(idx[:, :4], chunked)
@@ -196,7 +208,7 @@ def test_a_sample_ends_just_before_a_stop_string_and_streams_no_part_of_it():
     assert len(full) == 60
     stop = full[20:22]
     pieces = [p[0] for p in stream_samples(model, tok, ids, 60, torch.device("cpu"), greedy=True, stop=[stop])]
-    assert "".join(pieces) == full[:full.find(stop)]
+    assert "".join(pieces) == full[: full.find(stop)]
     assert all(stop not in piece for piece in pieces)
     text = "".join(generate_text(model, tok, "the ", 60, torch.device("cpu"), greedy=True, stop=["never there"]))
     assert text == "the " + full  # a stop string that never occurs changes nothing
@@ -208,8 +220,10 @@ def test_a_sample_ends_at_the_stop_token_which_is_not_shown():
     ids = tok.encode("the ")
     full = "".join(p[0] for p in stream_samples(model, tok, ids, 40, torch.device("cpu"), greedy=True))
     token = tok.encode(full[10])[0]
-    text = "".join(p[0] for p in stream_samples(model, tok, ids, 40, torch.device("cpu"), greedy=True, stop_token=token))
-    assert text == full[:full.find(full[10])]
+    text = "".join(
+        p[0] for p in stream_samples(model, tok, ids, 40, torch.device("cpu"), greedy=True, stop_token=token)
+    )
+    assert text == full[: full.find(full[10])]
 
 
 def test_num_samples_run_as_one_batch():
@@ -222,8 +236,9 @@ def test_num_samples_run_as_one_batch():
         rows = [r + p for r, p in zip(rows, pieces)]
     assert rows == [one] * 3
     rows = ["", "", ""]
-    for pieces in stream_samples(model, tok, ids, 30, torch.device("cpu"), num_samples=3,
-                                 generator=torch.Generator().manual_seed(0)):
+    for pieces in stream_samples(
+        model, tok, ids, 30, torch.device("cpu"), num_samples=3, generator=torch.Generator().manual_seed(0)
+    ):
         rows = [r + p for r, p in zip(rows, pieces)]
     assert len(set(rows)) == 3
 
@@ -256,6 +271,7 @@ class ScriptedModel:
 def whole_text_stream(model, tokenizer, max_new_tokens, num_samples, stop, stop_token):
     """The reference: stream_samples as it was before incremental decoding, re-decoding each whole sample at every step."""
     from model.generation import _held_back
+
     new, shown, done = [[] for _ in range(num_samples)], [0] * num_samples, [False] * num_samples
     for next_ids in model.generate_stream(None, max_new_tokens, stop_token=stop_token):
         pieces = [""] * num_samples
@@ -263,20 +279,20 @@ def whole_text_stream(model, tokenizer, max_new_tokens, num_samples, stop, stop_
             if done[r]:
                 continue
             if token == stop_token:
-                done[r], pieces[r] = True, tokenizer.decode(new[r])[shown[r]:]
+                done[r], pieces[r] = True, tokenizer.decode(new[r])[shown[r] :]
                 continue
             new[r].append(token)
             text = tokenizer.decode(new[r])  # the whole sample, every step
             cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
             if cut >= 0:
-                done[r], pieces[r] = True, text[shown[r]:cut]
+                done[r], pieces[r] = True, text[shown[r] : cut]
             else:
                 end = len(text) - _held_back(text, stop)
-                pieces[r], shown[r] = text[shown[r]:end], max(shown[r], end)
+                pieces[r], shown[r] = text[shown[r] : end], max(shown[r], end)
         yield pieces
         if all(done):
             return
-    yield ["" if done[r] else tokenizer.decode(new[r])[shown[r]:] for r in range(num_samples)]
+    yield ["" if done[r] else tokenizer.decode(new[r])[shown[r] :] for r in range(num_samples)]
 
 
 def token_chunks(kind: str):
@@ -285,6 +301,7 @@ def token_chunks(kind: str):
         chars = list("ab \n.é日\ufffd")  # U+FFFD as a real character, held back like half of one
         return CharTokenizer(chars), [[i] for i in range(len(chars))]
     from data.tokenizers import build_tokenizer
+
     tok = build_tokenizer("gpt2")
     byte = tok._enc.encode_single_token  # tiktoken: the token of one byte (no public way to name it)
     chunks = [[t] for t in tok.encode(" the cat sat.\n\nROMEO: é日本 🙂 café")]  # whole tokens, some multi-byte
@@ -313,12 +330,24 @@ def test_streaming_equals_decoding_the_whole_text_every_step(kind):
                 row[rng.randrange(length)] = eot if rng.random() < 0.5 else row[0]
         free = ["".join(p) for p in zip(*whole_text_stream(ScriptedModel(rows), tok, length, n, (), None))]
         text = rng.choice(free)
-        stops = [text[i:i + rng.randint(1, 4)] for i in (rng.randrange(len(text) + 1) for _ in range(rng.randint(0, 3)))]
+        stops = [
+            text[i : i + rng.randint(1, 4)] for i in (rng.randrange(len(text) + 1) for _ in range(rng.randint(0, 3)))
+        ]
         stops = [s for s in stops if s] + rng.sample(["é", "本 ", "\n\n", "\ufffd", "at."], rng.randint(0, 2))
         max_new = rng.randint(1, length)
         want = list(whole_text_stream(ScriptedModel(rows), tok, max_new, n, stops, stop_token))
-        got = list(stream_samples(ScriptedModel(rows), tok, [0], max_new, torch.device("cpu"), num_samples=n,
-                                  stop=stops, stop_token=stop_token))
+        got = list(
+            stream_samples(
+                ScriptedModel(rows),
+                tok,
+                [0],
+                max_new,
+                torch.device("cpu"),
+                num_samples=n,
+                stop=stops,
+                stop_token=stop_token,
+            )
+        )
         assert got == want, f"case {case}: rows {rows}, stops {stops!r}, stop_token {stop_token}, max_new {max_new}"
         cuts += sum(len("".join(p)) < len(f) for p, f in zip(zip(*want), free))
     assert cuts > 100  # the stops and stop tokens did end samples early
@@ -331,8 +360,9 @@ def test_ctrl_c_yields_the_text_held_back_then_stops():
     stops = ["ab", "日日日"]
     pieces = []
     with pytest.raises(KeyboardInterrupt):
-        for p in stream_samples(ScriptedModel(rows, interrupt_after=3), tok, [0], 7, torch.device("cpu"),
-                                num_samples=2, stop=stops):
+        for p in stream_samples(
+            ScriptedModel(rows, interrupt_after=3), tok, [0], 7, torch.device("cpu"), num_samples=2, stop=stops
+        ):
             pieces.append(p)
     want = list(whole_text_stream(ScriptedModel(rows), tok, 3, 2, stops, None))
     assert ["".join(p) for p in zip(*pieces)] == ["".join(p) for p in zip(*want)] == ["日ba", "\n日日"]
@@ -343,6 +373,7 @@ def test_no_part_of_a_stop_shows_when_its_next_character_arrives_split_across_to
     """Stop "\\né" with é as two byte tokens: after "Hi", "\\n", 0xC3 nothing of "\\n" may show,
     since 0xA9 completes the stop; the sample is "Hi" and no streamed piece holds the newline."""
     from data.tokenizers import build_tokenizer
+
     tok = build_tokenizer("gpt2")
     raw = [tok.encode("Hi")[0], tok.encode("\n")[0]] + [tok._enc.encode_single_token(bytes([b])) for b in "é".encode()]
     assert tok.decode(raw) == "Hi\né" and len(raw) == 4

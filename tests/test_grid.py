@@ -25,19 +25,26 @@ def test_axes_are_typed_and_cells_are_their_product(tmp_path):
     axes = parse_axes(["model.n_embd=64,128", "data.tokenizer=char,bpe:4096"], NOT_ALLOWED)
     assert axes[0].values == (64, 128) and axes[1].values == ("char", "bpe:4096")
     names = [c.name for c in cells_of(axes, tmp_path)]
-    assert names == ["n_embd-64_tokenizer-char", "n_embd-64_tokenizer-bpe4096",
-                     "n_embd-128_tokenizer-char", "n_embd-128_tokenizer-bpe4096"]
+    assert names == [
+        "n_embd-64_tokenizer-char",
+        "n_embd-64_tokenizer-bpe4096",
+        "n_embd-128_tokenizer-char",
+        "n_embd-128_tokenizer-bpe4096",
+    ]
     assert cell_name({"train.learning_rate": 0.001}) == "learning_rate-0.001"
 
 
-@pytest.mark.parametrize("text, match", [
-    ("model.n_embd", "is not KEY=V1"),
-    ("model.n_embdd=64", "unknown config key"),
-    ("model.tie_embeddings=true,false", "set by the experiment itself"),
-    ("train.seed=1,2", "set by the experiment itself"),
-    ("model.n_embd=64,big", "not a valid int"),
-    ("model.n_embd=64,64", "repeats a value"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("model.n_embd", "is not KEY=V1"),
+        ("model.n_embdd=64", "unknown config key"),
+        ("model.tie_embeddings=true,false", "set by the experiment itself"),
+        ("train.seed=1,2", "set by the experiment itself"),
+        ("model.n_embd=64,big", "not a valid int"),
+        ("model.n_embd=64,64", "repeats a value"),
+    ],
+)
 def test_bad_axes_are_one_line_errors(text, match):
     """A malformed, unknown, experiment-owned, mistyped or repeated axis is refused before anything runs."""
     with pytest.raises(UserError, match=match):
@@ -46,8 +53,17 @@ def test_bad_axes_are_one_line_errors(text, match):
 
 def test_an_invalid_cell_is_refused_before_any_training(tmp_path, capsys):
     """A value the config itself rejects (n_embd not a multiple of n_head) fails at once, naming the cell."""
-    code = compare.main(["--config", "configs/debug.toml", "--grid", "model.n_embd=32,33",
-                         f"--train.out_dir={tmp_path}", "--seeds", "2"])
+    code = compare.main(
+        [
+            "--config",
+            "configs/debug.toml",
+            "--grid",
+            "model.n_embd=32,33",
+            f"--train.out_dir={tmp_path}",
+            "--seeds",
+            "2",
+        ]
+    )
     assert code == 2 and "grid cell n_embd-33" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
@@ -58,8 +74,13 @@ def _fake_cell(grid, name, n_embd, deltas, bpb_per_nat, non_emb):
     folder.mkdir(parents=True)
     for s, d in enumerate(deltas):
         for arm, loss in (("tied", 3.0 + s / 100), ("untied", 3.0 + s / 100 + d)):
-            summary = {"final_val_bpb": loss * bpb_per_nat, "non_embedding_parameters": non_emb,
-                       "parameters": non_emb * 2, "tokens": 1000, "train_tokens": 4000}
+            summary = {
+                "final_val_bpb": loss * bpb_per_nat,
+                "non_embedding_parameters": non_emb,
+                "parameters": non_emb * 2,
+                "tokens": 1000,
+                "train_tokens": 4000,
+            }
             arm_run(folder, arm, s, loss, summary=summary, model__n_embd=n_embd)
 
 
@@ -68,9 +89,19 @@ def _fake_grid(tmp_path, cells):
     sizes = sorted({n for _, n, *_ in cells})
     for name, n_embd, deltas, scale, non_emb in cells:
         _fake_cell(grid, name, n_embd, deltas, scale, non_emb)
-    (grid / "grid.json").write_text(json.dumps({
-        "axes": {"model.n_embd": sizes}, "arms": ["tied", "untied"], "seeds": 3, "lr_grid": [],
-        "margin": 0.01, "reference": "tied", "config": None}))
+    (grid / "grid.json").write_text(
+        json.dumps(
+            {
+                "axes": {"model.n_embd": sizes},
+                "arms": ["tied", "untied"],
+                "seeds": 3,
+                "lr_grid": [],
+                "margin": 0.01,
+                "reference": "tied",
+                "config": None,
+            }
+        )
+    )
     return grid
 
 
@@ -88,8 +119,10 @@ def test_the_model_across_cells_recovers_a_known_trend_and_missing_cells_are_lis
     """Δ = -0.1 + 0.02 per decade of non-embedding parameters, 3 seeds a cell around each mean: the mixed model's
     size term is 0.02 and its intercept -0.1 (balanced cells: the REML fixed effects are the cell means' fit);
     an empty cell is 'missing'."""
-    cells = [(f"n_embd-{n}", n, [d - 0.002, d, d + 0.002], 1.0, 10 ** k)
-             for n, k, d in ((32, 3, -0.04), (64, 4, -0.02), (128, 5, 0.0), (256, 6, 0.02))]
+    cells = [
+        (f"n_embd-{n}", n, [d - 0.002, d, d + 0.002], 1.0, 10**k)
+        for n, k, d in ((32, 3, -0.04), (64, 4, -0.02), (128, 5, 0.0), (256, 6, 0.02))
+    ]
     grid = _fake_grid(tmp_path, cells)
     settings = json.loads((grid / "grid.json").read_text())
     settings["axes"]["model.n_embd"].append(512)  # a cell that never ran
@@ -108,9 +141,11 @@ def test_the_model_across_cells_recovers_a_known_trend_and_missing_cells_are_lis
 def test_the_model_says_how_much_it_leans_on_single_cells(tmp_path):
     """Four cells on Δ = -0.1 + 0.02 per decade and one cell off the trend: the full fit is pulled away from
     0.02, and leaving the odd cell out recovers 0.02, the low end of the reported leave-one-out range."""
-    cells = [(f"n_embd-{n}", n, [d - 0.002, d, d + 0.002], 1.0, 10 ** k)
-             for n, k, d in ((32, 3, -0.04), (64, 4, -0.02), (128, 5, 0.0), (256, 6, 0.02))]
-    cells.append(("n_embd-512", 512, [0.099, 0.1, 0.101], 1.0, 10 ** 7))  # the trend says 0.04
+    cells = [
+        (f"n_embd-{n}", n, [d - 0.002, d, d + 0.002], 1.0, 10**k)
+        for n, k, d in ((32, 3, -0.04), (64, 4, -0.02), (128, 5, 0.0), (256, 6, 0.02))
+    ]
+    cells.append(("n_embd-512", 512, [0.099, 0.1, 0.101], 1.0, 10**7))  # the trend says 0.04
     grid = _fake_grid(tmp_path, cells)
     _, loaded = load_grid(grid)
     (arm,) = cross_cell_models(gap_rows(loaded))
@@ -124,8 +159,13 @@ def test_the_model_says_how_much_it_leans_on_single_cells(tmp_path):
 
 def test_the_report_says_how_many_seeds_each_cell_holds(tmp_path):
     """A cell grown with more --seeds: the header gives the range, not grid.json's one number, and each row its count."""
-    grid = _fake_grid(tmp_path, [("n_embd-64", 64, [-0.05, -0.04, -0.06], 1.0, 1000),
-                                 ("n_embd-128", 128, [-0.05, -0.04, -0.06, -0.05, -0.05], 1.0, 4000)])
+    grid = _fake_grid(
+        tmp_path,
+        [
+            ("n_embd-64", 64, [-0.05, -0.04, -0.06], 1.0, 1000),
+            ("n_embd-128", 128, [-0.05, -0.04, -0.06, -0.05, -0.05], 1.0, 4000),
+        ],
+    )
     assert compare.main([str(grid)]) == 0
     md = (grid / "report.md").read_text()
     assert "3–5 paired seeds per cell" in md and "3 seeds," not in md
@@ -140,10 +180,27 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
     cell, and a second invocation that trains nothing and overwrites nothing."""
     corpus = tmp_path / "c.txt"
     corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
-    argv = ["--config", "configs/debug.toml", "--name", "g", f"--data.source={corpus}",
-            f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}", "--train.max_iters=4",
-            "--train.eval_interval=4", "--train.sample_tokens=0", "--train.final_eval_tokens=512", "--seeds", "2",
-            "--grid", "model.n_embd=16,32", "--grid", "data.tokenizer=char,bpe:300", "--prompt", "RO"]
+    argv = [
+        "--config",
+        "configs/debug.toml",
+        "--name",
+        "g",
+        f"--data.source={corpus}",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+        "--train.max_iters=4",
+        "--train.eval_interval=4",
+        "--train.sample_tokens=0",
+        "--train.final_eval_tokens=512",
+        "--seeds",
+        "2",
+        "--grid",
+        "model.n_embd=16,32",
+        "--grid",
+        "data.tokenizer=char,bpe:300",
+        "--prompt",
+        "RO",
+    ]
     assert compare.main(argv) == 0
     grid = tmp_path / "g"
     for cell, n_embd in (("n_embd-16_tokenizer-char", 16), ("n_embd-32_tokenizer-bpe300", 32)):
@@ -153,7 +210,9 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
         assert cfg["model"]["n_embd"] == n_embd
         summary = json.loads((grid / cell / "untied-s1" / "summary.json").read_text())
         assert math.isfinite(summary["final_val_bpb"]) and summary["final_val_bpb"] > 0
-        seeds = {json.loads((grid / cell / n / "config.json").read_text())["train"]["seed"] for n in ("tied-s1", "untied-s1")}
+        seeds = {
+            json.loads((grid / cell / n / "config.json").read_text())["train"]["seed"] for n in ("tied-s1", "untied-s1")
+        }
         assert seeds == {1338}  # paired: both arms of seed index 1 train with train.seed + 1
         md = (grid / cell / "report.md").read_text()
         assert re.search(r"untied vs tied: \*\*(better|worse|equivalent within ±0.01 nats|inconclusive)\*\*", md)
@@ -196,7 +255,9 @@ def test_a_grid_folder_compares_its_resolved_base_config_not_the_files_name(tmp_
     (tmp_path / "b.toml").write_text("[train]\nmax_iters = 500\n")
     grid = tmp_path / "g"
     _remember_grid(grid, Plan(str(tmp_path / "a.toml"), {}, ["tied", "untied"], 3, [2e-3]), axes)
-    _remember_grid(grid, Plan(str(tmp_path / "b.toml"), {"model": {"n_embd": 256}}, ["tied", "untied"], 3, [2e-3]), axes)
+    _remember_grid(
+        grid, Plan(str(tmp_path / "b.toml"), {"model": {"n_embd": 256}}, ["tied", "untied"], 3, [2e-3]), axes
+    )
     assert json.loads((grid / "grid.json").read_text())["config"] == str(tmp_path / "b.toml")
     (tmp_path / "a.toml").write_text("[train]\nmax_iters = 2000\n")
     with pytest.raises(UserError, match=r"other settings \(train.max_iters\)"):
@@ -222,8 +283,10 @@ def test_the_grid_reads_each_arms_runs_at_its_best_tuned_rate(tmp_path):
     from experiment import report
     from experiment.grid_report import at_best_rates
 
-    tune = [arm_run(tmp_path, "tied", 2337, loss, name=f"tune-tied-lr{lr:g}", train__learning_rate=lr)
-            for lr, loss in ((0.002, 3.0), (0.004, 2.9))]
+    tune = [
+        arm_run(tmp_path, "tied", 2337, loss, name=f"tune-tied-lr{lr:g}", train__learning_rate=lr)
+        for lr, loss in ((0.002, 3.0), (0.004, 2.9))
+    ]
     old = arm_run(tmp_path, "tied", 0, 3.0, name="tied-lr0.002-s0", train__learning_rate=0.002)
     new = arm_run(tmp_path, "tied", 0, 2.9, name="tied-lr0.004-s0", train__learning_rate=0.004)
     untuned = arm_run(tmp_path, "untied", 0, 2.8)
@@ -236,9 +299,21 @@ def test_gap_figure_dodges_tokenizers_that_share_a_size():
     within 10% of the true size, so one interval does not hide the other."""
     from experiment.grid_figures import gap_figure
 
-    rows = [{"arm": "untied", "reference": "tied", "tokenizer": tok, "vocab_size": v, "non_embedding_parameters": n,
-             "delta_bpb": d, "ci_bpb": (d - 0.1, d + 0.1), "margin": 0.01, "bpb_per_nat": 0.5}
-            for tok, v, d in (("char", 71, 0.1), ("gpt2", 50257, -0.1)) for n in (10_000, 100_000)]
+    rows = [
+        {
+            "arm": "untied",
+            "reference": "tied",
+            "tokenizer": tok,
+            "vocab_size": v,
+            "non_embedding_parameters": n,
+            "delta_bpb": d,
+            "ci_bpb": (d - 0.1, d + 0.1),
+            "margin": 0.01,
+            "bpb_per_nat": 0.5,
+        }
+        for tok, v, d in (("char", 71, 0.1), ("gpt2", 50257, -0.1))
+        for n in (10_000, 100_000)
+    ]
     (ax,) = gap_figure(rows).axes
     lines = [line for line in ax.get_lines() if line.get_marker() == "o"]  # the two tokenizers (not the hlines)
     assert len(lines) == 2

@@ -27,10 +27,19 @@ def _row(cell, mean, share=0.5, tokenizer="bpe:4096", never=None, noise=NOISE):
     """A gap row (experiment.grid_report.gap_rows) of arm untied with Δ bpb = mean + noise per seed."""
     d = mean + np.array(noise)
     half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)) if len(d) > 1 else math.nan
-    return {"cell": cell, "arm": "untied", "reference": "tied", "delta_bpb": float(d.mean()), "seeds": len(d),
-            "ci_bpb": (d.mean() - half, d.mean() + half), "diffs_bpb": list(d), "embedding_share": share,
-            "tokenizer": tokenizer, "non_embedding_parameters": 1000,
-            "vocab_use": None if never is None else {"rows_never_seen": never, "vocab_size": 100}}
+    return {
+        "cell": cell,
+        "arm": "untied",
+        "reference": "tied",
+        "delta_bpb": float(d.mean()),
+        "seeds": len(d),
+        "ci_bpb": (d.mean() - half, d.mean() + half),
+        "diffs_bpb": list(d),
+        "embedding_share": share,
+        "tokenizer": tokenizer,
+        "non_embedding_parameters": 1000,
+        "vocab_use": None if never is None else {"rows_never_seen": never, "vocab_size": 100},
+    }
 
 
 def _model(rows, moderator):
@@ -46,7 +55,7 @@ def test_tau_is_the_between_cell_sd_of_the_one_way_anova():
     m = _model(rows, "none")
     n = len(NOISE)
     msb, msw = n * np.var(means, ddof=1), np.var(NOISE, ddof=1)
-    assert m.tau ** 2 == pytest.approx((msb - msw) / n, rel=1e-3) and m.sigma ** 2 == pytest.approx(msw, rel=1e-3)
+    assert m.tau**2 == pytest.approx((msb - msw) / n, rel=1e-3) and m.sigma**2 == pytest.approx(msw, rel=1e-3)
     assert m.terms[0].coef == pytest.approx(np.mean(means), abs=1e-9)
 
 
@@ -111,7 +120,7 @@ def test_a_contrast_is_the_welch_difference_of_two_cells():
     b = _row("B", 0.01, noise=(-0.05, 0.05, 0.0))
     (c,) = contrasts([a, b], "A", "B")
     va, vb = np.var(a["diffs_bpb"], ddof=1) / 8, np.var(b["diffs_bpb"], ddof=1) / 3
-    df = (va + vb) ** 2 / (va ** 2 / 7 + vb ** 2 / 2)
+    df = (va + vb) ** 2 / (va**2 / 7 + vb**2 / 2)
     half = stats.t.ppf(0.975, df) * math.sqrt(va + vb)
     assert c.c == pytest.approx(-0.08) and c.df == pytest.approx(df)
     assert c.ci == pytest.approx((-0.08 - half, -0.08 + half)) and (c.n_a, c.n_b) == (8, 3)
@@ -123,8 +132,11 @@ def test_the_slope_within_cells_is_per_10_percentage_points():
     rows = [_row(f"bpe{i}", 0.02 - 0.015 * 10 * s, share=s) for i, s in enumerate((0.2, 0.45, 0.7, 0.84))]
     rows.append(_row("char", 0.5, share=0.03))
     (s,) = slope(rows, ["bpe0", "bpe1", "bpe2", "bpe3"])
-    assert s.slope == pytest.approx(-0.015, abs=1e-9) and s.df == 2 and [c[0] for c in s.cells] == [
-        "bpe0", "bpe1", "bpe2", "bpe3"]
+    assert (
+        s.slope == pytest.approx(-0.015, abs=1e-9)
+        and s.df == 2
+        and [c[0] for c in s.cells] == ["bpe0", "bpe1", "bpe2", "bpe3"]
+    )
 
 
 def _cells(tmp_path):
@@ -137,15 +149,17 @@ def test_a_slope_subset_that_varies_in_another_axis_is_refused(tmp_path):
     readout = Readout(slope_within=parse_slope_within(["data.tokenizer=bpe:1024,gpt2"]))
     with pytest.raises(UserError, match="differ in model.n_embd too .*--slope-within model.n_embd=64"):
         check_readout(readout, _cells(tmp_path))
-    check_readout(Readout(slope_within=parse_slope_within(["data.tokenizer=bpe:1024,gpt2", "model.n_embd=128"])),
-                  _cells(tmp_path))
+    check_readout(
+        Readout(slope_within=parse_slope_within(["data.tokenizer=bpe:1024,gpt2", "model.n_embd=128"])), _cells(tmp_path)
+    )
 
 
 def test_a_contrast_naming_a_cell_the_grid_lacks_is_refused(tmp_path):
     """--contrast with a cell name not in grid.json's product is a one-line error listing the cells."""
     with pytest.raises(UserError, match="no cell 'n_embd-128_tokenizer-bpe32768'.*n_embd-64_tokenizer-bpe1024"):
-        check_readout(Readout(contrasts=[("n_embd-64_tokenizer-gpt2", "n_embd-128_tokenizer-bpe32768")]),
-                      _cells(tmp_path))
+        check_readout(
+            Readout(contrasts=[("n_embd-64_tokenizer-gpt2", "n_embd-128_tokenizer-bpe32768")]), _cells(tmp_path)
+        )
 
 
 def _grid(tmp_path, deltas):
@@ -153,12 +167,33 @@ def _grid(tmp_path, deltas):
     cell = tmp_path / "g" / "n_embd-128_tokenizer-gpt2"
     for s, d in enumerate(deltas):
         for arm, loss in (("tied", 3.0 + s / 100), ("untied", 3.0 + s / 100 + d)):
-            arm_run(cell, arm, s, loss, summary={"final_val_bpb": loss * 0.5, "non_embedding_parameters": 1000,
-                                                 "parameters": 4000, "tokens": 1000, "train_tokens": 4000},
-                    model__n_embd=128)
-    (tmp_path / "g" / "grid.json").write_text(json.dumps({
-        "axes": {"model.n_embd": [128], "data.tokenizer": ["gpt2"]}, "arms": ["tied", "untied"], "seeds": 5,
-        "lr_grid": [], "margin": 0.01, "reference": "tied", "config": None}))
+            arm_run(
+                cell,
+                arm,
+                s,
+                loss,
+                summary={
+                    "final_val_bpb": loss * 0.5,
+                    "non_embedding_parameters": 1000,
+                    "parameters": 4000,
+                    "tokens": 1000,
+                    "train_tokens": 4000,
+                },
+                model__n_embd=128,
+            )
+    (tmp_path / "g" / "grid.json").write_text(
+        json.dumps(
+            {
+                "axes": {"model.n_embd": [128], "data.tokenizer": ["gpt2"]},
+                "arms": ["tied", "untied"],
+                "seeds": 5,
+                "lr_grid": [],
+                "margin": 0.01,
+                "reference": "tied",
+                "config": None,
+            }
+        )
+    )
     return tmp_path / "g"
 
 
@@ -194,12 +229,15 @@ def test_the_readouts_asked_for_are_a_section_of_the_report(tmp_path):
     assert "not available (n_embd-128_tokenizer-bpe32768: not finished" in md
 
 
-@pytest.mark.parametrize("argv, match", [
-    (["runs/x/tied-s0", "--margin-bpb", "0.02"], "for the report of a --grid folder"),
-    (["g", "--margin-bpb", "0"], "--margin-bpb must be a finite number > 0"),
-    (["g", "--contrast", "a"], "is not two different cell names"),
-    (["g", "--slope-within", "model.n_embd"], "is not KEY=V1,V2"),
-])
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["runs/x/tied-s0", "--margin-bpb", "0.02"], "for the report of a --grid folder"),
+        (["g", "--margin-bpb", "0"], "--margin-bpb must be a finite number > 0"),
+        (["g", "--contrast", "a"], "is not two different cell names"),
+        (["g", "--slope-within", "model.n_embd"], "is not KEY=V1,V2"),
+    ],
+)
 def test_bad_report_options_are_one_line_errors(argv, match, capsys):
     """Report options outside a grid report, a margin <= 0, a contrast of one cell, a malformed slope clause:
     exit 2 with one line."""

@@ -11,12 +11,15 @@ from core import hardware
 CPU = torch.device("cpu")
 
 
-@pytest.mark.parametrize("flags, expected", [
-    ({"avx2", "avx512f", "avx512_bf16"}, torch.bfloat16),  # Zen 4/5, Cooper Lake
-    ({"avx2", "amx_bf16", "amx_tile"}, torch.bfloat16),     # Sapphire Rapids
-    ({"avx2", "avx512f", "avx512bw"}, None),                # AVX512 with no bf16 dot product
-    (set(), None),                                          # no /proc/cpuinfo (macOS, Windows)
-])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        ({"avx2", "avx512f", "avx512_bf16"}, torch.bfloat16),  # Zen 4/5, Cooper Lake
+        ({"avx2", "amx_bf16", "amx_tile"}, torch.bfloat16),  # Sapphire Rapids
+        ({"avx2", "avx512f", "avx512bw"}, None),  # AVX512 with no bf16 dot product
+        (set(), None),  # no /proc/cpuinfo (macOS, Windows)
+    ],
+)
 def test_auto_picks_bf16_on_a_cpu_only_where_it_has_native_bf16(monkeypatch, flags, expected):
     """On a CPU, 'auto' means bf16 autocast exactly when the CPU has bf16 matmul instructions
     (AVX512-BF16 or AMX), else float32 (None); an explicit dtype is taken as given."""
@@ -58,5 +61,9 @@ def test_env_records_the_script_relative_to_the_repository(monkeypatch):
 
     argv = [str(REPO_ROOT / "train.py"), "--train.out_dir=results/x", "--data.cache_dir=/data/cache"]
     monkeypatch.setattr("sys.argv", argv)
-    assert hardware.environment(CPU)["argv"] == ["train.py", "--train.out_dir=results/x", "--data.cache_dir=/data/cache"]
+    assert hardware.environment(CPU)["argv"] == [
+        "train.py",
+        "--train.out_dir=results/x",
+        "--data.cache_dir=/data/cache",
+    ]
     assert hardware.recorded_argv(["/elsewhere/tool.py", "-q"]) == ["/elsewhere/tool.py", "-q"]

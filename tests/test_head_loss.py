@@ -134,8 +134,9 @@ def test_model_chunked_loss_matches_the_logits_path(tie, bias):
     """GPT(idx, targets, return_logits=False) gives (None, the same loss) and the same gradient on every
     parameter as the logits path, tied (the shared matrix's two uses summed), untied and with a head bias."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=53, block_size=16, n_layer=2, n_head=2, n_embd=16, tie_embeddings=tie,
-                          lm_head_bias=bias))
+    model = GPT(
+        GPTConfig(vocab_size=53, block_size=16, n_layer=2, n_head=2, n_embd=16, tie_embeddings=tie, lm_head_bias=bias)
+    )
     idx = torch.randint(0, 53, (3, 16), generator=torch.Generator().manual_seed(1))
     x, y = idx[:, :-1], idx[:, 1:]
     grads = []
@@ -180,13 +181,13 @@ def test_autocast_chunked_loss_equals_the_per_matmul_autocast_arithmetic():
     total, want = 0.0, [torch.zeros_like(x), torch.zeros_like(w), torch.zeros_like(b)]
     for s in range(0, 40, 10):
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            logits = F.linear(x[s:s + 10], w, b).float()
+            logits = F.linear(x[s : s + 10], w, b).float()
         logp = torch.log_softmax(logits, 1)
-        total -= logp.gather(1, t[s:s + 10, None]).sum()
-        g = logp.exp().scatter_add(1, t[s:s + 10, None], torch.full((10, 1), -1.0))
+        total -= logp.gather(1, t[s : s + 10, None]).sum()
+        g = logp.exp().scatter_add(1, t[s : s + 10, None], torch.full((10, 1), -1.0))
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            want[0][s:s + 10] = g @ w
-            want[1] += g.t() @ x[s:s + 10]
+            want[0][s : s + 10] = g @ w
+            want[1] += g.t() @ x[s : s + 10]
         want[2] += g.sum(0)
     assert got.item() == pytest.approx((total / 40).item(), rel=1e-6)
     for a, e in zip(grads, want):
@@ -203,6 +204,7 @@ def test_head_loss_setting_is_checked():
 def test_a_new_run_records_which_loss_path_ran(tmp_path):
     """train.head_loss='auto' is resolved when a run starts: on a CPU config.json says 'chunked'."""
     from training.step import resolve_head_loss
+
     cfg = parse_config(None, {"train": {"device": "cpu"}})
     resolve_head_loss(cfg, torch.device("cpu"))
     assert cfg.train.head_loss == "chunked"
@@ -216,6 +218,7 @@ def test_a_run_saved_before_head_loss_existed_resumes_on_the_logits_path(tmp_pat
     import json
 
     from training.runs import load_run_config
+
     d = parse_config(None, {}).to_dict()
     del d["train"]["head_loss"], d["model"]["gelu_approximate"]
     (tmp_path / "config.json").write_text(json.dumps(d))

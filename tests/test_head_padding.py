@@ -23,8 +23,9 @@ VOCAB = 61  # a prime: every multiple above 1 pads it
 
 def _model(tie: bool, bias: bool = False, pad: int = 1, head_loss: str = "chunked") -> GPT:
     torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=VOCAB, block_size=16, n_layer=1, n_head=2, n_embd=16, tie_embeddings=tie,
-                    lm_head_bias=bias)
+    cfg = GPTConfig(
+        vocab_size=VOCAB, block_size=16, n_layer=1, n_head=2, n_embd=16, tie_embeddings=tie, lm_head_bias=bias
+    )
     model = GPT(cfg)
     model.pad_vocab_multiple, model.head_loss = pad, head_loss
     return model

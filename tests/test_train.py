@@ -134,8 +134,10 @@ def test_loss_plot_false_draws_no_png(tmp_path, corpus, monkeypatch):
 
     drawn, draw = [], training.runs.write_loss_plot
     monkeypatch.setattr(training.runs, "write_loss_plot", lambda *a, **k: drawn.append(a) or draw(*a, **k))
-    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--run-name", "off",
-                                "--train.loss_plot=false")) == 0
+    assert (
+        train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--run-name", "off", "--train.loss_plot=false"))
+        == 0
+    )
     assert drawn == [] and not (tmp_path / "runs" / "off" / "loss.png").exists()
     assert (tmp_path / "runs" / "off" / "summary.json").is_file()
     assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--run-name", "on")) == 0
@@ -147,8 +149,14 @@ def test_importing_train_loads_no_tokenizer_library():
     char run's process never holds them (4.5 MiB: 3.2 for tokenizers, 1.3 for tiktoken, measured
     after importing torch)."""
     code = "import sys, train; print(sorted({m.split('.')[0] for m in sys.modules} & {'tiktoken', 'tokenizers'}))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(train.__file__).parent, capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(train.__file__).parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     assert out.strip() == "[]"
 
 
@@ -168,8 +176,10 @@ def test_resume_equals_uninterrupted(tmp_path, corpus):
     common = tiny_args(tmp_path, corpus, "--model.dropout=0.1", "--train.lr_decay_iters=8")
     assert train.main([*common, "--train.max_iters=8", "--run-name", "straight"]) == 0
     assert train.main([*common, "--train.max_iters=4", "--run-name", "split"]) == 0
-    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "split",
-                       "--train.max_iters=8"]) == 0
+    assert (
+        train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "split", "--train.max_iters=8"])
+        == 0
+    )
     straight = train_rows(tmp_path / "runs" / "straight")
     split = train_rows(tmp_path / "runs" / "split")
     assert [r["step"] for r in split] == list(range(1, 9))
@@ -182,8 +192,9 @@ def test_resume_equals_uninterrupted(tmp_path, corpus):
 def test_resume_refuses_changing_the_maths(tmp_path, corpus, capsys):
     """--resume with a new learning rate is refused: it would silently change the run."""
     assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")) == 0
-    code = train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
-                       "--train.learning_rate=1.0"])
+    code = train.main(
+        [f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r", "--train.learning_rate=1.0"]
+    )
     assert code == 2 and "cannot change on --resume" in capsys.readouterr().err
 
 
@@ -264,16 +275,28 @@ def test_resume_refuses_a_changed_corpus(tmp_path, corpus, capsys):
     """If the corpus changed since the checkpoint, resuming would train on other data: refused."""
     assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")) == 0
     corpus.write_text(VERSE.upper() * 150)
-    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
-                       "--train.max_iters=4"]) == 2
+    assert (
+        train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r", "--train.max_iters=4"]) == 2
+    )
     assert re.search("tokenizer differs|corpus .* changed", error_line(capsys))
 
 
 def test_resume_with_checkpoint_interval_zero(tmp_path, corpus):
     """checkpoint_interval=0 (= eval_interval) is accepted on resume too."""
     assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")) == 0
-    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
-                       "--train.max_iters=4", "--train.checkpoint_interval=0"]) == 0
+    assert (
+        train.main(
+            [
+                f"--train.out_dir={tmp_path / 'runs'}",
+                "--resume",
+                "--run-name",
+                "r",
+                "--train.max_iters=4",
+                "--train.checkpoint_interval=0",
+            ]
+        )
+        == 0
+    )
     assert load_checkpoint(tmp_path / "runs" / "r" / "ckpt_last.pt")["step"] == 4
 
 
@@ -283,8 +306,14 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path, corpus):
     for accum, batch in ((2, 2), (1, 4)):
         # float32: the two batchings sum in other orders, and under bf16 autocast (train.dtype=auto on a
         # CPU with native bf16) that alone moves the gradient far past the tolerance below.
-        args = tiny_args(tmp_path, corpus, f"--train.grad_accum_steps={accum}", f"--train.batch_size={batch}",
-                         "--train.grad_clip=0", "--train.dtype=float32")
+        args = tiny_args(
+            tmp_path,
+            corpus,
+            f"--train.grad_accum_steps={accum}",
+            f"--train.batch_size={batch}",
+            "--train.grad_clip=0",
+            "--train.dtype=float32",
+        )
         cfg = parse_config(None, train.parse_args(args)[1])
         s = setup.build(cfg)
         grads = {}
@@ -333,8 +362,9 @@ def test_resume_refuses_a_hand_edited_config(tmp_path, corpus, capsys):
     cfg = json.loads(path.read_text())
     cfg["train"]["learning_rate"] = 0.5
     path.write_text(json.dumps(cfg))
-    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r",
-                       "--train.max_iters=4"]) == 2
+    assert (
+        train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r", "--train.max_iters=4"]) == 2
+    )
     assert "train.learning_rate=0.5" in error_line(capsys)
 
 

@@ -13,15 +13,22 @@ from experiment.tuning import best_lr, lr_grid_refusals, next_rates
 GRID = [2e-3, 4e-3, 8e-3]
 
 
-@pytest.mark.parametrize("scores, widen, expected", [
-    ({2e-3: 3.0, 4e-3: 2.0, 8e-3: 2.5}, 2, []),  # best inside the grid: nothing to add
-    ({2e-3: 3.0, 4e-3: 2.5, 8e-3: 2.0}, 1, [1.6e-2]),  # best on the top edge: one step up, the grid's ratio
-    ({2e-3: 2.0, 4e-3: 2.5, 8e-3: 3.0}, 1, [1e-3]),  # best on the bottom edge: one step down
-    ({2e-3: 3.0, 4e-3: 2.5, 8e-3: 2.1, 1.6e-2: 2.0}, 1, []),  # still on the edge, but the one allowed step is used
-    ({2e-3: 3.0, 4e-3: 2.5, 8e-3: 2.1, 1.6e-2: 2.0}, 2, [3.2e-2]),  # ... a second one allowed
-    ({2e-3: 3.0, 4e-3: 2.5, 8e-3: 2.0, 1.6e-2: math.inf}, 3, []),  # the step past it diverged: best no longer on the edge
-    ({2e-3: 3.0, 4e-3: 2.5, 8e-3: 2.0}, 0, []),  # --lr-widen 0: the grid as given
-])
+@pytest.mark.parametrize(
+    "scores, widen, expected",
+    [
+        ({2e-3: 3.0, 4e-3: 2.0, 8e-3: 2.5}, 2, []),  # best inside the grid: nothing to add
+        ({2e-3: 3.0, 4e-3: 2.5, 8e-3: 2.0}, 1, [1.6e-2]),  # best on the top edge: one step up, the grid's ratio
+        ({2e-3: 2.0, 4e-3: 2.5, 8e-3: 3.0}, 1, [1e-3]),  # best on the bottom edge: one step down
+        ({2e-3: 3.0, 4e-3: 2.5, 8e-3: 2.1, 1.6e-2: 2.0}, 1, []),  # still on the edge, but the one allowed step is used
+        ({2e-3: 3.0, 4e-3: 2.5, 8e-3: 2.1, 1.6e-2: 2.0}, 2, [3.2e-2]),  # ... a second one allowed
+        (
+            {2e-3: 3.0, 4e-3: 2.5, 8e-3: 2.0, 1.6e-2: math.inf},
+            3,
+            [],
+        ),  # the step past it diverged: best no longer on the edge
+        ({2e-3: 3.0, 4e-3: 2.5, 8e-3: 2.0}, 0, []),  # --lr-widen 0: the grid as given
+    ],
+)
 def test_next_rates_step_past_the_edge_the_best_sits_on(scores, widen, expected):
     """One grid step past an edge holding the best, at most ``widen`` a side; never past a failed rate."""
     assert next_rates(GRID, scores, widen) == pytest.approx(expected)
@@ -79,11 +86,24 @@ def fake_experiment(tmp_path, monkeypatch):
 
     def make(widen, fail_above=math.inf, on_run=None):
         state.update(fail_above=fail_above, on_run=on_run)
-        args, overrides = compare.parse_args([
-            "--config", "configs/debug.toml", "--seeds", "1", "--name", "exp", f"--data.source={corpus}",
-            "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}", f"--train.out_dir={tmp_path}",
-            "--lr-grid", "2e-3,4e-3,8e-3"])
+        args, overrides = compare.parse_args(
+            [
+                "--config",
+                "configs/debug.toml",
+                "--seeds",
+                "1",
+                "--name",
+                "exp",
+                f"--data.source={corpus}",
+                "--data.tokenizer=char",
+                f"--data.cache_dir={tmp_path / 'cache'}",
+                f"--train.out_dir={tmp_path}",
+                "--lr-grid",
+                "2e-3,4e-3,8e-3",
+            ]
+        )
         return runner.Plan(args.config, overrides, args.arms, 1, args.lr_grid, name="exp", lr_widen=widen)
+
     make.trained = []  # run names, in the order they were trained
     return make
 
@@ -95,20 +115,24 @@ def test_compare_trains_past_the_edge_and_reports_at_the_new_best(fake_experimen
     paths, tuning, out_dir = runner.run_experiment(plan)
     for arm in ("tied", "untied"):
         assert [n for n in fake_experiment.trained if n.startswith(f"tune-{arm}-")] == [
-            f"tune-{arm}-lr{lr}" for lr in ("0.002", "0.004", "0.008", "0.016", "0.032")]
+            f"tune-{arm}-lr{lr}" for lr in ("0.002", "0.004", "0.008", "0.016", "0.032")
+        ]
     assert [p.name for p in paths] == ["tied-lr0.016-s0", "untied-lr0.016-s0"] and len(tuning) == 10
     assert json.loads((out_dir / "experiment.json").read_text())["lr_widen"] == 2
     fake_experiment.trained.clear()
     runner.run_experiment(plan)  # a rerun makes the same decisions from the same scores
-    assert fake_experiment.trained[-2:] == ["tied-lr0.016-s0", "untied-lr0.016-s0"] and len(fake_experiment.trained) == 12
+    assert (
+        fake_experiment.trained[-2:] == ["tied-lr0.016-s0", "untied-lr0.016-s0"] and len(fake_experiment.trained) == 12
+    )
 
 
 def test_a_diverged_rate_past_the_edge_ends_the_widening(fake_experiment):
     """1.6e-2 fails: it counts as no result, the best stays 8e-3, and nothing past 1.6e-2 is tried."""
     paths, tuning, _ = runner.run_experiment(fake_experiment(widen=3, fail_above=1e-2))
     assert [p.name for p in paths] == ["tied-lr0.008-s0", "untied-lr0.008-s0"]
-    assert sorted(p.name for p in tuning) == sorted(f"tune-{a}-lr{lr}" for a in ("tied", "untied")
-                                                    for lr in ("0.002", "0.004", "0.008"))
+    assert sorted(p.name for p in tuning) == sorted(
+        f"tune-{a}-lr{lr}" for a in ("tied", "untied") for lr in ("0.002", "0.004", "0.008")
+    )
 
 
 def test_an_older_experiment_without_lr_widen_continues_but_lr_widen_cannot_fall(fake_experiment, tmp_path):
@@ -128,6 +152,7 @@ def test_an_older_experiment_without_lr_widen_continues_but_lr_widen_cannot_fall
 def test_settings_changed_by_another_process_during_tuning_stop_the_reported_runs(fake_experiment):
     """Another compare.py that widens the folder's settings while this one tunes: this one stops before
     training reported runs at a best rate the other may not share."""
+
     def widen_elsewhere(out_dir):
         settings = json.loads((out_dir / "experiment.json").read_text())
         settings["lr_widen"] = 2

@@ -22,8 +22,12 @@ def test_rows_are_counted_by_occurrences_in_the_training_shards():
     """count_rows: a row with no occurrence is never seen; a row counts as seen often from 5 occurrences on,
     over every shard together."""
     shards = [np.array([0, 0, 0, 1, 2, 2]), np.array([0, 0, 2, 2, 2])]  # 0: 5 times, 1: once, 2: 5 times, 3: never
-    assert count_rows(shards, vocab_size=5) == {"vocab_size": 5, "train_tokens": 11, "rows_never_seen": 2,
-                                                "rows_seen_5_or_more": 2}
+    assert count_rows(shards, vocab_size=5) == {
+        "vocab_size": 5,
+        "train_tokens": 11,
+        "rows_never_seen": 2,
+        "rows_seen_5_or_more": 2,
+    }
 
 
 @pytest.fixture
@@ -40,13 +44,37 @@ def _grid_with_one_cell(tmp_path, corpus, cache_dir, sha):
     cell = grid / "tokenizer-char"
     for s, d in enumerate([-0.05, -0.04, -0.06]):
         for arm, loss in (("tied", 3.0 + s / 100), ("untied", 3.0 + s / 100 + d)):
-            arm_run(cell, arm, s, loss, summary={"final_val_bpb": loss / 2, "data_sha256": sha, "parameters": 2000,
-                                                 "non_embedding_parameters": 1000, "tokens": 100, "train_tokens": 900},
-                    data__source=str(corpus), data__tokenizer="char", data__cache_dir=str(cache_dir),
-                    model__vocab_size=4)
-    (grid / "grid.json").write_text(json.dumps({"axes": {"data.tokenizer": ["char"]}, "arms": ["tied", "untied"],
-                                                "seeds": 3, "lr_grid": [], "margin": 0.01, "reference": "tied",
-                                                "config": None}))
+            arm_run(
+                cell,
+                arm,
+                s,
+                loss,
+                summary={
+                    "final_val_bpb": loss / 2,
+                    "data_sha256": sha,
+                    "parameters": 2000,
+                    "non_embedding_parameters": 1000,
+                    "tokens": 100,
+                    "train_tokens": 900,
+                },
+                data__source=str(corpus),
+                data__tokenizer="char",
+                data__cache_dir=str(cache_dir),
+                model__vocab_size=4,
+            )
+    (grid / "grid.json").write_text(
+        json.dumps(
+            {
+                "axes": {"data.tokenizer": ["char"]},
+                "arms": ["tied", "untied"],
+                "seeds": 3,
+                "lr_grid": [],
+                "margin": 0.01,
+                "reference": "tied",
+                "config": None,
+            }
+        )
+    )
     return grid
 
 
@@ -67,9 +95,19 @@ def test_a_stored_count_of_other_data_is_not_read(tmp_path, prepared):
     tokenizer and vocabulary size: a file of other data gives None, not a wrong number."""
     corpus, folder = prepared
     grid = _grid_with_one_cell(tmp_path, corpus, tmp_path / "elsewhere", "0" * 64)  # no cache for this corpus
-    (grid / "tokenizer-char" / VOCAB_USE_FILE).write_text(json.dumps({
-        "tokenizer": "char", "data_sha256": "1" * 64, "vocab_size": 4, "train_tokens": 9, "rows_never_seen": 0,
-        "rows_seen_5_or_more": 4, "min_count": 5}))
+    (grid / "tokenizer-char" / VOCAB_USE_FILE).write_text(
+        json.dumps(
+            {
+                "tokenizer": "char",
+                "data_sha256": "1" * 64,
+                "vocab_size": 4,
+                "train_tokens": 9,
+                "rows_never_seen": 0,
+                "rows_seen_5_or_more": 4,
+                "min_count": 5,
+            }
+        )
+    )
     run = report.load_run(grid / "tokenizer-char" / "tied-s0")
     assert cell_vocab_use(grid / "tokenizer-char", run) is None
 

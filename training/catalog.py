@@ -18,8 +18,17 @@ from training.runs import Unreadable, read_metrics
 
 # The fields of a row, in table order; --sort takes any of them and --json writes them all (+ path, problem).
 # data (corpus/tokenizer) tells apart runs whose losses are not comparable: another corpus or vocabulary.
-COLUMNS = ("name", "embeddings", "data", "steps", "best_val_loss", "final_val_loss", "best_val_bpb", "tokens_per_s",
-           "status")
+COLUMNS = (
+    "name",
+    "embeddings",
+    "data",
+    "steps",
+    "best_val_loss",
+    "final_val_loss",
+    "best_val_bpb",
+    "tokens_per_s",
+    "status",
+)
 
 
 def _number(value) -> float | None:
@@ -51,15 +60,19 @@ def _run_facts(run_dir: Path) -> dict:
     try:
         tied, planned = config["model"]["tie_embeddings"], config["train"]["max_iters"]
     except (KeyError, TypeError):
-        raise Unreadable("config.json lacks model.tie_embeddings or train.max_iters: "
-                         "it was not written by train.py") from None
+        raise Unreadable(
+            "config.json lacks model.tie_embeddings or train.max_iters: it was not written by train.py"
+        ) from None
     if not isinstance(tied, bool) or type(planned) is not int:
         raise Unreadable("config.json's model.tie_embeddings is not a bool or train.max_iters not an integer")
     data = config.get("data") if isinstance(config.get("data"), dict) else {}
     source, tokenizer = data.get("source"), data.get("tokenizer")
     vocab_size = config["model"].get("vocab_size")
-    label = (data_label(source, tokenizer, vocab_size if type(vocab_size) is int else None)
-             if isinstance(source, str) and isinstance(tokenizer, str) else None)
+    label = (
+        data_label(source, tokenizer, vocab_size if type(vocab_size) is int else None)
+        if isinstance(source, str) and isinstance(tokenizer, str)
+        else None
+    )
     rows = read_metrics(run_dir / "metrics.jsonl")
     summary = _read_json(run_dir / "summary.json") if (run_dir / "summary.json").exists() else None
     summary_step = summary.get("step") if summary is not None else None
@@ -110,6 +123,7 @@ def find_run_folders(out_dir: Path) -> list[Path]:
 
     Hidden folders are skipped, and so is everything inside a run folder.
     """
+
     def folders(parent: Path) -> list[Path]:
         try:
             return sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -135,8 +149,9 @@ def list_runs(out_dir: Path, sort: str = "name") -> list[dict]:
         raise UserError(f"cannot sort by {sort!r}: choose one of {', '.join(COLUMNS)}")
     if not out_dir.is_dir():
         what = "is not a folder" if out_dir.exists() else "does not exist"
-        raise UserError(f"out-dir {out_dir} {what}: give the folder holding the run folders with --out-dir "
-                        "(train.py's --train.out_dir), or train a run first")
+        raise UserError(
+            f"out-dir {out_dir} {what}: give the folder holding the run folders with --out-dir "
+            "(train.py's --train.out_dir), or train a run first"
+        )
     rows = [describe_run(p, p.relative_to(out_dir).as_posix()) for p in find_run_folders(out_dir)]
     return sorted(rows, key=lambda r: (r[sort] is None, r[sort] if r[sort] is not None else 0, r["name"]))
-

@@ -38,43 +38,85 @@ class TrainConfig:
 
     max_iters: int = doc_field(2000, "Optimizer steps to train for.")
     batch_size: int = doc_field(8, "Sequences per micro-batch (B).")
-    grad_accum_steps: int = doc_field(1, "Micro-batches per optimizer step; tokens/step = grad_accum_steps * batch_size * block_size.")
+    grad_accum_steps: int = doc_field(
+        1, "Micro-batches per optimizer step; tokens/step = grad_accum_steps * batch_size * block_size."
+    )
     learning_rate: float = doc_field(2e-3, "Peak learning rate, reached after warmup_iters.")
     min_lr: float = doc_field(2e-4, "Learning rate at the end of the cosine decay (nanoGPT: learning_rate / 10).")
     warmup_iters: int = doc_field(30, "Steps of linear warmup from 0 to learning_rate.")
-    lr_decay_iters: int = doc_field(0, "Step at which the cosine decay reaches min_lr; 0 means max_iters. Resolved and saved with the run.")
+    lr_decay_iters: int = doc_field(
+        0, "Step at which the cosine decay reaches min_lr; 0 means max_iters. Resolved and saved with the run."
+    )
     weight_decay: float = doc_field(0.1, "AdamW weight decay, applied to weights with dim >= 2 only.")
-    embedding_weight_decay: bool = doc_field(True, "Decay the embedding matrices too (wte, wpe, lm_head tied or not): true is nanoGPT's policy, false minGPT's.")
-    embedding_lr_scale: float = doc_field(1.0, "Learning rate of the token embedding (wte; the tied matrix when tied) as a multiple of learning_rate. nanochat's earlier recipe trained its embedding at 10x its (Muon) matrix learning rate.")
-    head_lr_scale: float = doc_field(1.0, "Learning rate of an untied lm_head as a multiple of learning_rate. nanochat's earlier recipe trained its unembedding at 0.2x its (Muon) matrix learning rate.")
-    untie_at: float = doc_field(0.0, "Fraction of the schedule (lr_decay_iters, i.e. max_iters by default) after which a tied model unties: lm_head becomes its own copy of the matrix, with a copy of its AdamW state (modded-nanogpt unties at 2/3); 0 never. Needs model.tie_embeddings=true.")
+    embedding_weight_decay: bool = doc_field(
+        True,
+        "Decay the embedding matrices too (wte, wpe, lm_head tied or not): true is nanoGPT's policy, false minGPT's.",
+    )
+    embedding_lr_scale: float = doc_field(
+        1.0,
+        "Learning rate of the token embedding (wte; the tied matrix when tied) as a multiple of learning_rate. nanochat's earlier recipe trained its embedding at 10x its (Muon) matrix learning rate.",
+    )
+    head_lr_scale: float = doc_field(
+        1.0,
+        "Learning rate of an untied lm_head as a multiple of learning_rate. nanochat's earlier recipe trained its unembedding at 0.2x its (Muon) matrix learning rate.",
+    )
+    untie_at: float = doc_field(
+        0.0,
+        "Fraction of the schedule (lr_decay_iters, i.e. max_iters by default) after which a tied model unties: lm_head becomes its own copy of the matrix, with a copy of its AdamW state (modded-nanogpt unties at 2/3); 0 never. Needs model.tie_embeddings=true.",
+    )
     beta1: float = doc_field(0.9, "AdamW beta1.")
     beta2: float = doc_field(0.99, "AdamW beta2 (nanoGPT uses 0.99 for small models, 0.95 for GPT-2 scale).")
     grad_clip: float = doc_field(1.0, "Clip the global gradient norm to this; 0 disables clipping.")
     eval_interval: int = doc_field(200, "Evaluate train/val loss every this many steps (and at the last step).")
     eval_iters: int = doc_field(20, "Fixed batches per split in each evaluation.")
     log_interval: int = doc_field(10, "Write a training row to metrics.jsonl every this many steps.")
-    checkpoint_interval: int = doc_field(0, "Write ckpt_last.pt every this many steps (a crash loses at most this many); 0 means every eval_interval.")
-    max_skipped_steps: int = doc_field(0, "Steps with a non-finite loss or gradient that may be skipped (no update; counted in metrics.jsonl and summary.json) before the run stops; 0 stops at the first.")
+    checkpoint_interval: int = doc_field(
+        0, "Write ckpt_last.pt every this many steps (a crash loses at most this many); 0 means every eval_interval."
+    )
+    max_skipped_steps: int = doc_field(
+        0,
+        "Steps with a non-finite loss or gradient that may be skipped (no update; counted in metrics.jsonl and summary.json) before the run stops; 0 stops at the first.",
+    )
     seed: int = doc_field(1337, "Seed for init, dropout and the data order.")
     device: str = doc_field("auto", "'auto' (cuda, then mps, then cpu), 'cpu', 'cuda', 'cuda:N' or 'mps'.")
-    dtype: str = doc_field("auto", "'auto' (bfloat16 autocast on CUDA and on CPUs with bf16 matmul instructions, AVX512-BF16 or AMX; else float32), 'float32' or 'bfloat16'.")
+    dtype: str = doc_field(
+        "auto",
+        "'auto' (bfloat16 autocast on CUDA and on CPUs with bf16 matmul instructions, AVX512-BF16 or AMX; else float32), 'float32' or 'bfloat16'.",
+    )
     compile: bool = doc_field(False, "Wrap the model in torch.compile (faster on GPU; the first steps are slow).")
-    head_loss: str = doc_field("auto", "How the loss meets the head: 'logits' builds all (B, T, vocab_size) logits, then nn.CrossEntropyLoss (nanoGPT); 'chunked' computes lm_head and the cross-entropy, with their gradients, a slice of rows at a time and never holds all logits (far less memory, the same speed on a CPU within noise); 'fused' is Liger-Kernel's fused linear cross-entropy (CUDA only, pip install liger-kernel); 'auto' is chunked on CPU, logits elsewhere. Resolved and saved with the run. The same loss up to float rounding.")
-    pad_vocab_multiple: int = doc_field(0, "Pad lm_head's rows (the tied matrix's too) with zeros to a multiple of this for the head's matmul alone, which runs faster on GPUs at aligned sizes (50,257 -> 50,304 at 64). The padded logits are cut off (or masked) before the loss and sampling, so the model stays a vocab_size model: checkpoints, parameter counts, MFU and export are unchanged. 1 pads nothing; 0 is auto: 64 on CUDA, 1 elsewhere. Resolved and saved with the run.")
+    head_loss: str = doc_field(
+        "auto",
+        "How the loss meets the head: 'logits' builds all (B, T, vocab_size) logits, then nn.CrossEntropyLoss (nanoGPT); 'chunked' computes lm_head and the cross-entropy, with their gradients, a slice of rows at a time and never holds all logits (far less memory, the same speed on a CPU within noise); 'fused' is Liger-Kernel's fused linear cross-entropy (CUDA only, pip install liger-kernel); 'auto' is chunked on CPU, logits elsewhere. Resolved and saved with the run. The same loss up to float rounding.",
+    )
+    pad_vocab_multiple: int = doc_field(
+        0,
+        "Pad lm_head's rows (the tied matrix's too) with zeros to a multiple of this for the head's matmul alone, which runs faster on GPUs at aligned sizes (50,257 -> 50,304 at 64). The padded logits are cut off (or masked) before the loss and sampling, so the model stays a vocab_size model: checkpoints, parameter counts, MFU and export are unchanged. 1 pads nothing; 0 is auto: 64 on CUDA, 1 elsewhere. Resolved and saved with the run.",
+    )
     out_dir: str = doc_field("runs", "Folder holding run folders: a run writes to <out_dir>/<run-name>/.")
     sample_prompt: str = doc_field("\n", "Prompt for the sample printed at the end of training.")
     sample_tokens: int = doc_field(200, "Tokens in the sample printed at the end of training; 0 prints none.")
-    loss_plot: bool = doc_field(True, "Draw loss.png in the run folder with matplotlib, redrawn at evals at most every 30 s and at the end; false draws none, and matplotlib never loads (22-31 MiB less peak memory on nanoGPT's char recipe, results/speed-cpu-2026-11-24/). metrics.jsonl and summary.json are written either way.")
-    final_eval_tokens: int = doc_field(2_000_000, "Tokens of the val split scored once at the end: non-overlapping block_size windows from its start, the same for every seed and arm (summary.json's final_val_loss); 0 skips it.")
+    loss_plot: bool = doc_field(
+        True,
+        "Draw loss.png in the run folder with matplotlib, redrawn at evals at most every 30 s and at the end; false draws none, and matplotlib never loads (22-31 MiB less peak memory on nanoGPT's char recipe, results/speed-cpu-2026-11-24/). metrics.jsonl and summary.json are written either way.",
+    )
+    final_eval_tokens: int = doc_field(
+        2_000_000,
+        "Tokens of the val split scored once at the end: non-overlapping block_size windows from its start, the same for every seed and arm (summary.json's final_val_loss); 0 skips it.",
+    )
 
     def __post_init__(self) -> None:
         positive = ("max_iters", "batch_size", "grad_accum_steps", "eval_interval", "eval_iters", "log_interval")
         for name in positive:
             if getattr(self, name) < 1:
                 raise UserError(f"train.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_iters", "lr_decay_iters", "checkpoint_interval", "max_skipped_steps", "sample_tokens",
-                     "final_eval_tokens"):
+        for name in (
+            "warmup_iters",
+            "lr_decay_iters",
+            "checkpoint_interval",
+            "max_skipped_steps",
+            "sample_tokens",
+            "final_eval_tokens",
+        ):
             if getattr(self, name) < 0:
                 raise UserError(f"train.{name} must be >= 0, got {getattr(self, name)}")
         if not self.learning_rate > 0 or self.min_lr < 0 or self.min_lr > self.learning_rate:
@@ -90,10 +132,14 @@ class TrainConfig:
         if self.sample_tokens and not self.sample_prompt:
             raise UserError("train.sample_prompt is empty: give a prompt, or set train.sample_tokens=0")
         if not (self.embedding_lr_scale > 0 and self.head_lr_scale > 0):
-            raise UserError(f"train.embedding_lr_scale and train.head_lr_scale must be > 0, got "
-                            f"{self.embedding_lr_scale}, {self.head_lr_scale}")
+            raise UserError(
+                f"train.embedding_lr_scale and train.head_lr_scale must be > 0, got "
+                f"{self.embedding_lr_scale}, {self.head_lr_scale}"
+            )
         if not 0 <= self.untie_at < 1:
-            raise UserError(f"train.untie_at must be in [0, 1) (a fraction of the schedule; 0 never unties), got {self.untie_at}")
+            raise UserError(
+                f"train.untie_at must be in [0, 1) (a fraction of the schedule; 0 never unties), got {self.untie_at}"
+            )
         if self.weight_decay < 0 or self.grad_clip < 0:
             raise UserError("train.weight_decay and train.grad_clip must be >= 0")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
@@ -133,21 +179,48 @@ SCHEMA = Schema(SECTIONS, DERIVED)
 # where it runs and writes, what it prints and logs, how the data is read (not which data).
 # A resume may change them (RESUME_OVERRIDABLE) and a comparison ignores them
 # (experiment.report.BOOKKEEPING); each of those adds its own few keys.
-BOOKKEEPING = frozenset({
-    "train.out_dir", "train.device", "train.compile", "train.head_loss", "train.pad_vocab_multiple", "train.sample_prompt", "train.sample_tokens",
-    "train.loss_plot", "train.log_interval", "train.checkpoint_interval", "data.cache_dir", "data.num_proc", "data.streaming",
-    "data.allow_smaller_vocab",  # a bpe:N that fell short is told apart by model.vocab_size, which is compared
-    "wandb.mode", "wandb.name", "wandb.tags", "wandb.group", "wandb.project",
-})
+BOOKKEEPING = frozenset(
+    {
+        "train.out_dir",
+        "train.device",
+        "train.compile",
+        "train.head_loss",
+        "train.pad_vocab_multiple",
+        "train.sample_prompt",
+        "train.sample_tokens",
+        "train.loss_plot",
+        "train.log_interval",
+        "train.checkpoint_interval",
+        "data.cache_dir",
+        "data.num_proc",
+        "data.streaming",
+        "data.allow_smaller_vocab",  # a bpe:N that fell short is told apart by model.vocab_size, which is compared
+        "wandb.mode",
+        "wandb.name",
+        "wandb.tags",
+        "wandb.group",
+        "wandb.project",
+    }
+)
 
 # What may change when a run is resumed: bookkeeping, and the length, schedule horizon, eval
 # spacing and skip budget of the steps still to come; never the maths of a step.
-RESUME_OVERRIDABLE = BOOKKEEPING | {"train.max_iters", "train.lr_decay_iters", "train.eval_interval",
-                                    "train.max_skipped_steps", "train.final_eval_tokens"}
+RESUME_OVERRIDABLE = BOOKKEEPING | {
+    "train.max_iters",
+    "train.lr_decay_iters",
+    "train.eval_interval",
+    "train.max_skipped_steps",
+    "train.final_eval_tokens",
+}
 
 # Settings whose default means "derive it"; a new run records the derived value (training.setup.setup_run).
-RESOLVED_AT_START = ("train.lr_decay_iters", "train.checkpoint_interval", "train.dtype", "train.head_loss",
-                     "train.pad_vocab_multiple")
+RESOLVED_AT_START = (
+    "train.lr_decay_iters",
+    "train.checkpoint_interval",
+    "train.dtype",
+    "train.head_loss",
+    "train.pad_vocab_multiple",
+)
 
 
 def describe_config(cfg: RunConfig) -> str:
@@ -190,8 +263,10 @@ class RunConfig:
         if tc.untie_at and not tied:
             raise UserError("train.untie_at unties a tied model: set model.tie_embeddings=true, or drop train.untie_at")
         if tied and not tc.untie_at and tc.head_lr_scale != 1.0:
-            raise UserError("train.head_lr_scale needs an lm_head of its own: a tied matrix has one learning rate "
-                            "(train.embedding_lr_scale); set model.tie_embeddings=false, or drop train.head_lr_scale")
+            raise UserError(
+                "train.head_lr_scale needs an lm_head of its own: a tied matrix has one learning rate "
+                "(train.embedding_lr_scale); set model.tie_embeddings=false, or drop train.head_lr_scale"
+            )
 
     def untie_step(self) -> int | None:
         """The optimizer step after which a tie-then-untie run unties, or None.
@@ -222,7 +297,8 @@ def parse_config(toml_path: str | Path | None, overrides: dict) -> RunConfig:
     return RunConfig.from_dict(merge(file_values, overrides), f"{where} + command line" if overrides else where)
 
 
-def parse_cli(parser: argparse.ArgumentParser, argv: list[str] | None,
-              exclude: typing.Iterable[str] = ()) -> tuple[argparse.Namespace, dict]:
+def parse_cli(
+    parser: argparse.ArgumentParser, argv: list[str] | None, exclude: typing.Iterable[str] = ()
+) -> tuple[argparse.Namespace, dict]:
     """:meth:`core.settings.Schema.parse_cli` for a run's four sections: ``(namespace, overrides)``."""
     return SCHEMA.parse_cli(parser, argv, exclude)

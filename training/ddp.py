@@ -88,15 +88,18 @@ def init(d: Dist, device_name: str) -> torch.device | None:
     if not d.enabled:
         return None
     if device_name.startswith("cuda:") or device_name == "mps":
-        raise UserError(f"train.device={device_name} cannot be shared by {d.world_size} ranks: "
-                        "use auto, cuda (each rank takes cuda:LOCAL_RANK) or cpu")
+        raise UserError(
+            f"train.device={device_name} cannot be shared by {d.world_size} ranks: "
+            "use auto, cuda (each rank takes cuda:LOCAL_RANK) or cpu"
+        )
     use_cuda = device_name in ("auto", "cuda") and torch.cuda.is_available()
     if device_name == "cuda" and not use_cuda:
         raise UserError("train.device=cuda but no CUDA GPU is visible: use --train.device=cpu")
     if use_cuda:
         if d.local_rank >= torch.cuda.device_count():
-            raise UserError(f"LOCAL_RANK {d.local_rank} has no GPU ({torch.cuda.device_count()} visible): "
-                            "lower --nproc_per_node")
+            raise UserError(
+                f"LOCAL_RANK {d.local_rank} has no GPU ({torch.cuda.device_count()} visible): lower --nproc_per_node"
+            )
         device = torch.device("cuda", d.local_rank)
         torch.cuda.set_device(device)
     else:

@@ -100,8 +100,10 @@ class RunLock:
         try:
             self._acquire()
         except (NotImplementedError, PermissionError) as e:
-            raise UserError(f"cannot lock run folder {self.run_dir} ({e}): its filesystem has no working file "
-                            "locks (flock); put train.out_dir on a local disk") from None
+            raise UserError(
+                f"cannot lock run folder {self.run_dir} ({e}): its filesystem has no working file "
+                "locks (flock); put train.out_dir on a local disk"
+            ) from None
         except filelock.Timeout:
             owner = self._read_owner() or {}
             who = f"pid {owner.get('pid', '?')} on host {owner.get('host', '?')} (since {owner.get('started', '?')})"
@@ -113,13 +115,20 @@ class RunLock:
         if self.stale_owner is not None:
             print(
                 f"note: stale lock {self.owner_path} of pid {self.stale_owner.get('pid')} on host "
-                f"{self.stale_owner.get('host')} taken over: that process is gone", file=sys.stderr, flush=True,
+                f"{self.stale_owner.get('host')} taken over: that process is gone",
+                file=sys.stderr,
+                flush=True,
             )
         try:
-            write_json(self.owner_path, {
-                "pid": os.getpid(), "host": socket.gethostname(),
-                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": sys.argv,
-            })
+            write_json(
+                self.owner_path,
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "command": sys.argv,
+                },
+            )
         except BaseException:  # e.g. a full disk: do not keep a lock nobody will release
             self._lock.release()
             raise
@@ -154,8 +163,11 @@ class StopSignals:
             raise KeyboardInterrupt
         self.received = signum
         try:  # os.write, not print: a handler may run in the middle of another write to stderr
-            os.write(2, f"\n{signal.Signals(signum).name} received: stopping after this step and saving a "
-                        f"checkpoint (send it again to abort at once)\n".encode())
+            os.write(
+                2,
+                f"\n{signal.Signals(signum).name} received: stopping after this step and saving a "
+                f"checkpoint (send it again to abort at once)\n".encode(),
+            )
         except OSError:  # stderr gone (a hung-up terminal): stopping matters more than saying so
             pass
 
@@ -189,14 +201,18 @@ def check_paths(cfg: RunConfig, run_dir: Path) -> None:
     out_dir, cache_dir = Path(cfg.train.out_dir).resolve(), Path(cfg.data.cache_dir).resolve()
     if run_dir.is_symlink() or run_dir.resolve().parent != out_dir:
         what = f"is a link to {run_dir.resolve()}" if run_dir.is_symlink() else f"resolves to {run_dir.resolve()}"
-        raise UserError(f"run folder {run_dir} {what}: runs write only into real folders directly under "
-                        f"train.out_dir {out_dir}; use a plain run folder there")
+        raise UserError(
+            f"run folder {run_dir} {what}: runs write only into real folders directly under "
+            f"train.out_dir {out_dir}; use a plain run folder there"
+        )
     for path, key in ((out_dir, "train.out_dir"), (cache_dir, "data.cache_dir")):
         if path.exists() and not path.is_dir():
             raise UserError(f"{key} {path} exists and is not a folder: point --{key} at a folder")
     if out_dir.is_relative_to(cache_dir):
-        raise UserError(f"train.out_dir {out_dir} is inside data.cache_dir {cache_dir}: a data rebuild could "
-                        "replace a run folder there; give them separate folders")
+        raise UserError(
+            f"train.out_dir {out_dir} is inside data.cache_dir {cache_dir}: a data rebuild could "
+            "replace a run folder there; give them separate folders"
+        )
 
 
 def resume_command(run_dir: Path, world_size: int = 1) -> str:
@@ -245,8 +261,11 @@ def remove_stale_temp_files(run_dir: Path) -> None:
     for path in stale:
         path.unlink(missing_ok=True)
     if stale:
-        print(f"removed {len(stale)} half-written file(s) left by an interrupted write: "
-              f"{', '.join(p.name for p in stale)}", flush=True)
+        print(
+            f"removed {len(stale)} half-written file(s) left by an interrupted write: "
+            f"{', '.join(p.name for p in stale)}",
+            flush=True,
+        )
 
 
 def claim_run_folder(run_dir: Path, resume: bool, cleanup: contextlib.ExitStack) -> None:

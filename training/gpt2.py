@@ -35,7 +35,9 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
     """
     transformers = optional.transformers()
     if not Path(source).expanduser().exists() and not hf.is_hub_id(source):
-        raise UserError(f"--init-from {source} does not exist: give a folder written by save_pretrained (config.json + weights)")
+        raise UserError(
+            f"--init-from {source} does not exist: give a folder written by save_pretrained (config.json + weights)"
+        )
     hf_cfg = hf.read_hf(lambda: transformers.AutoConfig.from_pretrained(hf.where(source)), source)
     ours = hf.config_from_hf(hf_cfg)  # refuses what tinygpt cannot represent
     user = merge(load_toml(config_path) if config_path else {}, overrides)
@@ -43,25 +45,39 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
         raise UserError("--init-from loads GPT-2 weights, whose lm_head has no bias: drop model.lm_head_bias")
     tokenizer = user.get("data", {}).get("tokenizer", "gpt2")
     if tokenizer != "gpt2":
-        raise UserError(f"--init-from needs the gpt2 tokenizer the weights were trained with, not {tokenizer!r}: "
-                        "use --data.tokenizer=gpt2")
+        raise UserError(
+            f"--init-from needs the gpt2 tokenizer the weights were trained with, not {tokenizer!r}: "
+            "use --data.tokenizer=gpt2"
+        )
     if hf_cfg.vocab_size != hf.GPT2_VOCAB_SIZE:
-        raise UserError(f"--init-from {source} has {hf_cfg.vocab_size} tokens, not the gpt2 tokenizer's {hf.GPT2_VOCAB_SIZE}: "
-                        "give a GPT-2 checkpoint")
+        raise UserError(
+            f"--init-from {source} has {hf_cfg.vocab_size} tokens, not the gpt2 tokenizer's {hf.GPT2_VOCAB_SIZE}: "
+            "give a GPT-2 checkpoint"
+        )
     # The GELU form is part of what the weights were trained with, like the shape.
-    shape = {"n_layer": hf_cfg.n_layer, "n_head": hf_cfg.n_head, "n_embd": hf_cfg.n_embd, "block_size": hf_cfg.n_positions,
-             "bias": True, "gelu_approximate": ours.gelu_approximate}
+    shape = {
+        "n_layer": hf_cfg.n_layer,
+        "n_head": hf_cfg.n_head,
+        "n_embd": hf_cfg.n_embd,
+        "block_size": hf_cfg.n_positions,
+        "bias": True,
+        "gelu_approximate": ours.gelu_approximate,
+    }
     model = dict(user.get("model", {}))
     for key, value in shape.items():
         if key in model and model[key] != value and not (key == "block_size" and 1 <= model[key] < value):
             where = f"{config_path} or the command line" if config_path else "the command line"
-            raise UserError(f"model.{key}={model[key]} (from {where}) conflicts with --init-from {source}, which has "
-                            f"{key}={value}: drop it, the shape comes from the imported weights")
+            raise UserError(
+                f"model.{key}={model[key]} (from {where}) conflicts with --init-from {source}, which has "
+                f"{key}={value}: drop it, the shape comes from the imported weights"
+            )
         model.setdefault(key, value)
     if model.get("tie_embeddings") and not hf_cfg.tie_word_embeddings:
         where = f"{config_path} or the command line" if config_path else "the command line"
-        raise UserError(f"--init-from {source} has an untied lm_head but model.tie_embeddings=true (from {where}): "
-                        "drop it, or set it to false")
+        raise UserError(
+            f"--init-from {source} has an untied lm_head but model.tie_embeddings=true (from {where}): "
+            "drop it, or set it to false"
+        )
     model.setdefault("tie_embeddings", bool(hf_cfg.tie_word_embeddings))
     return merge(overrides, {"model": model})
 
@@ -81,22 +97,35 @@ def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Pat
     model = hf.from_hf(source, tie_embeddings)
     folder = Path(str(source)).expanduser()
     if (folder / TOKENIZER_FILE).is_file():
-        tokenizer = tokenizer_from_dict(json.loads((folder / TOKENIZER_FILE).read_text(encoding="utf-8")), search_dirs=(folder,))
+        tokenizer = tokenizer_from_dict(
+            json.loads((folder / TOKENIZER_FILE).read_text(encoding="utf-8")), search_dirs=(folder,)
+        )
     elif model.config.vocab_size == hf.GPT2_VOCAB_SIZE:
         tokenizer = build_tokenizer("gpt2", search_dirs=(folder,) if folder.is_dir() else ())
     else:
-        raise UserError(f"{source} has {model.config.vocab_size} tokens and no {TOKENIZER_FILE}: tinygpt cannot tell its tokenizer")
+        raise UserError(
+            f"{source} has {model.config.vocab_size} tokens and no {TOKENIZER_FILE}: tinygpt cannot tell its tokenizer"
+        )
     if tokenizer.vocab_size != model.config.vocab_size:
-        raise UserError(f"{source}: its tokenizer has {tokenizer.vocab_size} tokens but the model {model.config.vocab_size}")
+        raise UserError(
+            f"{source}: its tokenizer has {tokenizer.vocab_size} tokens but the model {model.config.vocab_size}"
+        )
     cfg = RunConfig.from_dict({"model": vars(model.config), "data": {"tokenizer": tokenizer.name}}, str(source))
     out_dir.mkdir(parents=True)
     save_tokenizer(tokenizer, out_dir)
     write_json(out_dir / "config.json", cfg.to_dict())
-    save_checkpoint(out_dir / "ckpt_best.pt", {
-        "model": model.state_dict(), "step": 0, "tie_embeddings": model.config.tie_embeddings,
-        "tokenizer": tokenizer.to_dict(), "config": cfg.to_dict(), "val_loss": None,
-        "imported_from": str(folder.resolve()) if folder.is_dir() else str(source),
-    })
+    save_checkpoint(
+        out_dir / "ckpt_best.pt",
+        {
+            "model": model.state_dict(),
+            "step": 0,
+            "tie_embeddings": model.config.tie_embeddings,
+            "tokenizer": tokenizer.to_dict(),
+            "config": cfg.to_dict(),
+            "val_loss": None,
+            "imported_from": str(folder.resolve()) if folder.is_dir() else str(source),
+        },
+    )
     return out_dir
 
 

@@ -132,13 +132,20 @@ def resume_row(step: int, before: dict | None, cfg: RunConfig, elapsed_s: float)
     row: dict = {"kind": "resume", "step": step, "overrides": None, "previous": None, "lr_horizon": None}
     if before:
         now = cfg.to_dict()
-        changed = sorted((f"{s}.{k}", v, now[s][k]) for s, values in before.items() if s in now
-                         for k, v in values.items() if k in now[s] and v != now[s][k] and f"{s}.{k}" != "train.out_dir")
+        changed = sorted(
+            (f"{s}.{k}", v, now[s][k])
+            for s, values in before.items()
+            if s in now
+            for k, v in values.items()
+            if k in now[s] and v != now[s][k] and f"{s}.{k}" != "train.out_dir"
+        )
         row["overrides"] = {key: new for key, _, new in changed}
         row["previous"] = {key: old for key, old, _ in changed}
         old = before.get("train", {})
-        row["lr_horizon"] = [old.get("lr_decay_iters") or old.get("max_iters"),
-                             cfg.train.lr_decay_iters or cfg.train.max_iters]
+        row["lr_horizon"] = [
+            old.get("lr_decay_iters") or old.get("max_iters"),
+            cfg.train.lr_decay_iters or cfg.train.max_iters,
+        ]
     return {**row, "elapsed_s": elapsed_s}
 
 
@@ -214,8 +221,10 @@ class WandbLogger:
 
     def log(self, row: dict, step: int) -> None:
         """Send one row of metrics to wandb at optimizer step ``step`` (missing and non-finite values left out)."""
-        self._run.log({k: v for k, v in row.items() if v is not None and not (isinstance(v, float) and not math.isfinite(v))},
-                      step=step)
+        self._run.log(
+            {k: v for k, v in row.items() if v is not None and not (isinstance(v, float) and not math.isfinite(v))},
+            step=step,
+        )
 
     def finish(self) -> None:
         """Flush and close the wandb run."""
@@ -279,7 +288,9 @@ def load_run(run_dir: Path, which: str, device: torch.device) -> tuple[GPT, obje
     corrupt, or disagrees with the others.
     """
     if run_dir.is_file():
-        raise UserError(f"{run_dir} is a file, not a run folder: give the folder train.py wrote, e.g. --run runs/<run-name>")
+        raise UserError(
+            f"{run_dir} is a file, not a run folder: give the folder train.py wrote, e.g. --run runs/<run-name>"
+        )
     if not run_dir.is_dir():
         raise UserError(f"run folder {run_dir} does not exist: give --run runs/<run-name>")
     cfg = load_run_config(run_dir)
@@ -289,7 +300,9 @@ def load_run(run_dir: Path, which: str, device: torch.device) -> tuple[GPT, obje
         path = run_dir / "ckpt_last.pt"
     ckpt = load_checkpoint(path, map_location=device)
     if ckpt.get("tokenizer") != tokenizer.to_dict():
-        raise UserError(f"{path} was trained with another tokenizer than {run_dir / 'tokenizer.json'}: restore the run's tokenizer.json")
+        raise UserError(
+            f"{path} was trained with another tokenizer than {run_dir / 'tokenizer.json'}: restore the run's tokenizer.json"
+        )
     model = GPT(cfg.model)
     if cfg.train.untie_at and ckpt.get("tie_embeddings") is False and model.tied:
         model.untie()  # saved after the run's tie-then-untie switch
@@ -304,12 +317,15 @@ def next_steps(run_dir: Path, summary: dict, cfg: RunConfig, world_size: int) ->
     prompt_flag = f" --prompt {shlex.quote(prompt)}" if prompt.strip() and "\n" not in prompt else ""
     more = 2 * cfg.train.max_iters
     resume = faults.resume_command(run_dir, world_size)
-    return "\n".join([
-        f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json{', loss.png' * cfg.train.loss_plot})",
-        f"best model:  {run_dir / 'ckpt_best.pt'}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
-        "next:",
-        f"  python sample.py --run {shlex.quote(str(run_dir))}{prompt_flag} --top-k 50   # generate",
-        f"  {resume} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)",
-        "  python list_runs.py" + ("" if run_dir.parent == Path(TrainConfig.out_dir) else
-                                   f" --out-dir {shlex.quote(str(run_dir.parent))}") + "   # every run side by side",
-    ])
+    return "\n".join(
+        [
+            f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json{', loss.png' * cfg.train.loss_plot})",
+            f"best model:  {run_dir / 'ckpt_best.pt'}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
+            "next:",
+            f"  python sample.py --run {shlex.quote(str(run_dir))}{prompt_flag} --top-k 50   # generate",
+            f"  {resume} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)",
+            "  python list_runs.py"
+            + ("" if run_dir.parent == Path(TrainConfig.out_dir) else f" --out-dir {shlex.quote(str(run_dir.parent))}")
+            + "   # every run side by side",
+        ]
+    )

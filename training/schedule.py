@@ -32,11 +32,15 @@ def schedule_note(cfg: TrainConfig) -> str | None:
     """
     steps, horizon = cfg.max_iters, cfg.lr_decay_iters or cfg.max_iters
     if steps > horizon:
-        return (f"note: the cosine learning-rate schedule ends at step {horizon} (train.lr_decay_iters), so steps "
-                f"{horizon}..{steps} train at min_lr={cfg.min_lr:g}; to decay over the whole run instead, "
-                f"add --train.lr_decay_iters={steps}")
+        return (
+            f"note: the cosine learning-rate schedule ends at step {horizon} (train.lr_decay_iters), so steps "
+            f"{horizon}..{steps} train at min_lr={cfg.min_lr:g}; to decay over the whole run instead, "
+            f"add --train.lr_decay_iters={steps}"
+        )
     if steps < horizon:
-        return (f"note: the run stops at step {steps} but its cosine decays until step {horizon} "
-                f"(train.lr_decay_iters), so the last learning rate is {get_lr(steps - 1, cfg):.3g}, not "
-                f"min_lr={cfg.min_lr:g}; to finish the decay at step {steps}, add --train.lr_decay_iters={steps}")
+        return (
+            f"note: the run stops at step {steps} but its cosine decays until step {horizon} "
+            f"(train.lr_decay_iters), so the last learning rate is {get_lr(steps - 1, cfg):.3g}, not "
+            f"min_lr={cfg.min_lr:g}; to finish the decay at step {steps}, add --train.lr_decay_iters={steps}"
+        )
     return None

@@ -45,12 +45,16 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
         if not args.run_name:
             raise UserError("--resume needs --run-name: name the run folder to continue")
         if args.config or args.init_from:
-            raise UserError("--resume takes the config and weights saved in the run folder: drop --config / --init-from")
+            raise UserError(
+                "--resume takes the config and weights saved in the run folder: drop --config / --init-from"
+            )
         out_dir = Path(overrides.get("train", {}).get("out_dir", TrainConfig.out_dir))
         run_dir = out_dir / args.run_name
         faults.check_run_name(args.run_name)
         if not (run_dir / "ckpt_last.pt").is_file():
-            raise UserError(f"nothing to resume: {run_dir / 'ckpt_last.pt'} does not exist; start the run without --resume")
+            raise UserError(
+                f"nothing to resume: {run_dir / 'ckpt_last.pt'} does not exist; start the run without --resume"
+            )
         cfg = runs.load_run_config(run_dir)
         saved_horizon = cfg.train.lr_decay_iters
         for section, values in overrides.items():
@@ -64,9 +68,14 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
                         f"start a new run instead; resumable options: {', '.join(sorted(RESUME_OVERRIDABLE))}"
                     )
                 setattr(getattr(cfg, section), key, value)
-        if cfg.train.untie_at and overrides.get("train", {}).get("lr_decay_iters", cfg.train.lr_decay_iters) != saved_horizon:
-            raise UserError("--train.lr_decay_iters cannot change on --resume of a tie-then-untie run: its switch step "
-                            "(train.untie_at of the horizon) would move; start a new run instead")
+        if (
+            cfg.train.untie_at
+            and overrides.get("train", {}).get("lr_decay_iters", cfg.train.lr_decay_iters) != saved_horizon
+        ):
+            raise UserError(
+                "--train.lr_decay_iters cannot change on --resume of a tie-then-untie run: its switch step "
+                "(train.untie_at of the horizon) would move; start a new run instead"
+            )
         cfg = RunConfig.from_dict(cfg.to_dict(), "resumed config")  # re-validate after the overrides
         train_keys = overrides.get("train", {})
         if dist.is_main and ("max_iters" in train_keys or "lr_decay_iters" in train_keys):
@@ -93,9 +102,7 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
     run_dir = Path(tc.out_dir) / name
     faults.check_paths(cfg, run_dir)
     if dist.is_main and run_dir.exists():
-        raise UserError(
-            f"run folder {run_dir} already exists: pick another --run-name, or add --resume to continue it"
-        )
+        raise UserError(f"run folder {run_dir} already exists: pick another --run-name, or add --resume to continue it")
     return cfg, run_dir
 
 
@@ -110,9 +117,11 @@ def resolve_new(config: str | None, overrides: dict) -> RunConfig:
     tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters
     tc.checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
     if cfg.untie_step() is not None and cfg.untie_step() >= tc.max_iters:
-        raise UserError(f"train.untie_at={tc.untie_at:g} of the schedule's {tc.lr_decay_iters} steps is step "
-                        f"{cfg.untie_step()}, not before train.max_iters={tc.max_iters}: the run would never untie; "
-                        "lower train.untie_at or train.lr_decay_iters")
+        raise UserError(
+            f"train.untie_at={tc.untie_at:g} of the schedule's {tc.lr_decay_iters} steps is step "
+            f"{cfg.untie_step()}, not before train.max_iters={tc.max_iters}: the run would never untie; "
+            "lower train.untie_at or train.lr_decay_iters"
+        )
     if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
         tc.dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
     return cfg
@@ -143,8 +152,9 @@ class Setup:
         tied = self.model.wte.weight
         group = next(g for g in self.optimizer.param_groups if any(p is tied for p in g["params"]))
         head = self.model.untie()
-        self.optimizer.add_param_group({"params": [head], "weight_decay": group["weight_decay"],
-                                        "lr_scale": cfg.train.head_lr_scale})
+        self.optimizer.add_param_group(
+            {"params": [head], "weight_decay": group["weight_decay"], "lr_scale": cfg.train.head_lr_scale}
+        )
         if tied in self.optimizer.state:
             self.optimizer.state[head] = {k: v.clone() for k, v in self.optimizer.state[tied].items()}
         self.eval_model, self.step_model = wrap(self.model, cfg, self.device, self.dist)
@@ -195,20 +205,33 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     groups = model.param_groups(tc.weight_decay, tc.embedding_weight_decay, tc.embedding_lr_scale, tc.head_lr_scale)
     # The fused kernel exists on CPU too: 1.11x faster steps on the char recipe on 2 cores
     # (interleaved A/B, results/speed-cpu-2026-11-23/).
-    optimizer = torch.optim.AdamW(groups, lr=tc.learning_rate, betas=(tc.beta1, tc.beta2),
-                                  fused=device.type in ("cuda", "cpu"))
+    optimizer = torch.optim.AdamW(
+        groups, lr=tc.learning_rate, betas=(tc.beta1, tc.beta2), fused=device.type in ("cuda", "cpu")
+    )
     eval_model, step_model = wrap(model, cfg, device, dist)
     if dist.rank:  # dropout noise differs per rank; rank 0 keeps a single process's stream
         torch.manual_seed(tc.seed + dist.rank)
-    return Setup(device, amp_dtype, data, tokenizer, model, eval_model, step_model, optimizer,
-                 torch.Generator().manual_seed(tc.seed), dist)
+    return Setup(
+        device,
+        amp_dtype,
+        data,
+        tokenizer,
+        model,
+        eval_model,
+        step_model,
+        optimizer,
+        torch.Generator().manual_seed(tc.seed),
+        dist,
+    )
 
 
 def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int, path: Path) -> None:
     """Refuse a resume that would continue on other data, another tokenizer, or past its end."""
     missing = [k for k in ("optimizer", "rng", "step", "data_sha256") if k not in ckpt]
     if missing:
-        raise UserError(f"{path} lacks {', '.join(missing)} and cannot be resumed: use a ckpt_last.pt written by train.py")
+        raise UserError(
+            f"{path} lacks {', '.join(missing)} and cannot be resumed: use a ckpt_last.pt written by train.py"
+        )
     if saved_vocab_size != s.data.vocab_size or ckpt.get("tokenizer") != s.tokenizer.to_dict():
         raise UserError(f"the prepared data's tokenizer differs from the one {path} was trained with: start a new run")
     if ckpt["data_sha256"] != s.data.meta.get("source_sha256"):
@@ -216,8 +239,10 @@ def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int,
     # Another number of ranks would change the global batch, the eval windows and the token count.
     saved_world = ckpt.get("world_size", 1)
     if saved_world != s.dist.world_size:
-        raise UserError(f"{path} was written by {saved_world} rank(s), this resume has {s.dist.world_size}: resume with "
-                        f"the same number ({'torchrun, ' + str(saved_world) + ' processes in all' if saved_world > 1 else 'python train.py, no torchrun'})")
+        raise UserError(
+            f"{path} was written by {saved_world} rank(s), this resume has {s.dist.world_size}: resume with "
+            f"the same number ({'torchrun, ' + str(saved_world) + ' processes in all' if saved_world > 1 else 'python train.py, no torchrun'})"
+        )
     saved, now = ckpt.get("config", {}), cfg.to_dict()
     for section, values in now.items():
         for key, value in values.items():
@@ -281,6 +306,15 @@ def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Prog
         raise UserError(f"{path} has a broken optimizer or RNG state ({e}): resume from another checkpoint") from None
     window_loss, window_steps = ckpt.get("train_window", (0.0, 0))
     nan = float("nan")  # checkpoints from before bits per byte have none
-    return Progress(ckpt["step"], ckpt["best_val_loss"], ckpt["val_loss"], ckpt["elapsed_s"],
-                    ckpt.get("skipped_steps", 0), window_loss, window_steps,
-                    ckpt.get("val_bpb", nan), ckpt.get("best_val_bpb", nan), ckpt.get("config"))
+    return Progress(
+        ckpt["step"],
+        ckpt["best_val_loss"],
+        ckpt["val_loss"],
+        ckpt["elapsed_s"],
+        ckpt.get("skipped_steps", 0),
+        window_loss,
+        window_steps,
+        ckpt.get("val_bpb", nan),
+        ckpt.get("best_val_bpb", nan),
+        ckpt.get("config"),
+    )

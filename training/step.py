@@ -79,8 +79,17 @@ def configure_head(model, cfg: RunConfig) -> None:
     model.head_loss = "fused" if cfg.train.head_loss == "fused" else "chunked"
 
 
-def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg: RunConfig,
-               device: torch.device, amp_dtype, lr: float, dist: ddp.Dist = ddp.SINGLE) -> StepResult:
+def train_step(
+    model,
+    optimizer,
+    data: TokenData,
+    data_gen: torch.Generator,
+    cfg: RunConfig,
+    device: torch.device,
+    amp_dtype,
+    lr: float,
+    dist: ddp.Dist = ddp.SINGLE,
+) -> StepResult:
     """One optimizer step over ``grad_accum_steps`` micro-batches.
 
     Sets the learning rate, accumulates gradients (each micro-batch's loss scaled by
@@ -100,11 +109,12 @@ def train_step(model, optimizer, data: TokenData, data_gen: torch.Generator, cfg
         group["lr"] = lr * group.get("lr_scale", 1.0)  # embedding / head groups may run at their own multiple
     loss_sum, return_logits = 0.0, not chunked_loss(cfg, device)
     for micro in range(tc.grad_accum_steps):
-        x, y = data.get_batch("train", tc.batch_size, cfg.model.block_size, data_gen, device,
-                              rank=dist.rank, world_size=dist.world_size)  # (B, T): this rank's rows of the global batch
+        x, y = data.get_batch(
+            "train", tc.batch_size, cfg.model.block_size, data_gen, device, rank=dist.rank, world_size=dist.world_size
+        )  # (B, T): this rank's rows of the global batch
         # All-reducing every micro-batch's gradients would be wasted bandwidth: only the sum counts.
         last = micro == tc.grad_accum_steps - 1
-        with (model.no_sync() if dist.enabled and not last else contextlib.nullcontext()):
+        with model.no_sync() if dist.enabled and not last else contextlib.nullcontext():
             with hardware.autocast(device, amp_dtype):
                 _, loss = model(x, y, return_logits=return_logits)
             (loss / tc.grad_accum_steps).backward()
@@ -139,24 +149,36 @@ def _score(model, data: TokenData, split: str, batches, cfg: RunConfig, device, 
 
 
 @torch.no_grad()
-def evaluate(model, data: TokenData, offsets: dict, cfg: RunConfig, device, amp_dtype,
-             dist: ddp.Dist = ddp.SINGLE) -> dict[str, Score]:
+def evaluate(
+    model, data: TokenData, offsets: dict, cfg: RunConfig, device, amp_dtype, dist: ddp.Dist = ddp.SINGLE
+) -> dict[str, Score]:
     """Mean loss and bits per byte per split over the fixed batches ``offsets[split]`` ``(eval_iters, world_size * B)``.
 
     Each rank evaluates its ``B`` columns of every batch.
     """
     model.eval()
     B = cfg.train.batch_size
-    out = {split: _score(model, data, split, split_offsets[:, dist.rank * B:(dist.rank + 1) * B], cfg, device,
-                         amp_dtype, dist)
-           for split, split_offsets in offsets.items()}
+    out = {
+        split: _score(
+            model, data, split, split_offsets[:, dist.rank * B : (dist.rank + 1) * B], cfg, device, amp_dtype, dist
+        )
+        for split, split_offsets in offsets.items()
+    }
     model.train()
     return out
 
 
 @torch.no_grad()
-def evaluate_windows(model, data: TokenData, positions: torch.Tensor, cfg: RunConfig, device, amp_dtype,
-                     dist: ddp.Dist = ddp.SINGLE, progress: bool = False) -> Score:
+def evaluate_windows(
+    model,
+    data: TokenData,
+    positions: torch.Tensor,
+    cfg: RunConfig,
+    device,
+    amp_dtype,
+    dist: ddp.Dist = ddp.SINGLE,
+    progress: bool = False,
+) -> Score:
     """Mean val loss (nats/token) and bits per byte over the val windows at ``positions`` ``(N,)``: a run's final score.
 
     The windows are cut to a multiple of ``world_size`` and dealt out round-robin, so every
@@ -166,12 +188,19 @@ def evaluate_windows(model, data: TokenData, positions: torch.Tensor, cfg: RunCo
     """
     model.eval()
     if len(positions) >= dist.world_size:
-        kept = positions[: len(positions) - len(positions) % dist.world_size][dist.rank::dist.world_size]
+        kept = positions[: len(positions) - len(positions) % dist.world_size][dist.rank :: dist.world_size]
     else:  # fewer windows than ranks: every rank scores them all (the mean over ranks is then the same)
         kept = positions
     batches = kept.split(cfg.train.batch_size)
-    with tqdm(batches, desc="final eval", unit="batch", leave=False, disable=not progress, dynamic_ncols=True,
-              mininterval=0.1 if sys.stderr.isatty() else 30.0) as bar:
+    with tqdm(
+        batches,
+        desc="final eval",
+        unit="batch",
+        leave=False,
+        disable=not progress,
+        dynamic_ncols=True,
+        mininterval=0.1 if sys.stderr.isatty() else 30.0,
+    ) as bar:
         score = _score(model, data, "val", bar, cfg, device, amp_dtype, dist)
     model.train()
     return score
