@@ -1,7 +1,8 @@
 """Run folders written by hand for the report tests: known losses, no training.
 
 Not a test module (pytest collects ``test_*.py`` only); imported as ``from fake_runs import ...``
-by ``tests/test_compare.py``, ``tests/test_report_markdown.py`` and ``tests/test_figures.py``.
+by ``tests/test_compare.py``, ``tests/test_compare_command.py``, ``tests/test_report_markdown.py`` and
+``tests/test_figures.py``.
 Every folder is valid for ``experiment.report.load_run``: a full default config (with the arm's
 settings, so ``arms.arm_of`` names it), eval rows up to ``max_iters`` and a ``summary.json``
 holding ``final_val_loss``.

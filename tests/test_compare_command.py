@@ -1,0 +1,253 @@
+"""compare.py as a command: its flags and refusals, the experiment folder's settings, the declared margin, end to end.
+
+Run: ``python -m pytest -q tests/test_compare_command.py``  (CPU, offline; seconds, but for one slow
+test that trains all five arms on a 2-point learning-rate grid through compare.py in-process).
+Run folders written by hand (``fake_runs``) stand in for trained runs where only the report is under test;
+the experiment-folder tests stop before any training. The statistics themselves are in ``tests/test_compare.py``.
+"""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fake_runs import UNIGRAM, fake_experiment
+
+import compare
+from core.errors import UserError
+from experiment import report, runner
+
+
+# ----------------------------------------------------------------------------- the command and its experiment folder
+
+
+@pytest.mark.parametrize("final, warned", [(3.0, False), (10.0, True)])
+def test_compare_prints_the_warning_only_when_a_run_is_behind_the_baseline(
+    tmp_path, capsys, monkeypatch, final, warned
+):
+    """compare.py on run folders: below the unigram loss the verdict stands alone; above it, the report
+    opens with the warning and a last line on stderr repeats it."""
+    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
+    paths = fake_experiment(tmp_path, [(final, final + 0.1), (final + 0.1, final + 0.22)], [(UNIGRAM, UNIGRAM)] * 2)
+    assert compare.main([str(p) for p in paths]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("# Should the embedding be tied?") and "untied vs tied: **" in out
+    assert ("**Warning: this comparison is not meaningful.**" in out) == warned
+    assert ("[compare] warning: a run did not beat the unigram baseline" in err) == warned
+
+
+def test_compare_help_shows_defaults_and_not_what_compare_sets_per_run(capsys):
+    """`python compare.py --help` shows --seeds' default and no --model.tie_embeddings / --train.seed;
+    giving one anyway is a one-line error, exit 2."""
+    proc = subprocess.run(
+        [sys.executable, "compare.py", "--help"],
+        cwd=Path(compare.__file__).parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split("options:")[1].split())  # the option list, after the usage lines
+    assert "(default: 5)" in text[text.index("--seeds SEEDS") : text.index("--lr-grid LR_GRID")]
+    assert "--model.n_layer" in text and "--model.tie_embeddings" not in text and "--train.seed" not in text
+    for flag in ("--model.tie_embeddings=false", "--train.seed=3"):
+        assert compare.main(["--config", "configs/debug.toml", flag]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"error: {flag.split('=')[0]} does not apply to compare.py: drop it"
+
+
+def test_orphan_run_folder_says_to_delete_it(tmp_path):
+    """A run folder with no checkpoint (its start failed) is named, with the fix; nothing is deleted."""
+    (tmp_path / "tied-s0").mkdir()
+    (tmp_path / "tied-s0" / "config.json").write_text("{}")
+    with pytest.raises(UserError, match="delete that folder"):
+        runner.run_arm([], tmp_path, "tied-s0", [], [])
+    assert (tmp_path / "tied-s0" / "config.json").exists()
+
+
+def test_experiment_folder_refuses_other_settings(tmp_path, capsys):
+    """Re-running into an experiment folder with a different config is refused before any training."""
+    path = tmp_path / "c.txt"
+    path.write_text("To be, or not to be: that is the question.\n" * 300)
+    base = [
+        "--config",
+        "configs/debug.toml",
+        "--seeds",
+        "1",
+        "--name",
+        "exp",
+        f"--data.source={path}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+    ]
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "experiment.json").write_text(
+        json.dumps({"config": {"train.max_iters": 1}, "equal_params": None})
+    )
+    assert compare.main(base) == 2
+    err = capsys.readouterr().err
+    assert "made with other settings" in err and "train.max_iters" in err
+    assert not (tmp_path / "exp" / "tied-s0").exists()
+
+
+class Reached(Exception):
+    """Raised instead of training: the experiment got past its settings checks."""
+
+
+@pytest.fixture
+def no_training(tmp_path, monkeypatch):
+    """``(args, overrides)`` of a tiny compare.py command into ``tmp_path/exp``; ``run_arm`` raises :class:`Reached`."""
+    path = tmp_path / "c.txt"
+    path.write_text("To be, or not to be: that is the question.\n" * 300)
+    argv = [
+        "--config",
+        "configs/debug.toml",
+        "--seeds",
+        "1",
+        "--name",
+        "exp",
+        f"--data.source={path}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+    ]
+
+    def stop_before_training(*args, **kwargs):
+        raise Reached
+
+    monkeypatch.setattr(runner, "run_arm", stop_before_training)
+    return compare.parse_args(argv)
+
+
+def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, no_training):
+    """An experiment.json written before a setting existed (it ran at the default) or while a key was
+    not yet bookkeeping still matches the same command: the runs in it are reused, not refused."""
+    args, overrides = no_training
+    plan = runner.Plan(args.config, overrides, args.arms, args.seeds, name=args.name)
+    with pytest.raises(Reached):  # first run writes experiment.json
+        runner.run_experiment(plan)
+    saved = tmp_path / "exp" / "experiment.json"
+    old = json.loads(saved.read_text())
+    del old["config"]["train.max_skipped_steps"]  # added to tinygpt later; it ran at its default, 0
+    old["config"]["train.checkpoint_interval"] = 10  # once part of the settings, now bookkeeping
+    saved.write_text(json.dumps(old))
+    with pytest.raises(Reached):
+        runner.run_experiment(plan)
+    old["config"]["train.max_skipped_steps"] = 3  # but a real difference is still refused
+    saved.write_text(json.dumps(old))
+    with pytest.raises(UserError, match="train.max_skipped_steps"):
+        runner.run_experiment(plan)
+
+
+def test_the_learning_rate_grid_may_grow_but_not_lose_points(tmp_path, no_training):
+    """A folder tuned on 1e-3,4e-3 continues with 1e-3,4e-3,1.6e-2 (widening past an edge) and records the
+    wider grid; dropping a point it had, or adding a grid to a folder made without one, is refused."""
+    args, overrides = no_training
+
+    def attempt(grid, name="exp"):
+        runner.run_experiment(runner.Plan(args.config, overrides, args.arms, args.seeds, grid, name=name))
+
+    for grid in ([1e-3, 4e-3], [1e-3, 4e-3, 1.6e-2]):
+        with pytest.raises(Reached):
+            attempt(grid)
+    assert json.loads((tmp_path / "exp" / "experiment.json").read_text())["lr_grid"] == [1e-3, 4e-3, 1.6e-2]
+    with pytest.raises(UserError, match=r"lr_grid \(it may grow but must keep 0.004\)"):
+        attempt([1e-3, 1.6e-2])
+    with pytest.raises(Reached):
+        attempt([], name="plain")
+    with pytest.raises(UserError, match="cannot gain one"):
+        attempt([1e-3], name="plain")
+
+
+def test_report_on_missing_run_exits_2(tmp_path, capsys):
+    """compare.py on a folder that does not exist: one error line, exit 2."""
+    assert compare.main([str(tmp_path / "nope"), str(tmp_path / "nope2")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "does not exist" in err
+
+
+def test_compare_cli_refuses_mixed_modes_and_fixed_keys(capsys):
+    """Run folders plus --config, or overriding the seed/tie flag, are one-line errors."""
+    assert compare.main(["runs/x", "--config", "configs/debug.toml"]) == 2
+    assert compare.main(["--config", "configs/debug.toml", "--train.seed=3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("error: ") for line in err)
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def _tiny_compare_argv(tmp_path) -> list[str]:
+    """compare.py flags for a tiny experiment on a local char corpus under tmp_path."""
+    path = tmp_path / "c.txt"
+    path.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
+    return [
+        "--config",
+        "configs/debug.toml",
+        "--name",
+        "exp",
+        f"--data.source={path}",
+        "--data.tokenizer=char",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+        "--train.max_iters=6",
+        "--train.eval_interval=3",
+        "--train.sample_tokens=0",
+    ]
+
+
+# The plain two-arm experiment end to end (2 seeds, its report, reuse) is each cell of the grid's
+# end-to-end test, tests/test_grid.py: one set of runs checks both.
+
+
+@pytest.mark.slow
+def test_compare_tunes_all_five_arms_on_a_grid_and_reports_them(tmp_path):
+    """--arms (all five) --lr-grid (2 points): the grid trains on the tuning seed, each arm's best
+    learning rate trains the reported seed, and the report compares every arm with tied."""
+    arms = "tied,untied,tied-bias,untied-split,tie-then-untie"
+    # One reported seed keeps this test short (15 tiny runs); pairing over seeds is tested in tests/test_compare.py.
+    argv = [*_tiny_compare_argv(tmp_path), "--seeds", "1", "--arms", arms, "--lr-grid", "1e-3,4e-3", "--margin", "0.05"]
+    assert compare.main(argv) == 0
+    exp = tmp_path / "exp"
+    folders = {p.name for p in exp.iterdir() if p.is_dir() and p.name != ".claims"}
+    grid = {f"tune-{arm}-lr{lr}" for arm in arms.split(",") for lr in ("0.001", "0.004")}
+    assert grid <= folders and len(folders) == 10 + 5
+    for arm in arms.split(","):
+        scores = {
+            lr: json.loads((exp / f"tune-{arm}-lr{lr}" / "summary.json").read_text())["final_val_loss"]
+            for lr in ("0.001", "0.004")
+        }
+        best = min(scores, key=scores.get)
+        cfg = json.loads((exp / f"{arm}-lr{best}-s0" / "config.json").read_text())
+        assert cfg["train"]["learning_rate"] == float(best) and cfg["train"]["seed"] == 1337
+        tune_cfg = json.loads((exp / f"tune-{arm}-lr{best}" / "config.json").read_text())
+        assert tune_cfg["train"]["seed"] == 1337 + runner.TUNING_SEED_OFFSET
+    md = (exp / "report.md").read_text()
+    for arm in arms.split(",")[1:]:
+        assert re.search(rf"{arm} vs tied: \*\*(better|worse|equivalent within ±0.05 nats|inconclusive)\*\*", md), arm
+    assert "](loss_vs_lr.png)" in md and (exp / "loss_vs_lr.png").is_file()
+    saved = json.loads((exp / "experiment.json").read_text())
+    assert saved["lr_grid"] == [0.001, 0.004] and saved["margin"] == 0.05
+    assert compare.main([*argv[:-1], "0.02"]) == 2  # the margin was declared: a changed one is refused
+
+
+def test_compare_refuses_what_the_arms_set_and_a_single_arm(capsys):
+    """An arm setting given to every arm (--model.lm_head_bias) does not apply; one arm is no comparison."""
+    assert compare.main(["--config", "configs/debug.toml", "--model.lm_head_bias=true"]) == 2
+    assert "--model.lm_head_bias does not apply to compare.py" in capsys.readouterr().err
+    assert compare.main(["--config", "configs/debug.toml", "--arms", "tied"]) == 2
+    assert "a comparison needs two" in capsys.readouterr().err
+
+
+def test_a_report_on_existing_runs_uses_the_declared_margin(tmp_path, capsys, monkeypatch):
+    """compare.py on run folders reads the margin experiment.json declared, and refuses another one."""
+    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
+    paths = fake_experiment(tmp_path, [(3.0, 3.001), (3.1, 3.1005), (3.2, 3.2002)])
+    (tmp_path / "experiment.json").write_text(json.dumps({"config": {}, "margin": 0.05}))
+    assert compare.main([str(p) for p in paths]) == 0
+    assert "equivalent within ±0.05 nats" in capsys.readouterr().out
+    assert compare.main([str(p) for p in paths] + ["--margin", "0.01"]) == 2
+    assert "declared --margin 0.05" in capsys.readouterr().err
