@@ -7,7 +7,16 @@
 #   bash results/tying-scaling-cpu-2026-11-24/vocab-control.sh     # from the repository root
 #
 # OUT and CACHE set where the runs and the prepared data go (by default results/ and data/cache/), so
-# that the script can run from a git worktree pinned at one commit while the tree moves on.
+# that the script can run from a git worktree pinned at one commit while the tree moves on. Every run
+# of this control trains from commit e5687d0 (one code version for all its cells; later commits change
+# the head loss's rounding), from the repository root:
+#
+#   git worktree add ../tinygpt-e5687d0 e5687d0
+#   (cd ../tinygpt-e5687d0 && OUT="$OLDPWD/results" CACHE="$OLDPWD/data/cache" \
+#       bash results/tying-scaling-cpu-2026-11-24/vocab-control.sh)
+#
+# e5687d0's train.py records these paths as given (absolute here): rewrite them repository-relative
+# before committing the finished runs (sed -E 's#/[^"]*/(results|data/cache|train.py)#\1#').
 set -eu
 OUT="${OUT:-results}"
 COMMON=(--config configs/scaling_cpu.toml --arms tied,untied --lr-grid 1e-3,2e-3,4e-3,8e-3
