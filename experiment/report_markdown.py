@@ -5,7 +5,8 @@ statistics (:mod:`experiment.stats`); ``experiment/figures.py`` draws it; this m
 what it means, in order: the command, a warning when runs learned too little for the comparison
 to mean anything, the verdict per arm and the budget held fixed, the paired statistics, the
 compute-equivalent estimate, the learning rates, the setup, the per-arm table (timings marked as
-measured under whatever load the machine had), the figures, the samples and the run folders::
+measured under whatever load the machine had), the figures, the samples and the run folders
+(the sections from the setup on are :mod:`experiment.report_sections`')::
 
     exp = report.check_experiment(report.load_runs(paths), reference="tied", margin=0.01)
     md = render_markdown(exp, figures.plot_all(exp, out_dir), {}, "Tied vs untied", command="python compare.py ...")
@@ -15,77 +16,43 @@ Differences are arm − reference in nats/token: negative means the arm's loss i
 
 from __future__ import annotations
 
-import html
-import math
 import re
 import statistics
 from pathlib import Path
 
 from experiment import stats
-from experiment.arms import DESCRIPTIONS
-from experiment.figures import CAPTIONS
-from experiment.report import SIZE_KEYS, Experiment, arm_table, comparisons, compute_equivalent, lr_table
-
-TIMING_NOTE = (
-    "‡ Timings were measured under whatever load the machine had while each run trained (other "
-    "processes on shared cores included), so they are given as the median and the range (min–max) "
-    "over seeds, not mean ± std, and are not a speed comparison: time that with `python bench.py` "
-    "on an otherwise idle machine."
+from experiment.report import SIZE_KEYS, Experiment, comparisons
+from experiment.report_sections import (
+    arm_section,
+    figures_section,
+    finite,
+    runs_section,
+    samples_section,
+    setup_section,
 )
-INIT_WORDS = {
-    "gpt2": "GPT-2's: Linear and Embedding weights ~ N(0, 0.02), residual projections ~ N(0, 0.02/sqrt(2 n_layer)); "
-    "an untied lm_head is its own draw, a tied one is the embedding's draw",
-    "pytorch": "PyTorch's layer defaults: nn.Linear Kaiming-uniform, nn.Embedding N(0, 1); a tied lm_head is the "
-    "embedding's matrix",
-}
-
-
-def _cell(text: str) -> str:
-    """Sample text as one Markdown table cell: HTML-escaped, pipes and newlines made inert."""
-    return html.escape(text, quote=False).replace("|", "&#124;").replace("\n", "<br>")
-
-
-def _finite(x) -> bool:
-    """True for a finite int or float (not None, NaN or inf)."""
-    return isinstance(x, (int, float)) and math.isfinite(x)
-
-
-def _pm(ms: tuple[float, float], digits: int = 4) -> str:
-    """``(mean, std)`` as ``"mean ± std"`` with ``digits`` decimals; ``"n/a"`` when not recorded (NaN)."""
-    mean, std = ms
-    return f"{mean:.{digits}f} ± {std:.{digits}f}" if _finite(mean) and _finite(std) else "n/a"
-
-
-def _spread(spread: tuple[float, float, float] | None, digits: int = 0) -> str:
-    """``(median, min, max)`` as ``"800 (range 401–1,200)"`` with ``digits`` decimals; the median alone
-    when min and max read the same (one seed), ``"n/a"`` for None (not recorded).
-    """
-    if spread is None:
-        return "n/a"
-    median, low, high = (f"{v:,.{digits}f}" for v in spread)
-    return median if low == high else f"{median} (range {low}–{high})"
+from experiment.report_tables import compute_equivalent, lr_table
 
 
 def _num(x: float, digits: int = 3) -> str:
     """A number for prose, with a true minus sign (``−0.143``); ``"n/a"`` for None or NaN."""
-    return f"{x:.{digits}f}".replace("-", "−") if _finite(x) else "n/a"
+    return f"{x:.{digits}f}".replace("-", "−") if finite(x) else "n/a"
 
 
 def _signed(x: float, digits: int = 4) -> str:
     """A difference with its sign always shown and a true minus sign (``+0.0050``, ``−0.1500``)."""
-    return f"{x:+.{digits}f}".replace("-", "−") if _finite(x) else "n/a"
+    return f"{x:+.{digits}f}".replace("-", "−") if finite(x) else "n/a"
 
 
 def _p(p: float | None) -> str:
     """A p-value: three decimals, scientific below 0.001, ``"n/a"`` when it could not be computed."""
-    if not _finite(p):
+    if not finite(p):
         return "n/a"
     return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
 
 
 def _ci(c: stats.Comparison, digits: int = 3) -> str:
     """The 95% CI as ``[−0.198, −0.089]``, or ``"n/a"`` with one seed."""
-    return f"[{_num(c.ci[0], digits)}, {_num(c.ci[1], digits)}]" if _finite(c.ci[0]) else "n/a"
+    return f"[{_num(c.ci[0], digits)}, {_num(c.ci[1], digits)}]" if finite(c.ci[0]) else "n/a"
 
 
 def baseline_warning(exp: Experiment) -> str | None:
@@ -259,150 +226,6 @@ def _lr_section(exp: Experiment) -> list[str]:
     return lines + [""]
 
 
-def _decay_words(tc: dict) -> str:
-    """The weight-decay policy of a run's train config, in words."""
-    emb = "decayed (nanoGPT's policy)" if tc.get("embedding_weight_decay", True) else "not decayed (minGPT's policy)"
-    return (
-        f"AdamW weight_decay={tc['weight_decay']} on weights with dim >= 2; the embedding matrices (wte, wpe, "
-        f"and lm_head whether tied or not) are {emb}; biases and LayerNorm gains never decay"
-    )
-
-
-def _setup_section(exp: Experiment) -> list[str]:
-    """``## Setup``: corpus, budget, seeds and what they share, policies, arms and every config difference."""
-    cfg = exp.runs[exp.reference][0].config
-    mc, dc, tc = cfg["model"], cfg["data"], cfg["train"]
-    per_step = tc["batch_size"] * tc["grad_accum_steps"] * mc["block_size"]
-    resized = any(set(d) & SIZE_KEYS for d in exp.differences.values())
-    tuning_seeds = sorted({r.seed for members in exp.tuning.values() for r in members})
-    subset = f" (subset `{dc['subset']}`)" if dc.get("subset") else ""
-    lines = [
-        "## Setup",
-        "",
-        f"- Corpus `{dc['source']}`{subset}, "
-        f"tokenizer `{dc['tokenizer']}` (vocab_size {mc['vocab_size']:,}); {tc['max_iters']:,} steps of "
-        f"{per_step:,} tokens ({tc['max_iters'] * per_step:,} tokens per run).",
-        f"- Seeds {', '.join(map(str, exp.seeds))}"
-        + (
-            f"; learning rates tuned on seed {', '.join(map(str, tuning_seeds))}, which no reported run uses"
-            if tuning_seeds
-            else ""
-        )
-        + ". Each seed's runs share the data order, the eval batches, "
-        + ("" if resized else "the initial transformer body, ")
-        + "the token budget, the schedule and the optimizer settings.",
-        f"- Init policy (every arm): {INIT_WORDS.get(mc.get('init', 'gpt2'), mc.get('init'))}.",
-        f"- Weight-decay policy (every arm): {_decay_words(tc)}.",
-        "- Arms:",
-    ]
-    for arm in exp.arms:
-        ref = " (reference)" if arm == exp.reference else ""
-        lines.append(f"  - `{arm}`{ref}: {DESCRIPTIONS.get(arm, 'no description')}")
-    lines.append(f"- Every config difference from {exp.reference}:")
-    for arm, diff in exp.differences.items():
-        for key, (a, b) in diff.items():
-            lines.append(f"  - {arm}: `{key}` {exp.reference} `{a}`, {arm} `{b}`")
-    for key, (a, b) in exp.bookkeeping.items():
-        lines.append(f"  - `{key}`: {exp.reference} `{a}`, another arm `{b}` (bookkeeping: no effect on the maths)")
-    return lines + [""]
-
-
-def _arm_section(exp: Experiment) -> list[str]:
-    """``## Per arm``: one column per arm (reference first), then the timing footnote."""
-    rows = arm_table(exp)
-    table = [
-        ("parameters", [f"{r['parameters']:,}" for r in rows]),
-        ("non-embedding parameters", [f"{r['non_embedding_parameters']:,}" for r in rows]),
-        ("learning rate", [f"{r['learning_rate']:g}" for r in rows]),
-        ("final val loss (on the same val windows for every run)", [_pm(r["final_val_loss"]) for r in rows]),
-        (
-            "final val bits per byte (same windows)",
-            [_pm(r["final_val_bpb"]) if r["final_val_bpb"] else "n/a" for r in rows],
-        ),
-        ("best periodic val loss", [_pm(r["best_val_loss"]) for r in rows]),
-        (
-            "final val perplexity (exp(mean loss), the geometric mean over seeds)",
-            [f"{r['final_val_ppl']:.2f}" for r in rows],
-        ),
-        (
-            "unigram baseline val loss",
-            [f"{r['unigram_val_loss']:.4f}" if r["unigram_val_loss"] is not None else "n/a" for r in rows],
-        ),
-        ("tokens/s (each run's median) ‡", [_spread(r["tokens_per_s"]) for r in rows]),
-        ("wall time (s) ‡", [_spread(r["wall_time_s"], 1) for r in rows]),
-        ("peak memory (MiB)", [_pm(r["peak_memory_mib"], 0) for r in rows]),
-        (
-            "ckpt_best.pt size (MiB, first seed keeping one)",
-            [f"{r['checkpoint_mib']:.1f}" if _finite(r["checkpoint_mib"]) else "n/a" for r in rows],
-        ),
-        ("non-finite steps skipped (all seeds)", [f"{r['skipped_steps']}" for r in rows]),
-    ]
-    header = ["", *(r["arm"] for r in rows)]
-    lines = [
-        f"## Per arm (mean ± std over {len(exp.seeds)} seeds, nats/token; timings ‡: median and range)",
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-    ]
-    lines += [f"| {name} | " + " | ".join(values) + " |" for name, values in table]
-    return lines + ["", TIMING_NOTE, ""]
-
-
-def _figures_section(figures: list[str]) -> list[str]:
-    """``## Figures``: each image with its one-line caption."""
-    if not figures:
-        return []
-    lines = ["## Figures", ""]
-    for name in figures:
-        lines += [f"![{name}]({name})", "", f"*{CAPTIONS.get(name, name)}*", ""]
-    return lines
-
-
-def _samples_section(exp: Experiment, sample_texts: dict) -> list[str]:
-    """``## Samples``: one table per prompt, one column per arm; labelled an illustration, not evidence."""
-    if not sample_texts:
-        return []
-    lines = [
-        "## Samples: an illustration, not evidence",
-        "",
-        "Each arm's first seed with a checkpoint (ckpt_best.pt), top-k 50, temperature 0.8, the same "
-        "sampling seed; *no checkpoint* where none of the arm's run folders kept one.",
-        "",
-    ]
-    for prompt, by_arm in sample_texts.items():
-        lines += [
-            f"Prompt <code>{html.escape(repr(prompt), quote=False)}</code>:",
-            "",
-            "| " + " | ".join(exp.arms) + " |",
-            "|" + "---|" * len(exp.arms),
-            "| " + " | ".join(_cell(by_arm[arm]) if arm in by_arm else "*no checkpoint*" for arm in exp.arms) + " |",
-            "",
-        ]
-    return lines
-
-
-def _runs_section(exp: Experiment, folder: Path | None) -> list[str]:
-    """``## Runs``: every reported run folder with its arm and seed, then the tuning runs.
-
-    A run inside ``folder`` (the report's own) is named relative to it, so a report committed with
-    its runs names no path of the machine that wrote it.
-    """
-
-    def shown(path: Path) -> str:
-        whole, base = path.resolve(), folder.resolve() if folder is not None else None
-        return whole.relative_to(base).as_posix() if base is not None and whole.is_relative_to(base) else str(path)
-
-    lines = ["## Runs", ""] + [
-        f"- `{shown(r.path)}` ({arm}, seed {r.seed})" for arm, members in exp.runs.items() for r in members
-    ]
-    tuning = [
-        f"- `{shown(r.path)}` ({arm}, seed {r.seed}, learning rate {r.learning_rate:g})"
-        for arm, members in exp.tuning.items()
-        for r in members
-    ]
-    return lines + (["", "Tuning runs:", "", *tuning] if tuning else [])
-
-
 def _command_block(command: str) -> list[str]:
     """The command in a fenced block, the fence longer than any run of backticks inside it."""
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", command)), default=0))
@@ -434,9 +257,9 @@ def render_markdown(
     lines += _stats_section(exp, comps)
     lines += _compute_section(exp, comps)
     lines += _lr_section(exp)
-    lines += _setup_section(exp)
-    lines += _arm_section(exp)
-    lines += _figures_section(figures)
-    lines += _samples_section(exp, sample_texts)
-    lines += _runs_section(exp, folder)
+    lines += setup_section(exp)
+    lines += arm_section(exp)
+    lines += figures_section(figures)
+    lines += samples_section(exp, sample_texts)
+    lines += runs_section(exp, folder)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,115 +1,30 @@
 """Running a tied-vs-untied experiment: the runs' commands, training each run through ``train.py``, the report.
 
 ``compare.py`` is the command; this module trains every arm and seed as a ``train.py``
-subprocess (reusing finished runs, resuming unfinished ones, forwarding stop signals) and
-writes the report (:mod:`experiment.report`, :mod:`experiment.report_markdown`).
+subprocess (:mod:`experiment.launch`: reusing finished runs, resuming unfinished ones, forwarding
+stop signals) and writes the report (:mod:`experiment.report`, :mod:`experiment.report_markdown`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import signal
 import statistics
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
-import filelock
-
-from core.errors import Interrupted, UserError
-from core.files import REPO_ROOT, acquire_or_wait, file_lock, read_json, write_text_atomic
+from core.errors import UserError
+from core.files import read_json, write_text_atomic
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import adopt, figures, report, report_markdown
+from experiment import adopt, figures, launch, report, report_markdown
 from experiment.arms import ARM_KEYS, arm_argv
 from experiment.plan import PlannedRun, RunsBar, plan_line, run_state, time_per_run
 from experiment.record import remember_settings
 from experiment.sizing import arm_params, equal_params_config
 from experiment.tuning import TUNING_SEED_OFFSET, best_lr, lr_flags, next_rates, score
-from training import faults
 from training.config import RESUME_OVERRIDABLE, RunConfig, parse_config
-
-
-def run_forwarding_signals(cmd: list[str]) -> tuple[int, int | None]:
-    """Run ``cmd`` to completion, passing each SIGINT / SIGTERM / SIGHUP we receive on to it.
-
-    Returns ``(exit status, the last signal passed on or None)``.  The child runs in its own
-    POSIX session (``start_new_session``), so a terminal's Ctrl-C (sent to the whole process
-    group) reaches it once, through us, and ``train.py`` gets to stop at a step boundary with a checkpoint
-    (``subprocess.run`` would SIGKILL the child on our KeyboardInterrupt).  The handlers are
-    in place before the child starts; a signal the parent ignores stays ignored.
-    """
-    state: dict = {"proc": None, "signum": None}
-
-    def forward(signum, frame) -> None:
-        state["signum"] = signum
-        if state["proc"] is not None:
-            state["proc"].send_signal(signum)
-
-    previous = {}
-    for sig in faults.StopSignals.SIGNALS:
-        if signal.getsignal(sig) is not signal.SIG_IGN:
-            previous[sig] = signal.signal(sig, forward)
-    try:
-        if state["signum"] is not None:
-            return 128 + state["signum"], state["signum"]
-        with subprocess.Popen(cmd, start_new_session=True) as proc:
-            state["proc"] = proc
-            if state["signum"] is not None:  # it came while the child was starting
-                proc.send_signal(state["signum"])
-            status = proc.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
-    return status, state["signum"]
-
-
-def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str]) -> Path:
-    """Train (or resume, or reuse) one run ``out_dir/name`` through ``train.py``; returns its folder.
-
-    A finished run (``summary.json``) is reused, an interrupted one (``ckpt_last.pt``) resumed
-    with ``resume_argv`` (bookkeeping overrides only), a missing one trained from scratch.
-    """
-    run_dir = out_dir / name
-    train_py = str(REPO_ROOT / "train.py")
-    if (run_dir / ".lock").is_file():  # a train.py still at work here (its compare.py was killed): let it end
-        busy = file_lock(run_dir / ".lock")
-        acquire_or_wait(busy, f"[compare] {run_dir}: waiting for the train.py that still holds it ...")
-        busy.release()
-    if (run_dir / "summary.json").is_file():
-        print(f"[compare] {run_dir}: finished earlier, reused", flush=True)
-        return run_dir
-    if (run_dir / "ckpt_last.pt").is_file():
-        cmd = [sys.executable, train_py, "--resume", "--run-name", name, f"--train.out_dir={out_dir}", *resume_argv]
-        print(f"[compare] {run_dir}: resuming", flush=True)
-    elif run_dir.exists():
-        raise UserError(
-            f"{run_dir} exists but holds no checkpoint (its first start failed before training): "
-            "delete that folder and run the same compare.py command again"
-        )
-    else:
-        cmd = [sys.executable, train_py, *base_argv, *extra, "--run-name", name, f"--train.out_dir={out_dir}"]
-        print(f"[compare] {run_dir}: training", flush=True)
-    returncode, signum = run_forwarding_signals(cmd)
-    if signum is not None:  # the user asked to stop: never go on to the next arm, however the child ended
-        raise Interrupted(
-            signum,
-            f"stopped while training {run_dir} (exit {returncode}; its checkpoint is "
-            "saved): run the same compare.py command again to continue",
-        )
-    if returncode != 0:
-        raise UserError(
-            f"training {run_dir} failed (exit {returncode}; see its output above): "
-            "fix the cause and run the same compare.py command again to continue"
-        )
-    return run_dir
-
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -152,8 +67,8 @@ class Commands:
         return f"{arm}{'' if lr is None else f'-lr{lr:g}'}-s{i}", extra
 
     def job(self, name: str, extra: list[str]) -> Callable[[], Path]:
-        """Train (or resume, or reuse) the run ``name`` with flags ``extra`` (:func:`run_arm`)."""
-        return lambda: run_arm(self.base_argv, self.out_dir, name, extra, self.resume_argv)
+        """Train (or resume, or reuse) the run ``name`` with flags ``extra`` (:func:`experiment.launch.run_arm`)."""
+        return lambda: launch.run_arm(self.base_argv, self.out_dir, name, extra, self.resume_argv)
 
     def grid_point(self, arm: str, lr: float) -> Callable[[], Path | None]:
         """The tuning run of ``arm`` at ``lr`` on the tuning seed; a failure is a point with no result (None)."""
@@ -167,7 +82,7 @@ class Commands:
                 *self.group,
             ]
             try:
-                return run_arm(self.base_argv, self.out_dir, f"tune-{arm}-lr{lr:g}", extra, self.resume_argv)
+                return launch.run_arm(self.base_argv, self.out_dir, f"tune-{arm}-lr{lr:g}", extra, self.resume_argv)
             except UserError as e:  # e.g. a learning rate that diverges: a grid point with no result, not the end
                 print(f"[compare] {arm} at learning rate {lr:g} failed, counted as no result: {e}", flush=True)
                 return None
@@ -208,7 +123,7 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     final val loss is then used for the reported seeds (min_lr scaled alike, keeping the
     schedule's shape).  Finished runs are reused, unfinished ones resumed and ``plan.adopt``'s
     folders adopted (:mod:`experiment.adopt`); several processes may run the same experiment at
-    once and split its runs (:func:`run_shared`).  Before the first run trains, one plan line
+    once and split its runs (:func:`experiment.launch.run_shared`).  Before the first run trains, one plan line
     says what is left and its rough cost (:mod:`experiment.plan`); a progress bar follows the runs.
     """
     cfg, data, name = _prepare(plan)
@@ -218,7 +133,7 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     }
     arm_flags = {arm: arm_argv(arm) + _size_flags(cfg, plan.equal_params, arm) for arm in plan.arms}
     settings = remember_settings(out_dir, cfg, plan)
-    # train.out_dir is the experiment's parent here; run_arm names the experiment folder itself.
+    # train.out_dir is the experiment's parent here; launch.run_arm names the experiment folder itself.
     resume_argv = overrides_to_argv(
         {
             sec: {
@@ -256,7 +171,7 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
         ]
         seeds = f"{plan.seeds} seed{'s' if plan.seeds != 1 else ''}"
         print(_progress(out_dir, [n for n, _ in jobs], f"reported runs ({len(plan.arms)} arms x {seeds})"), flush=True)
-        paths = run_shared(out_dir, jobs, bar)
+        paths = launch.run_shared(out_dir, jobs, bar)
     finally:
         bar.close()
     return paths, tuning, out_dir
@@ -323,7 +238,7 @@ def _tune(
         names = [f"tune-{arm}-lr{lr:g}" for arm, lr in todo]
         print(_progress(out_dir, names, what), flush=True)
         for (arm, lr), path in zip(
-            todo, run_shared(out_dir, [(n, grid_point(*job)) for n, job in zip(names, todo)], bar)
+            todo, launch.run_shared(out_dir, [(n, grid_point(*job)) for n, job in zip(names, todo)], bar)
         ):
             tried[arm][lr] = path
         scores = {arm: {lr: score(path) for lr, path in runs.items()} for arm, runs in tried.items()}
@@ -362,47 +277,6 @@ def _progress(out_dir: Path, names: list[str], what: str) -> str:
             f"median of {per_run / 60:.1f} min a run (an estimate)"
         )
     return line
-
-
-def run_shared(out_dir: Path, jobs: list[tuple[str, Callable[[], T]]], bar: RunsBar | None = None) -> list[T]:
-    """Run each ``(run name, job)`` under a claim on the name, so several ``compare.py`` share one folder.
-
-    A run whose claim another process holds (another ``compare.py`` on this experiment,
-    perhaps on another machine sharing ``runs/``) is put off: the free ones run first, then
-    each put-off one waits for its claim and runs (by then it is usually finished, so
-    ``run_arm`` reuses it).  Claims are ``flock`` files in ``out_dir/.claims/``; the kernel
-    drops them when their process dies.  ``bar`` counts each run that ends here unfinished before.
-    Returns the jobs' results in the order given.
-    """
-    claims = out_dir / ".claims"
-    claims.mkdir(parents=True, exist_ok=True)
-    results: dict[str, T] = {}
-    later = []
-    for name, job in jobs:
-        claim = file_lock(claims / f"{name}.lock", timeout=0)
-        try:
-            claim.acquire()
-        except filelock.Timeout:
-            print(f"[compare] {out_dir / name}: another compare.py holds it; going on with the others", flush=True)
-            later.append((name, job, claim))
-            continue
-        results[name] = _release_after(claim, job, out_dir / name, bar)
-    for name, job, claim in later:
-        acquire_or_wait(claim, f"[compare] waiting for the other compare.py that holds {out_dir / name} ...")
-        results[name] = _release_after(claim, job, out_dir / name, bar)
-    return [results[name] for name, _ in jobs]
-
-
-def _release_after(claim: filelock.FileLock, job: Callable[[], T], run_dir: Path, bar: RunsBar | None) -> T:
-    """``job()``, then release ``claim`` however the job ended; ``bar`` moves on if ``run_dir`` was unfinished."""
-    was_finished = (run_dir / "summary.json").is_file()
-    try:
-        result = job()
-    finally:
-        claim.release()
-    if bar is not None and not was_finished:
-        bar.run_done()
-    return result
 
 
 def _size_flags(cfg: RunConfig, equal_params: str | None, arm: str) -> list[str]:

@@ -19,7 +19,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from data.loader import TokenData
 from data.prepare import prepare_data
-from experiment import runner
+from experiment import launch
 from training.faults import StopSignals
 
 # Hypothesis also caches Unicode tables in its home folder (./.hypothesis by default): keep the
@@ -41,7 +41,7 @@ settings.load_profile("tinygpt")
 
 
 class ForwardedCtrlC:
-    """``experiment.runner.run_forwarding_signals`` that remembers a SIGINT it passed on to its child."""
+    """``experiment.launch.run_forwarding_signals`` that remembers a SIGINT it passed on to its child."""
 
     def __init__(self, real) -> None:
         self.real, self.received = real, False
@@ -68,8 +68,8 @@ def ctrl_c_stops_the_suite(monkeypatch):
     ends the run the way pytest ends it on Ctrl-C.
     """
     before = {sig: signal.getsignal(sig) for sig in StopSignals.SIGNALS}
-    guard = ForwardedCtrlC(runner.run_forwarding_signals)
-    monkeypatch.setattr(runner, "run_forwarding_signals", guard)
+    guard = ForwardedCtrlC(launch.run_forwarding_signals)
+    monkeypatch.setattr(launch, "run_forwarding_signals", guard)
     yield guard
     for sig, handler in before.items():
         if handler is not None and signal.getsignal(sig) is not handler:

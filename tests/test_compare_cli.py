@@ -17,7 +17,7 @@ import pytest
 from helpers import VERSE, error_line
 
 import compare
-from experiment import runner
+from experiment import launch
 
 
 def test_help_keeps_the_examples_line_continuations(capsys):
@@ -65,7 +65,7 @@ def test_a_ctrl_c_passed_to_a_child_run_stops_the_test_run(tmp_path, ctrl_c_stop
         os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C reaches the pytest process
 
     threading.Thread(target=interrupt_when_ready, daemon=True).start()
-    status, forwarded = runner.run_forwarding_signals([sys.executable, "-c", CHILD, str(ready)])
+    status, forwarded = launch.run_forwarding_signals([sys.executable, "-c", CHILD, str(ready)])
     assert (status, forwarded) == (128 + signal.SIGINT, signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):  # what the fixture does after the test (and then not again)
         ctrl_c_stops_the_suite.raise_if_received()

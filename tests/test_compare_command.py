@@ -17,7 +17,7 @@ from fake_runs import UNIGRAM, fake_experiment
 
 import compare
 from core.errors import UserError
-from experiment import report, runner
+from experiment import launch, report, runner
 
 
 # ----------------------------------------------------------------------------- the command and its experiment folder
@@ -63,7 +63,7 @@ def test_orphan_run_folder_says_to_delete_it(tmp_path):
     (tmp_path / "tied-s0").mkdir()
     (tmp_path / "tied-s0" / "config.json").write_text("{}")
     with pytest.raises(UserError, match="delete that folder"):
-        runner.run_arm([], tmp_path, "tied-s0", [], [])
+        launch.run_arm([], tmp_path, "tied-s0", [], [])
     assert (tmp_path / "tied-s0" / "config.json").exists()
 
 
@@ -118,7 +118,7 @@ def no_training(tmp_path, monkeypatch):
     def stop_before_training(*args, **kwargs):
         raise Reached
 
-    monkeypatch.setattr(runner, "run_arm", stop_before_training)
+    monkeypatch.setattr(launch, "run_arm", stop_before_training)
     return compare.parse_args(argv)
 
 

@@ -28,7 +28,7 @@ import sample
 import train
 from core.errors import UserError
 from data.loader import TokenData
-from experiment import runner
+from experiment import launch
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.gpt import GPT
 from training import faults
@@ -360,7 +360,7 @@ def test_compare_passes_a_signal_to_its_training_child_once(tmp_path):
 
     threading.Thread(target=terminate_when_ready, daemon=True).start()
     started = time.monotonic()
-    status, forwarded = runner.run_forwarding_signals([sys.executable, "-c", CHILD, str(ready)])
+    status, forwarded = launch.run_forwarding_signals([sys.executable, "-c", CHILD, str(ready)])
     assert (status, forwarded) == (128 + signal.SIGTERM, signal.SIGTERM) and time.monotonic() - started < 30
     assert int(ready.read_text()) != os.getsid(0)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL

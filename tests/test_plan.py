@@ -12,7 +12,7 @@ import compare
 import train
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import plan, runner, sizing
+from experiment import launch, plan, sizing
 from training.config import parse_config
 
 
@@ -71,7 +71,7 @@ def stop_at_first_run(tmp_path, monkeypatch):
     def stop(*args, **kwargs):
         raise Reached
 
-    monkeypatch.setattr(runner, "run_arm", stop)
+    monkeypatch.setattr(launch, "run_arm", stop)
     argv = [
         "--config",
         "configs/debug.toml",
@@ -118,7 +118,7 @@ def test_the_bar_counts_runs_done_over_the_experiment(tmp_path, capsys):
 
         return job
 
-    assert runner.run_shared(tmp_path, [("done", lambda: "done"), ("new", finish("new"))], bar) == ["done", "new"]
+    assert launch.run_shared(tmp_path, [("done", lambda: "done"), ("new", finish("new"))], bar) == ["done", "new"]
     bar.add(2)
     bar.close()
     shown = [

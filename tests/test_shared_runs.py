@@ -4,7 +4,7 @@ the progress line compare.py prints before each phase."""
 import pytest
 
 from core.files import file_lock
-from experiment import runner
+from experiment import launch, runner
 
 
 def test_a_run_claimed_elsewhere_is_put_off_and_waited_for(tmp_path, capsys):
@@ -25,7 +25,7 @@ def test_a_run_claimed_elsewhere_is_put_off_and_waited_for(tmp_path, capsys):
         return run
 
     names = ["tied-s0", "untied-s0", "tied-s1"]
-    assert runner.run_shared(tmp_path, [(n, job(n)) for n in names]) == [f"path of {n}" for n in names]
+    assert launch.run_shared(tmp_path, [(n, job(n)) for n in names]) == [f"path of {n}" for n in names]
     assert ran == ["untied-s0", "tied-s1", "tied-s0"]
     assert "another compare.py holds it" in capsys.readouterr().out
 
@@ -37,7 +37,7 @@ def test_claims_are_released_when_a_run_fails(tmp_path):
         raise RuntimeError("stopped")
 
     with pytest.raises(RuntimeError):
-        runner.run_shared(tmp_path, [("tied-s0", fail)])
+        launch.run_shared(tmp_path, [("tied-s0", fail)])
     claim = file_lock(tmp_path / ".claims" / "tied-s0.lock", timeout=0)
     claim.acquire()  # would raise filelock.Timeout if the failed run still held it
     claim.release()
@@ -75,7 +75,7 @@ def test_a_put_off_run_that_fails_gives_its_claim_back(tmp_path):
         raise RuntimeError("stopped")
 
     with pytest.raises(RuntimeError):
-        runner.run_shared(tmp_path, [("tied-s0", fail), ("untied-s0", release_then_ok)])
+        launch.run_shared(tmp_path, [("tied-s0", fail), ("untied-s0", release_then_ok)])
     claim = file_lock(tmp_path / ".claims" / "tied-s0.lock", timeout=0)
     claim.acquire()
     claim.release()
@@ -97,10 +97,10 @@ def test_a_run_another_process_finished_is_reused_not_trained_again(tmp_path, mo
             elsewhere.release()
         return 0, None
 
-    monkeypatch.setattr(runner, "run_forwarding_signals", fake_train)
+    monkeypatch.setattr(launch, "run_forwarding_signals", fake_train)
     (tmp_path / ".claims").mkdir()
     elsewhere = file_lock(tmp_path / ".claims" / "tied-s0.lock", timeout=0)
     elsewhere.acquire()
-    jobs = [(n, lambda n=n: runner.run_arm([], tmp_path, n, [], [])) for n in ("tied-s0", "untied-s0")]
-    assert runner.run_shared(tmp_path, jobs) == [tmp_path / "tied-s0", tmp_path / "untied-s0"]
+    jobs = [(n, lambda n=n: launch.run_arm([], tmp_path, n, [], [])) for n in ("tied-s0", "untied-s0")]
+    assert launch.run_shared(tmp_path, jobs) == [tmp_path / "tied-s0", tmp_path / "untied-s0"]
     assert started == ["untied-s0"]

@@ -7,7 +7,7 @@ import pytest
 
 import compare
 from core.errors import UserError
-from experiment import runner
+from experiment import launch, runner
 from experiment.tuning import best_lr, lr_grid_refusals, next_rates
 
 GRID = [2e-3, 4e-3, 8e-3]
@@ -82,7 +82,7 @@ def fake_experiment(tmp_path, monkeypatch):
             state["on_run"](out_dir)
         return out_dir / name
 
-    monkeypatch.setattr(runner, "run_arm", fake_run_arm)
+    monkeypatch.setattr(launch, "run_arm", fake_run_arm)
 
     def make(widen, fail_above=math.inf, on_run=None):
         state.update(fail_above=fail_above, on_run=on_run)
