@@ -3,7 +3,8 @@
 :meth:`Trainer.run` reads as the steps of a run: lock the folder, restore or start the counters,
 record the config and environment, open the logs, evaluate at init, loop (step, log, evaluate,
 checkpoint, obey stop signals), write the summary, print the end.  Every step that can meet bad
-input or a fault says so in one line (docs/reliability.md).
+input or a fault says so in one line (docs/reliability.md).  What the run records and prints before
+its first step and after its last (records, banner, final evaluation, summary) is :mod:`training.report`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import signal
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -19,17 +19,13 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from core import files, flops, hardware
 from core.errors import Interrupted, UserError
-from data.config import data_label
-from data.tokenizers import save_tokenizer
-from model.generation import generate_text
 from model.hf import load_into
-from training import ddp, faults, runs
-from training.config import RunConfig, describe_config
+from training import ddp, faults, report, runs
+from training.config import RunConfig
 from training.schedule import get_lr
 from training.setup import Progress, build, restore
-from training.step import StepResult, evaluate, evaluate_windows, train_step
+from training.step import StepResult, evaluate, train_step
 
 PLOT_EVERY_S = 30.0  # seconds between redraws of loss.png during a run (and once at the end)
 
@@ -97,19 +93,19 @@ class Trainer:
                 # Lock before reading ckpt_last.pt: another process may be writing it.
                 ddp.on_main(lambda: faults.claim_run_folder(self.run_dir, self.resume, self.cleanup), self.dist)
                 self.restore_progress()
-                ddp.on_main(self.write_run_records, self.dist)
+                ddp.on_main(lambda: report.write_run_records(self), self.dist)
                 # From here a SIGINT / SIGTERM / SIGHUP only raises a flag, checked between steps (on all ranks at once).
                 self.stop = self.cleanup.enter_context(faults.StopSignals())
-                self.announce()
+                self.unigram = report.announce(self)
                 ddp.on_main(self.open_logs, self.dist)  # wandb unreachable on rank 0 stops every rank
                 self.t_start = time.perf_counter()
                 if not self.resume:
                     self.evaluate()  # the loss at init (~ln vocab_size) anchors every curve
                     self.save_last()  # resumable from the start: a run stopped before its first interval can --resume
                 self.loop()
-                final_val = self.final_evaluation()
+                final_val = report.final_evaluation(self)
                 self.metrics.close()
-                summary = self.write_summary(final_val)
+                summary = report.write_summary(self, final_val)
                 self.refuse_late_stop()
         except KeyboardInterrupt:  # a second signal: stop now, mid-step (every write is atomic)
             signum = (self.stop.received if self.stop is not None else None) or signal.SIGINT
@@ -125,7 +121,7 @@ class Trainer:
                 f"free space or fix the path, then continue with: {self.resume_cmd}"
             ) from None
         # The lock is released: the run folder is complete.
-        self.print_end(summary)
+        report.print_end(self, summary)
         return summary
 
     # ------------------------------------------------------------------ before the first step
@@ -135,38 +131,6 @@ class Trainer:
         if self.resume:
             self.p = restore(self.s, self.cfg, self.last_path, self.saved_vocab_size)
             self.saved_step = self.p.step
-
-    def write_run_records(self) -> None:
-        """The run folder's tokenizer, config.json, init_from.json and environment record (rank 0)."""
-        save_tokenizer(self.s.tokenizer, self.run_dir)
-        files.write_json(self.run_dir / "config.json", self.cfg.to_dict())
-        if self.init_record:
-            files.write_json(self.run_dir / "init_from.json", self.init_record)
-        # The first segment's environment stays in env.json; each resume adds its own record.
-        name = f"env-resume-step{self.p.step}.json" if self.resume else "env.json"
-        files.write_json(
-            self.run_dir / name, {**hardware.environment(self.s.device), "world_size": self.dist.world_size}
-        )
-
-    def announce(self) -> None:
-        """Print the run folder, the config where it differs from the defaults, the baseline and the model size."""
-        s, mc = self.s, self.cfg.model
-        self.say(
-            f"run folder: {self.run_dir}{f' (resumed at step {self.p.step})' if self.resume else ''}\n"
-            f"config, where it differs from the defaults (all of it: {self.run_dir / 'config.json'}):\n"
-            f"{describe_config(self.cfg)}",
-            flush=True,
-        )
-        if self.init_record:
-            self.say(f"weights from GPT-2: {self.init_record['source']} (recorded in init_from.json)", flush=True)
-        self.unigram = s.data.unigram_val_loss() if self.main else float("nan")
-        self.say(f"unigram baseline val loss (train token frequencies, no context): {self.unigram:.4f}", flush=True)
-        self.say(
-            f"parameters: {s.model.num_params():,} ({s.model.num_params(non_embedding=True):,} non-embedding), "
-            f"tie_embeddings={mc.tie_embeddings}, device={s.device}, autocast={s.amp_dtype}, "
-            f"ranks={self.dist.world_size}",
-            flush=True,
-        )
 
     def open_logs(self) -> None:
         """metrics.jsonl (a resume drops rows past its checkpoint and records itself) and the wandb logger (rank 0)."""
@@ -400,83 +364,6 @@ class Trainer:
 
     # ------------------------------------------------------------------ the end
 
-    def final_evaluation(self) -> dict:
-        """The run's final score: val loss on the same tiling windows for every run (``train.final_eval_tokens``)."""
-        tc, s = self.cfg.train, self.s
-        if not tc.final_eval_tokens:
-            return {}
-        positions = s.data.tiling_offsets("val", self.cfg.model.block_size, tc.final_eval_tokens)
-        score = evaluate_windows(
-            s.eval_model, s.data, positions, self.cfg, s.device, s.amp_dtype, self.dist, progress=self.main
-        )
-        world = self.dist.world_size
-        windows = len(positions) - len(positions) % world if len(positions) >= world else len(positions)
-        scored = windows * self.cfg.model.block_size
-        row = {
-            "kind": "final_eval",
-            "step": self.p.step,
-            "val_loss": score.loss,
-            "val_bpb": score.bpb,
-            "tokens_scored": scored,
-            "elapsed_s": self.elapsed(),
-        }
-        self.log(row, to_wandb=False)  # under its own name: at the last eval's step it would overwrite val_loss
-        final = {"final_val_loss": score.loss, "final_val_bpb": score.bpb}
-        ddp.on_main(lambda: self.logger.log(final, step=self.p.step), self.dist)
-        if self.main:
-            tqdm.write(
-                f"final val loss {score.loss:.4f}, {score.bpb:.4f} bits per byte, on {scored:,} val tokens "
-                "(the same windows for every run)"
-            )
-        return {**final, "final_val_tokens": scored}
-
-    def write_summary(self, final_val: dict) -> dict:
-        """summary.json (with the median tokens/s of the train rows) and the final loss.png; returns the summary."""
-        s, p = self.s, self.p
-        summary = {
-            **final_val,
-            "step": p.step,
-            "tokens": p.step * self.tokens_per_step,
-            "val_loss": p.last_val,
-            "best_val_loss": p.best_val,
-            "val_bpb": p.last_bpb,
-            "best_val_bpb": p.best_bpb,
-            "best_val_ppl": math.exp(min(p.best_val, 50)),
-            "unigram_val_loss": self.unigram,
-            "elapsed_s": round(self.elapsed(), 1),
-            "peak_memory_mib": hardware.peak_memory_mib(s.device),
-            "parameters": s.model.num_params(),
-            "non_embedding_parameters": s.model.num_params(non_embedding=True),
-            "tie_embeddings": self.cfg.model.tie_embeddings,
-            "data_sha256": s.data.meta.get("source_sha256"),
-            "train_tokens": s.data.num_tokens("train"),
-            "skipped_steps": p.skipped,
-            "world_size": self.dist.world_size,
-            "data": data_label(self.cfg.data.source, self.cfg.data.tokenizer, s.tokenizer.vocab_size),
-            "vocab_size": s.tokenizer.vocab_size,
-        }
-
-        def write() -> None:
-            train_rows = [r for r in runs.read_metrics(self.run_dir / "metrics.jsonl") if r["kind"] == "train"]
-            summary["tokens_per_s_median"] = (
-                statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None
-            )
-            summary.update(
-                flops.mfu_record(
-                    s.model.flops_per_token(),
-                    summary["tokens_per_s_median"],
-                    s.device,
-                    s.amp_dtype,
-                    self.dist.world_size,
-                )
-            )
-            files.write_json(self.run_dir / "summary.json", summary)
-            if self.cfg.train.loss_plot:
-                runs.write_loss_plot(self.run_dir, self.unigram, Path(self.cfg.data.cache_dir))
-
-        ddp.on_main(write, self.dist)
-        return summary
-
     def refuse_late_stop(self) -> None:
         """A signal during the last step: the run is complete, but it still exits as stopped."""
         if ddp.any_rank(self.stop.received is not None, self.dist, self.s.device):
@@ -486,38 +373,3 @@ class Trainer:
                 f"stopped by {signal.Signals(signum).name} after the last step: "
                 f"the run is complete ({self.run_dir / 'summary.json'}); no sample printed",
             )
-
-    def print_end(self, summary: dict) -> None:
-        """The result line, a sample from the final model, and where to go next."""
-        p, tc = self.p, self.cfg.train
-        self.say(
-            f"done: {p.step} steps, {summary['tokens']:,} tokens in {summary['elapsed_s']:.0f} s; "
-            f"val loss {p.last_val:.4f} (best {p.best_val:.4f}, perplexity {summary['best_val_ppl']:.1f}; "
-            f"unigram baseline {self.unigram:.4f})"
-            + (f"; {p.skipped} non-finite step(s) skipped" if p.skipped else "")
-            + (
-                "\nnote: the val loss is not below the unigram baseline yet: the model has not learned from context; "
-                "train longer (raise --train.max_iters)"
-                if self.main and not p.last_val < self.unigram
-                else ""
-            ),
-            flush=True,
-        )
-        if summary.get("mfu") and self.main:
-            print(f"speed: {summary['tokens_per_s_median']:,.0f} tokens/s (median), MFU {summary['mfu']}")
-        if tc.sample_tokens and self.main:
-            print(f"--- sample (top-k 50, temperature 0.8, prompt {tc.sample_prompt!r}) ---")
-            gen = torch.Generator().manual_seed(tc.seed)
-            for piece in generate_text(
-                self.s.model,
-                self.s.tokenizer,
-                tc.sample_prompt,
-                tc.sample_tokens,
-                self.s.device,
-                temperature=0.8,
-                top_k=50,
-                generator=gen,
-            ):
-                print(piece, end="", flush=True)
-            print("\n---")
-        self.say(runs.next_steps(self.run_dir, summary, self.cfg, self.dist.world_size), flush=True)
