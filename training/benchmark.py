@@ -1,4 +1,4 @@
-"""Timing generation for ``bench.py --generate`` and ``--stream``: tokens/s with and without the KV cache, and streaming text.
+"""Timing generation for ``bench.py --generate`` / ``--stream``: tokens/s with and without the KV cache, streaming.
 
 Each step's ids are copied to the CPU inside the timer (that waits for the GPU), so a step is
 timed in full; the streaming figures also split off what ``model.generation.stream_samples``
