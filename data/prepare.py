@@ -20,6 +20,7 @@ lost connection continues from the last finished shard; other settings start
 over.  The finished folder is swapped in atomically.  Concurrent preparations
 of one folder (e.g. several training processes) wait for each other on the lock
 file ``<cache-dir>/.<name>.lock`` (empty, left in place as ``filelock`` advises).
+The (re)build itself is :class:`data.build.Build`; this module decides when one is needed.
 
 Run from the repo root::
 
@@ -35,37 +36,28 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
-import os
 import shutil
 import sys
 import time
 import typing
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from core.cli import ArgumentParser, run_command
 from core.errors import UserError
-from core.files import acquire_or_wait, atomic_write_bytes, file_lock, swap_in_folder
+from core.files import acquire_or_wait, file_lock
 from core.settings import Schema, load_toml, merge
 from data.bpe import check_trained_size
+from data.build import SPLITS, Build
 from data.config import DataConfig
-from data.encode import encoder
-from data.shards import ResumeMismatch, ShardWriter, token_dtype
-from data.sources import DatasetSource, char_vocabulary_text, resolve_source, slug  # noqa: F401 (slug: public)
-from data.tokenizers import TOKENIZER_FILENAME, build_tokenizer, load_tokenizer, save_tokenizer
+from data.hf_source import DatasetSource
+from data.sources import resolve_source, slug  # noqa: F401 (slug: public)
+from data.tokenizers import TOKENIZER_FILENAME
 
 FORMAT = 2  # 2: sharded token files listed in meta.json.  A change of layout or meaning rebuilds old caches.
 DEFAULT_CACHE_DIR = Path(DataConfig.cache_dir)  # relative to the working directory, as train.py's data.cache_dir
-SPLITS = ("train", "val")
-PROGRESS_FILE = "progress.json"
-# Document delimiters for many-document sources (hf, jsonl, parquet): gpt2 puts <|endoftext|> before each
-# document (GPT-2's and nanoGPT's convention); char and bpe:N, which have no special token, end each with a blank line.
-CHAR_DOC_SUFFIX = "\n\n"
 DATA_SCHEMA = Schema({"data": DataConfig})  # python -m data.prepare reads a recipe's [data] section alone
 
 
@@ -85,195 +77,6 @@ def _cache_is_valid(folder: Path, want: dict) -> bool:
         return True
     except (OSError, ValueError, KeyError, TypeError):
         return False
-
-
-# ----------------------------------------------------------------------------- building
-
-
-def _load_progress(partial: Path, want: dict) -> dict | None:
-    """The partial folder's progress record if it was made with exactly ``want``, else None."""
-    try:
-        progress = json.loads((partial / PROGRESS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return progress if isinstance(progress, dict) and progress.get("want") == want else None
-
-
-def _clear(folder: Path) -> None:
-    """Delete everything inside ``folder``, which exists afterwards."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for p in folder.iterdir():
-        shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
-
-
-class _Build:
-    """One (re)build of a prepared folder inside its partial folder, resumable at shard boundaries."""
-
-    def __init__(self, src, cfg: DataConfig, want: dict, partial: Path, force: bool) -> None:
-        self.src, self.cfg, self.want, self.partial = src, cfg, want, partial
-        progress = None if force else _load_progress(partial, want)
-        self.writers: dict[str, ShardWriter] = {}
-        if progress is not None:
-            try:
-                self.tok = load_tokenizer(partial)
-                dtype = token_dtype(self.tok.vocab_size)
-                self.writers = {
-                    s: ShardWriter(partial, s, dtype, cfg.shard_tokens, progress["splits"][s]) for s in SPLITS
-                }
-                self.consumed = int(progress["consumed"])
-            except (ResumeMismatch, UserError, KeyError, TypeError, ValueError) as e:
-                print(f"note: cannot resume the preparation in {partial} ({e}): starting over", file=sys.stderr)
-                progress = None
-        if progress is None:
-            _clear(partial)
-            try:
-                self.tok = self._new_tokenizer()
-                save_tokenizer(self.tok, partial)
-            except BaseException:
-                shutil.rmtree(partial, ignore_errors=True)  # nothing done yet: leave no folder behind
-                raise
-            dtype = token_dtype(self.tok.vocab_size)
-            self.writers = {s: ShardWriter(partial, s, dtype, cfg.shard_tokens) for s in SPLITS}
-            self.consumed = 0
-        else:
-            done = sum(len(w.shards) for w in self.writers.values())
-            print(
-                f"resuming the preparation in {partial}: {self.consumed:,} documents done, "
-                f"{done} finished shard{'s' if done != 1 else ''} kept",
-                file=sys.stderr,
-                flush=True,
-            )
-        self.dtype = dtype
-        self.saved = self.consumed  # documents covered by progress.json
-
-    def _new_tokenizer(self):
-        """The tokenizer; char's vocabulary is every character of the corpus (plus the delimiter), bpe:N is
-        trained on the train split's pieces (one pass over a streamed source before the tokenizing pass)."""
-        if self.cfg.tokenizer.startswith("bpe:"):
-            train = (text for split, text in self.src.pieces(self.cfg.val_fraction) if split == "train")
-            tok = build_tokenizer(self.cfg.tokenizer, train_texts=train)
-            note = check_trained_size(self.cfg.tokenizer, tok.vocab_size, self.cfg.allow_smaller_vocab, self.cfg.source)
-            if note:  # before the tokenizing pass: a refused size costs only the merges' training
-                print(note, file=sys.stderr, flush=True)
-            return tok
-        if self.cfg.tokenizer != "char":
-            return build_tokenizer(self.cfg.tokenizer)
-        extra = CHAR_DOC_SUFFIX if isinstance(self.src, DatasetSource) else ""
-        return build_tokenizer("char", text=char_vocabulary_text(self.src, extra))
-
-    def checkpoint(self) -> None:
-        """Make the writers' files durable, then record them and the documents done in progress.json."""
-        for w in self.writers.values():
-            w.sync()
-        record = {
-            "want": self.want,
-            "consumed": self.consumed,
-            "splits": {s: w.state() for s, w in self.writers.items()},
-            "updated": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-        atomic_write_bytes(self.partial / PROGRESS_FILE, (json.dumps(record, indent=1) + "\n").encode())
-        self.saved = self.consumed
-
-    def run(self) -> None:
-        """Tokenize every document not yet done, in order, into the shard writers."""
-        many = isinstance(self.src, DatasetSource)
-        prefix = [self.tok.eot_token] if many and self.cfg.tokenizer == "gpt2" else []
-        suffix = CHAR_DOC_SUFFIX if many and self.cfg.tokenizer != "gpt2" else ""
-        bar = None
-        try:
-            pieces = self.src.pieces(self.cfg.val_fraction)
-            total = len(pieces) if isinstance(pieces, list) else self.src.total()
-            num_proc = self.cfg.num_proc or os.cpu_count() or 1
-            if total is not None:
-                num_proc = max(1, min(num_proc, total - self.consumed))  # no idle workers on a small corpus
-            if self.consumed == 0:
-                self.checkpoint()  # progress.json marks the folder as resumable from the start
-            bar = tqdm(
-                total=total,
-                initial=self.consumed,
-                unit="doc",
-                leave=False,
-                dynamic_ncols=True,
-                desc=f"tokenizing ({self.tok.name}, {num_proc} process{'es' if num_proc > 1 else ''})",
-            )
-            with encoder(self.tok, self.partial, self.dtype, prefix, suffix, num_proc, total) as encode_all:
-                for split, ids, chars in encode_all(itertools.islice(pieces, self.consumed, None)):
-                    finished = ids.size > 0 and self.writers[split].add(ids, chars)
-                    self.consumed += 1
-                    bar.update()
-                    if finished:
-                        self.checkpoint()
-        except BaseException as e:
-            if bar is not None:
-                bar.close()  # before the messages below, which would otherwise share its line
-                bar = None
-            self._save_on_error(e)
-            raise
-        finally:
-            if bar is not None:
-                bar.close()
-
-    def _save_on_error(self, error: BaseException) -> None:
-        """Keep what is done for a rerun (or drop a build that has nothing worth keeping)."""
-        try:
-            if self.consumed > self.saved:
-                self.checkpoint()
-        except Exception as e:  # noqa: BLE001 (a second failure, e.g. a full disk: the last checkpoint stands)
-            print(
-                f"note: could not record the latest progress ({type(e).__name__}); the last finished shard is kept",
-                file=sys.stderr,
-            )
-        for w in self.writers.values():
-            w.close()
-        if self.saved == 0:
-            shutil.rmtree(self.partial, ignore_errors=True)
-        elif not isinstance(error, UserError):
-            print(
-                f"preparation stopped after {self.saved:,} documents ({type(error).__name__}); progress is kept "
-                f"in {self.partial}: rerun the same command (without --force) to continue",
-                file=sys.stderr,
-            )
-
-    def finish(self, folder: Path, t0: float) -> None:
-        """Close the last shards, write meta.json and swap the partial folder in as ``folder``."""
-        shards = {s: w.finish() for s, w in self.writers.items()}
-        for split, w in self.writers.items():
-            if w.total_tokens == 0:
-                shutil.rmtree(self.partial, ignore_errors=True)
-                raise UserError(
-                    f"the {split} split of '{self.cfg.source}' is empty ({w.documents} documents with text): "
-                    "use a bigger corpus, raise --data.val_fraction, or name a split with --data.val_split"
-                )
-        splits = {
-            s: {"tokens": w.total_tokens, "documents": w.documents, "chars": w.chars, "shards": shards[s]}
-            for s, w in self.writers.items()
-        }
-        meta = {
-            **self.want,
-            "source": self.cfg.source,
-            "vocab_size": self.tok.vocab_size,
-            "dtype": self.dtype.name,  # little-endian on disk whatever the machine ('<u2' / '<u4')
-            "val_fraction": self.cfg.val_fraction,
-            "train_tokens": splits["train"]["tokens"],
-            "val_tokens": splits["val"]["tokens"],
-            "train_chars": splits["train"]["chars"],
-            "val_chars": splits["val"]["chars"],
-            "documents": splits["train"]["documents"] + splits["val"]["documents"],
-            **self.src.describe(),
-            "splits": splits,
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-        atomic_write_bytes(self.partial / "meta.json", (json.dumps(meta, indent=2) + "\n").encode())
-        (self.partial / PROGRESS_FILE).unlink()
-        os.chmod(self.partial, 0o755)
-        swap_in_folder(self.partial, folder)
-        n = {s: len(shards[s]) for s in SPLITS}
-        print(
-            f"prepared {folder}: train {meta['train_tokens']:,} tokens in {n['train']} shard{'s' * (n['train'] > 1)}, "
-            f"val {meta['val_tokens']:,} tokens in {n['val']} shard{'s' * (n['val'] > 1)} ({self.tok.name}, "
-            f"vocab {self.tok.vocab_size:,}, {self.dtype.name}, {meta['documents']:,} "
-            f"document{'s' if meta['documents'] != 1 else ''}) in {time.perf_counter() - t0:.1f}s"
-        )
 
 
 def _reused(folder: Path, cfg: DataConfig) -> Path:
@@ -319,7 +122,7 @@ def _prepare(cfg: DataConfig, force: bool) -> tuple[Path, bool]:
         if not force and _cache_is_valid(folder, want):  # built by another process while we waited
             shutil.rmtree(partial, ignore_errors=True)
             return folder, False
-        build = _Build(src, cfg, want, partial, force)
+        build = Build(src, cfg, want, partial, force)
         build.run()
         build.finish(folder, t0)
     finally:

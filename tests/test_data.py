@@ -258,7 +258,7 @@ def test_prepare_failure_keeps_previous_cache(tmp_path, corpus_file, monkeypatch
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("data.prepare.save_tokenizer", boom)
+    monkeypatch.setattr("data.build.save_tokenizer", boom)
     with pytest.raises(RuntimeError):
         prepare_data(str(corpus_file), "char", tmp_path / "cache", force=True)
     assert (folder / "train-00000.bin").read_bytes() == before
