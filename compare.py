@@ -58,6 +58,15 @@ DEFAULT_MARGIN = 0.01  # nats/token
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     """Parse the command line; ``--section.key`` overrides are passed on to every train.py run."""
     p = ArgumentParser(prog="compare.py", description=__doc__)
+    _add_experiment_options(p)
+    _add_report_options(p)
+    args, overrides = parse_cli(p, argv, exclude=SET_PER_RUN)
+    _check_args(args, overrides)
+    return args, overrides
+
+
+def _add_experiment_options(p: argparse.ArgumentParser) -> None:
+    """What to train: the config, arms, seeds, learning-rate grid, margin, sizing, grid axes, adopted runs."""
     p.add_argument(
         "runs",
         nargs="*",
@@ -115,6 +124,19 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
         "axes, first outermost), e.g. --grid model.n_embd=64,128 --grid data.tokenizer=char,bpe:4096.",
     )
     p.add_argument(
+        "--adopt",
+        metavar="RUN,RUN,...",
+        help="Finished run folders to use as the experiment's runs for their arm and seed instead of "
+        "training those, e.g. --adopt runs/default,runs/untied: each must be exactly the run the "
+        "experiment would train (same config bar bookkeeping, seed, data and schedule), else it is "
+        "refused; its text files are copied in (default: none).",
+    )
+    p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied...).")
+
+
+def _add_report_options(p: argparse.ArgumentParser) -> None:
+    """How to report: a --grid folder's bpb margin, contrasts and slopes, the report folder, the sample prompts."""
+    p.add_argument(
         "--margin-bpb",
         type=float,
         metavar="BPB",
@@ -140,15 +162,6 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
         "e.g. --slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128.",
     )
     p.add_argument(
-        "--adopt",
-        metavar="RUN,RUN,...",
-        help="Finished run folders to use as the experiment's runs for their arm and seed instead of "
-        "training those, e.g. --adopt runs/default,runs/untied: each must be exactly the run the "
-        "experiment would train (same config bar bookkeeping, seed, data and schedule), else it is "
-        "refused; its text files are copied in (default: none).",
-    )
-    p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied...).")
-    p.add_argument(
         "--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent)."
     )
     p.add_argument(
@@ -156,7 +169,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
         action="append",
         help="Prompt for the side-by-side samples (repeatable; default: a newline and 'ROMEO:').",
     )
-    args, overrides = parse_cli(p, argv, exclude=SET_PER_RUN)
+
+
+def _check_args(args: argparse.Namespace, overrides: dict) -> None:
+    """Parse the options' values in place (arms, grids, adopted runs, the readout); UserError for a bad or clashing one."""
     args.arms = parse_arms(args.arms)
     args.lr_grid = _parse_grid(args.lr_grid)
     if args.lr_widen < 0 or (args.lr_widen and not args.lr_grid):
@@ -194,7 +210,6 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
         raise UserError(f"--reference {args.reference} is not among --arms {','.join(args.arms)}: add it")
     if not args.runs and len(args.arms) < 2:
         raise UserError(f"--arms {','.join(args.arms)} is one arm: a comparison needs two, e.g. --arms tied,untied")
-    return args, overrides
 
 
 def _parse_grid(text: str | None) -> list[float]:
