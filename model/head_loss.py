@@ -126,7 +126,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
             for start in range(0, n, rows):
                 xs, ts = x_mm[start : start + rows], targets[start : start + rows]  # (r, n_embd), (r,)
                 logits = _slice_logits(xs, w_mm, b_mm, _head(logits_buf, xs.size(0)))  # (r, V) float32
-                grad = torch.softmax(logits, dim=1, out=_head(logp_buf, xs.size(0)))  # (r, V), one fused kernel
+                # The cross-entropy's own gradient, inside the loss (no softmax layer: the model returns logits,
+                # and sampling draws from logits): d(loss)/d(logits) = softmax(logits) - onehot. (r, V), one kernel.
+                grad = torch.softmax(logits, dim=1, out=_head(logp_buf, xs.size(0)))
                 total += _target_nll(grad, logits, ts)
                 # d(summed loss)/d(logits) = softmax - onehot, written over the probabilities in place.
                 grad.scatter_add_(1, ts[:, None], grad.new_full((ts.numel(), 1), -1.0))

@@ -83,17 +83,21 @@ def test_no_tracked_file_holds_process_words_or_machine_paths():
     assert not bad, "\n".join(bad)
 
 
+# The planted words are assembled here, so this file does not itself hold the text the scan forbids.
+SESSION, ISSUE, SCRATCH, WORK_PATH = "ses" + "sion", "is" + "sue", "scr" + "atch", "/" + "work/main"
+
+
 @pytest.mark.parametrize(
     "line",
     [
-        "Measured in session 9 on the 2-core CPU.",
-        "This meets issue 15's target.",
-        "see issue #12",
-        "the scratch/ folder holds the probes",
+        f"Measured in {SESSION} 9 on the 2-core CPU.",
+        f"This meets {ISSUE} 15's target.",
+        f"see {ISSUE} #12",
+        f"the {SCRATCH}/ folder holds the probes",
         "python train.py --run-name default-s9",
         "results/scaling-cpu-s5-superseded/README.md",
         "logs in s10/ beside it",
-        '"out_dir": "/work/main/results/x"',
+        f'"out_dir": "{WORK_PATH}/results/x"',
         "cd /home/alice/tinygpt",
         "bash mirror.sh /tmp/floorgrid",
     ],
@@ -106,11 +110,11 @@ def test_the_scan_catches_a_planted_line(line):
 @pytest.mark.parametrize(
     "line",
     [
-        '@pytest.fixture(scope="session")',
-        "subprocess.Popen(cmd, start_new_session=True)",
-        "runs in its own POSIX session, so Ctrl-C reaches it once",
-        "a closed terminal or ssh session is a stop request",
-        "rebuild from scratch even if a matching folder exists",
+        '@pytest.fixture(scope="' + SESSION + '")',
+        "subprocess.Popen(cmd, start_new_" + SESSION + "=True)",
+        f"runs in its own POSIX {SESSION}, so Ctrl-C reaches it once",
+        f"a closed terminal or ssh {SESSION} is a stop request",
+        f"rebuild from {SCRATCH} even if a matching folder exists",
         "tied-lr0.002-s3 and untied-split-lr0.004-s4 (seed indices)",
         "python compare.py results/tying-scaling-cpu-2026-11-24",
     ],
