@@ -25,10 +25,10 @@ with the length.  The generation timing itself lives in ``training/benchmark.py`
 from __future__ import annotations
 
 import contextlib
-import itertools
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -36,8 +36,7 @@ from core import hardware
 from core.flops import mfu, peak_flops
 from core.cli import ArgumentParser, run_command
 from core.errors import UserError
-from core.settings import merge
-from experiment.grid import parse_axes
+from experiment.grid import cell_overrides, cells_of, parse_axes
 from model.sdpa import uses_math_kernel
 from training.benchmark import bench_generation, bench_streaming
 from training.config import parse_cli, parse_config
@@ -136,7 +135,9 @@ def bench(args, overrides: dict) -> int:
     axes = parse_axes(args.grid, not_allowed=())
     if axes and (args.generate or args.stream):
         raise UserError("--grid times training variants: drop --generate / --stream, or the --grid options")
-    variants = [dict(v) for v in itertools.product(*([(a.key, x) for x in a.values] for a in axes))] or [{}]
+    variants = (
+        [cell.values for cell in cells_of(axes, Path())] if axes else [{}]
+    )  # the grid's product, first axis outermost
     rows = []
     for i, values in enumerate(variants):
         if axes:
@@ -144,7 +145,7 @@ def bench(args, overrides: dict) -> int:
                 f"\n[bench] variant {i + 1}/{len(variants)}: " + " ".join(f"{k}={v}" for k, v in values.items()),
                 flush=True,
             )
-        cfg = parse_config(args.config, merge(overrides, nest(values)))
+        cfg = parse_config(args.config, cell_overrides(overrides, values))
         if args.generate or args.stream:
             return bench_inference(args, cfg)
         rows.append({**values, **bench_training(args, cfg)})
@@ -152,15 +153,6 @@ def bench(args, overrides: dict) -> int:
     if axes:
         print_variant_table(rows, [a.key for a in axes])
     return 0
-
-
-def nest(values: dict) -> dict:
-    """``{"train.batch_size": 32}`` -> ``{"train": {"batch_size": 32}}`` (the overrides' shape)."""
-    out: dict = {}
-    for key, value in values.items():
-        section, name = key.split(".", 1)
-        out.setdefault(section, {})[name] = value
-    return out
 
 
 def release_device_memory() -> None:
@@ -174,7 +166,7 @@ def bench_inference(args, cfg) -> int:
     """``--generate`` / ``--stream``: time generation on the config's seeded, untrained model."""
     s = build(cfg)
     device = s.device
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
+    name = device_name(device)
     print(f"device:          {device} ({name})")
     print(model_line(cfg))
     if args.generate:
@@ -225,7 +217,7 @@ def bench_training(args, cfg) -> dict:
     peak_mem = hardware.peak_memory_mib(device)
     flops = model.flops_per_token(mc.block_size)
     peak = peak_flops(device, s.amp_dtype, remeasure=args.measure_peak)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
+    name = device_name(device)
     print(
         f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}, head loss {tc.head_loss}, "
         f"head rows padded to a multiple of {tc.pad_vocab_multiple}"
@@ -277,6 +269,11 @@ def print_profile(profiler: torch.profiler.profile, device: torch.device, steps:
             f"  {100 * getattr(e, attr) / total:5.1f}%  {getattr(e, attr) / steps / 1000:8.2f} ms/step  "
             f"{e.count // steps:4d} calls/step  {e.key}"
         )
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU and the threads torch uses on it."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu x{torch.get_num_threads()} threads"
 
 
 def sync(device: torch.device) -> None:

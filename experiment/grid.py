@@ -103,7 +103,7 @@ def cells_of(axes: list[Axis], grid_dir: Path) -> list[Cell]:
     ]
 
 
-def _cell_overrides(overrides: dict, values: dict) -> dict:
+def cell_overrides(overrides: dict, values: dict) -> dict:
     """The command line's overrides with a cell's values on top (nested ``{section: {key: value}}``)."""
     cell: dict = {}
     for key, value in values.items():
@@ -123,7 +123,7 @@ def _check_cells(plan: Plan, cells: list[Cell]) -> None:
     """Every cell's config must be valid before the first run trains (a bad value fails now, not hours in)."""
     for cell in cells:
         try:
-            parse_config(plan.config, _cell_overrides(plan.overrides, cell.values))
+            parse_config(plan.config, cell_overrides(plan.overrides, cell.values))
         except UserError as e:
             raise UserError(f"grid cell {cell.name}: {e}") from None
 
@@ -143,7 +143,7 @@ def run_grid(plan: Plan, axes: list[Axis], prompts: list[str], command: str) -> 
     for i, cell in enumerate(cells, 1):
         print(f"[compare] grid cell {i}/{len(cells)}: {cell.name}", flush=True)
         cell_plan = dataclasses.replace(
-            plan, overrides=_cell_overrides(plan.overrides, cell.values), name=str(Path(grid_dir.name) / cell.name)
+            plan, overrides=cell_overrides(plan.overrides, cell.values), name=str(Path(grid_dir.name) / cell.name)
         )
         try:
             reported, tuning, out_dir = run_experiment(cell_plan)
