@@ -17,7 +17,7 @@ from core.files import write_text_atomic
 from experiment.grid_figures import caption, plot_grid
 from experiment.grid_model import ArmModels, cross_cell_models
 from experiment.grid_readout import Readout, check_readout
-from experiment.grid_report import GridCell, cells_vocab_use, gap_rows, load_grid
+from experiment.grid_report import NOT_STARTED, GridCell, cells_vocab_use, gap_rows, load_grid
 from experiment.grid_sections import model_section, readout_section
 from experiment.vocab_use import never_seen_fraction, seen_often_fraction
 
@@ -123,6 +123,9 @@ def render_grid(
     """The grid's markdown report."""
     readout = readout or Readout()
     done = [gc for gc in cells if gc.exp is not None]
+    # A grid grown one axis value at a time crosses to cells no command trained: they are not "missing".
+    unplanned = [gc.cell for gc in cells if gc.exp is None and gc.cell.error == NOT_STARTED]
+    cells = [gc for gc in cells if gc.cell not in unplanned]
     axes = ", ".join(f"`{k}` ∈ {{{', '.join(str(v) for v in vs)}}}" for k, vs in settings["axes"].items())
     lines = [f"# Should the embedding be tied? The scaling view ({len(done)} of {len(cells)} cells)", ""]
     if command:
@@ -159,6 +162,13 @@ def render_grid(
     if missing:
         lines += ["## Missing cells", ""]
         lines += [f"- `{c.name}`: {c.error or 'not run yet'}" for c in missing] + [""]
+    if unplanned:
+        lines += [
+            "Not started: the axes also cross to "
+            + ", ".join(f"`{c.name}`" for c in unplanned)
+            + ", which no command has trained (no folder).",
+            "",
+        ]
     return "\n".join(lines)
 
 

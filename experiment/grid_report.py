@@ -29,6 +29,9 @@ from experiment.tuning import best_lr, score as tuning_score
 from experiment.vocab_use import cell_vocab_use
 
 
+NOT_STARTED = "not started"  # ``Cell.error`` of a cell without a folder: the report names it apart
+
+
 @dataclass
 class GridCell:
     """A cell and, when its runs are all there and fair, its experiment."""
@@ -59,7 +62,10 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
     """The cell's experiment from its folder (``tune-*`` runs are its learning-rate grid), or missing with the reason."""
     if cell.error:
         return GridCell(cell, None)
-    folders = sorted(p for p in cell.folder.glob("*") if (p / "summary.json").is_file()) if cell.folder.is_dir() else []
+    if not cell.folder.is_dir():  # the axes cross to it, but no command has planned it
+        cell.error = NOT_STARTED
+        return GridCell(cell, None)
+    folders = sorted(p for p in cell.folder.glob("*") if (p / "summary.json").is_file())
     if not folders:
         cell.error = "no finished runs"
         return GridCell(cell, None)

@@ -118,14 +118,15 @@ def test_the_gap_in_bits_per_byte_is_the_paired_gap_in_nats_scaled(tmp_path):
 def test_the_model_across_cells_recovers_a_known_trend_and_missing_cells_are_listed(tmp_path):
     """Δ = -0.1 + 0.02 per decade of non-embedding parameters, 3 seeds a cell around each mean: the mixed model's
     size term is 0.02 and its intercept -0.1 (balanced cells: the REML fixed effects are the cell means' fit);
-    an empty cell is 'missing'."""
+    a started cell without finished runs is 'missing', one without a folder is named apart as not started."""
     cells = [
         (f"n_embd-{n}", n, [d - 0.002, d, d + 0.002], 1.0, 10**k)
         for n, k, d in ((32, 3, -0.04), (64, 4, -0.02), (128, 5, 0.0), (256, 6, 0.02))
     ]
     grid = _fake_grid(tmp_path, cells)
     settings = json.loads((grid / "grid.json").read_text())
-    settings["axes"]["model.n_embd"].append(512)  # a cell that never ran
+    settings["axes"]["model.n_embd"] += [512, 1024]  # 512 never planned; 1024 started, nothing finished
+    (grid / "n_embd-1024" / "untied-s0").mkdir(parents=True)
     (grid / "grid.json").write_text(json.dumps(settings))
     _, loaded = load_grid(grid)
     (arm,) = cross_cell_models(gap_rows(loaded))
@@ -133,7 +134,8 @@ def test_the_model_across_cells_recovers_a_known_trend_and_missing_cells_are_lis
     assert size.terms[1].coef == pytest.approx(0.02, abs=1e-6) and size.terms[0].coef == pytest.approx(-0.1, abs=1e-6)
     assert compare.main([str(grid)]) == 0  # a grid folder on the command line: its report, no training
     md = (grid / "report.md").read_text()
-    assert "4 of 5 cells" in md and "`n_embd-512`: no finished runs" in md
+    assert "(4 of 5 cells)" in md and "`n_embd-1024`: no finished runs" in md and "`n_embd-512`:" not in md
+    assert "the axes also cross to `n_embd-512`, which no command has trained" in md
     assert "| log10(non-embedding params) | per decade | +0.0200" in md and (grid / "gap_vs_size.png").is_file()
     assert "untied** against tied, over 4 cells" in md
 
