@@ -17,8 +17,8 @@ from core.files import write_text_atomic
 from experiment.grid_figures import caption, plot_grid
 from experiment.grid_model import ArmModels, cross_cell_models
 from experiment.grid_readout import Readout, check_readout
-from experiment.grid_report import NOT_STARTED, GridCell, cells_vocab_use, gap_rows, load_grid
-from experiment.grid_sections import model_section, readout_section
+from experiment.grid_report import NOT_STARTED, GridCell, cells_vocab_use, gap_rows, load_grid, lr_picks
+from experiment.grid_sections import lr_pick_section, model_section, readout_section
 from experiment.vocab_use import never_seen_fraction, seen_often_fraction
 
 
@@ -158,6 +158,7 @@ def render_grid(
     lines += ["## Every cell", ""] + (_table(rows) if rows else ["No finished cell yet."]) + [""]
     lines += model_section(models)
     lines += readout_section(readout, rows, cells)
+    lines += lr_pick_section(lr_picks(cells))
     missing = [gc.cell for gc in cells if gc.exp is None]
     if missing:
         lines += ["## Missing cells", ""]

@@ -190,3 +190,36 @@ def cells_vocab_use(cells: list[GridCell]) -> dict[str, dict]:
         if gc.exp is not None
     }
     return {name: use for name, use in found.items() if use is not None}
+
+
+@dataclass
+class LrPick:
+    """How firmly one arm's tuning seed chose its rate: the chosen rate's lead over the runner-up, in nats/token."""
+
+    cell: str
+    arm: str
+    rate: float  # the chosen (lowest-loss) rate
+    runner_up: float  # the rate with the next-lowest final val loss
+    lead: float  # runner-up's final val loss − the chosen rate's, on the tuning seed (>= 0)
+    seed_sd: float  # sample sd of the arm's final val loss over its reported seeds
+
+    @property
+    def within_noise(self) -> bool:
+        """True when the lead is smaller than one seed's spread: another tuning seed may well pick the runner-up."""
+        return self.lead < self.seed_sd
+
+
+def lr_picks(cells: list[GridCell]) -> list[LrPick]:
+    """Every tuned arm of every finished cell with at least two finite grid scores and two reported seeds."""
+    picks = []
+    for gc in cells:
+        if gc.exp is None:
+            continue
+        for arm, tuned in gc.exp.tuning.items():
+            ranked = sorted((r.score, r.learning_rate) for r in tuned if math.isfinite(r.score))
+            scores = [r.score for r in gc.exp.runs.get(arm, [])]
+            if len(ranked) < 2 or len(scores) < 2:
+                continue
+            (best, rate), (second, runner_up) = ranked[:2]
+            picks.append(LrPick(gc.cell.name, arm, rate, runner_up, second - best, statistics.stdev(scores)))
+    return picks

@@ -2,6 +2,7 @@
 
     lines = model_section(cross_cell_models(rows))                  # "## Across cells (random-effects model)"
     lines = readout_section(readout, rows, cells)                   # "## Readouts asked for" (contrast, slope)
+    lines = lr_pick_section(lr_picks(cells))                        # "## Learning-rate picks"
 
 Every number is read off :mod:`experiment.grid_model` or :mod:`experiment.grid_readout`; this module
 only words them.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from experiment.grid_model import ArmModels, Model, excludes_zero
 from experiment.grid_readout import Contrast, Readout, Slope, contrasts, selected_cells, slope
+from experiment.grid_report import LrPick
 
 
 def _ci(lo: float, hi: float, digits: int = 4) -> str:
@@ -155,5 +157,31 @@ def readout_section(readout: Readout, rows: list[dict], cells: list) -> list[str
                 + ", ".join(f"`{c.name}` ({c.error or 'not run yet'})" for c in unfinished)
                 + "."
             )
+        lines.append("")
+    return lines
+
+
+def lr_pick_section(picks: list[LrPick]) -> list[str]:
+    """ "## Learning-rate picks": the arms whose tuned rate led the runner-up by less than one seed's spread."""
+    if not picks:
+        return []
+    close = [p for p in picks if p.within_noise]
+    lines = [
+        "## Learning-rate picks",
+        "",
+        f"Each arm's rate is the best of its grid on one tuning seed. In {len(close)} of {len(picks)} picks the "
+        "chosen rate's final val loss beat the runner-up's by less than the sample sd of that arm's final val loss "
+        "over its reported seeds, so a different tuning seed could have picked the runner-up; the arm's Δ is then "
+        "read at a rate that is best within seed noise, not clearly best.",
+        "",
+    ]
+    if close:
+        lines += [
+            "| cell | arm | chosen rate | runner-up | lead (nats) | seed sd (nats) |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {p.cell} | {p.arm} | {p.rate:g} | {p.runner_up:g} | {p.lead:.4f} | {p.seed_sd:.4f} |" for p in close
+        ]
         lines.append("")
     return lines
