@@ -30,6 +30,11 @@ python compare.py "${COMMON[@]}" --seeds 8 --name "$GRID" --grid model.n_embd=12
 # 2. The GPT-2 cell at n_embd 128, from 5 to 8 paired seeds (no new tuning run).
 python compare.py "${COMMON[@]}" --seeds 8 --name "$GRID" --grid model.n_embd=128 --grid data.tokenizer=gpt2
 
+# 2b. untied-split in the same cell from 5 to 8 seeds too: every arm of a cell must share its seeds for the cell to
+#     be read (not part of the declared readout, which is untied − tied). Run after step 2, before step 3.
+python compare.py "${COMMON[@]}" --arms tied,untied,untied-split --seeds 8 --name "$GRID" --grid model.n_embd=128 \
+    --grid data.tokenizer=gpt2
+
 # 3. The rest of the share sweep inside BPE: bpe:1024 and bpe:16384, 8 paired seeds.
 python compare.py "${COMMON[@]}" --seeds 8 --name "$GRID" --grid model.n_embd=128 --grid data.tokenizer=bpe:1024,bpe:16384
 
