@@ -125,9 +125,10 @@ def render_grid(
     done = [gc for gc in cells if gc.exp is not None]
     # A grid grown one axis value at a time crosses to cells no command trained: they are not "missing".
     unplanned = [gc.cell for gc in cells if gc.exp is None and gc.cell.error == NOT_STARTED]
-    cells = [gc for gc in cells if gc.cell not in unplanned]
+    started = [gc for gc in cells if gc.cell not in unplanned]
     axes = ", ".join(f"`{k}` ∈ {{{', '.join(str(v) for v in vs)}}}" for k, vs in settings["axes"].items())
-    lines = [f"# Should the embedding be tied? The scaling view ({len(done)} of {len(cells)} cells)", ""]
+    more = f"; {len(unplanned)} more not started" if unplanned else ""
+    lines = [f"# Should the embedding be tied? The scaling view ({len(done)} of {len(started)} cells{more})", ""]
     if command:
         lines += ["```bash", command, "```", ""]
     lines += [
@@ -159,7 +160,7 @@ def render_grid(
     lines += model_section(models)
     lines += readout_section(readout, rows, cells)
     lines += lr_pick_section(lr_picks(cells))
-    missing = [gc.cell for gc in cells if gc.exp is None]
+    missing = [gc.cell for gc in started if gc.exp is None]
     if missing:
         lines += ["## Missing cells", ""]
         lines += [f"- `{c.name}`: {c.error or 'not run yet'}" for c in missing] + [""]
@@ -167,7 +168,7 @@ def render_grid(
         lines += [
             "Not started: the axes also cross to "
             + ", ".join(f"`{c.name}`" for c in unplanned)
-            + ", which no command has trained (no folder).",
+            + ", which no command has started (no folder): not planned, or queued behind a grid still running.",
             "",
         ]
     return "\n".join(lines)

@@ -62,7 +62,7 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
     """The cell's experiment from its folder (``tune-*`` runs are its learning-rate grid), or missing with the reason."""
     if cell.error:
         return GridCell(cell, None)
-    if not cell.folder.is_dir():  # the axes cross to it, but no command has planned it
+    if not cell.folder.is_dir():  # the axes cross to it, but no command has started it (yet)
         cell.error = NOT_STARTED
         return GridCell(cell, None)
     folders = sorted(p for p in cell.folder.glob("*") if (p / "summary.json").is_file())
@@ -210,15 +210,20 @@ class LrPick:
 
 
 def lr_picks(cells: list[GridCell]) -> list[LrPick]:
-    """Every tuned arm of every finished cell with at least two finite grid scores and two reported seeds."""
+    """Every tuned arm of every finished cell with at least two finite grid scores and two finite reported seeds.
+
+    Ties rank the smaller rate first, as :func:`experiment.tuning.best_lr` does (a lead of 0).
+    """
     picks = []
     for gc in cells:
         if gc.exp is None:
             continue
         for arm, tuned in gc.exp.tuning.items():
-            ranked = sorted((r.score, r.learning_rate) for r in tuned if math.isfinite(r.score))
+            # tuning_score ranks exactly as best_lr chose the rate (a run without a final score counts as inf)
+            ranked = sorted((tuning_score(r.path), r.learning_rate) for r in tuned)
+            ranked = [(s, lr) for s, lr in ranked if math.isfinite(s)]
             scores = [r.score for r in gc.exp.runs.get(arm, [])]
-            if len(ranked) < 2 or len(scores) < 2:
+            if len(ranked) < 2 or len(scores) < 2 or not all(math.isfinite(v) for v in scores):
                 continue
             (best, rate), (second, runner_up) = ranked[:2]
             picks.append(LrPick(gc.cell.name, arm, rate, runner_up, second - best, statistics.stdev(scores)))

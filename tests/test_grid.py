@@ -134,8 +134,14 @@ def test_the_model_across_cells_recovers_a_known_trend_and_missing_cells_are_lis
     assert size.terms[1].coef == pytest.approx(0.02, abs=1e-6) and size.terms[0].coef == pytest.approx(-0.1, abs=1e-6)
     assert compare.main([str(grid)]) == 0  # a grid folder on the command line: its report, no training
     md = (grid / "report.md").read_text()
-    assert "(4 of 5 cells)" in md and "`n_embd-1024`: no finished runs" in md and "`n_embd-512`:" not in md
-    assert "the axes also cross to `n_embd-512`, which no command has trained" in md
+    assert (
+        "(4 of 5 cells; 1 more not started)" in md
+        and "`n_embd-1024`: no finished runs" in md
+        and "`n_embd-512`:" not in md
+    )
+    assert "the axes also cross to `n_embd-512`, which no command has started" in md
+    assert compare.main([str(grid), "--slope-within", "model.n_embd=256,512"]) == 0  # a chosen cell not started
+    assert "Chosen but not finished: `n_embd-512` (not started)" in (grid / "report.md").read_text()
     assert "| log10(non-embedding params) | per decade | +0.0200" in md and (grid / "gap_vs_size.png").is_file()
     assert "untied** against tied, over 4 cells" in md
 

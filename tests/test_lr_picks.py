@@ -12,11 +12,11 @@ from experiment.grid_report import load_cell, lr_picks
 from experiment.grid_sections import lr_pick_section
 
 
-def _cell(tmp_path):
+def _cell(tmp_path, untied_at_4e3=3.01):
     """tied: 2e-3 beats 4e-3 by 0.10 nats, seeds sd 0.02; untied: 2e-3 beats 4e-3 by 0.01, seeds sd 0.03."""
     folder = tmp_path / "n_embd-64"
     fake_tuning(folder, "tied", 1000, [(2e-3, 3.00), (4e-3, 3.10), (1e-3, 3.20)])
-    fake_tuning(folder, "untied", 1000, [(2e-3, 3.00), (4e-3, 3.01), (1e-3, 3.20)])
+    fake_tuning(folder, "untied", 1000, [(2e-3, 3.00), (4e-3, untied_at_4e3), (1e-3, 3.20)])
     for seed, (tied, untied) in enumerate([(3.00, 2.90), (3.02, 2.93), (2.98, 2.87)]):
         for arm, final in (("tied", tied), ("untied", untied)):
             arm_run(
@@ -43,3 +43,10 @@ def test_the_report_counts_the_close_picks_and_lists_only_them(tmp_path):
     assert "In 1 of 2 picks" in text
     rows = [line for line in lines if line.startswith("| n_embd-64")]
     assert rows == ["| n_embd-64 | untied | 0.002 | 0.004 | 0.0100 | 0.0300 |"]
+
+
+def test_a_tie_picks_the_smaller_rate_with_no_lead(tmp_path):
+    """Two rates with the same tuning loss: the smaller is the chosen one, as the tuning chose it, and its lead is 0."""
+    picks = {p.arm: p for p in lr_picks([_cell(tmp_path, untied_at_4e3=3.00)])}
+    assert picks["untied"].rate == 2e-3 and picks["untied"].runner_up == 4e-3 and picks["untied"].lead == 0.0
+    assert picks["untied"].within_noise
