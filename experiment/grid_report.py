@@ -219,12 +219,13 @@ def lr_picks(cells: list[GridCell]) -> list[LrPick]:
         if gc.exp is None:
             continue
         for arm, tuned in gc.exp.tuning.items():
-            # tuning_score ranks exactly as best_lr chose the rate (a run without a final score counts as inf)
-            ranked = sorted((tuning_score(r.path), r.learning_rate) for r in tuned)
-            ranked = [(s, lr) for s, lr in ranked if math.isfinite(s)]
-            scores = [r.score for r in gc.exp.runs.get(arm, [])]
-            if len(ranked) < 2 or len(scores) < 2 or not all(math.isfinite(v) for v in scores):
+            # the same scores and rule the tuning chose by: best_lr, then best_lr of the rest for the runner-up
+            grid = {r.learning_rate: tuning_score(r.path) for r in tuned}
+            seeds = [r.score for r in gc.exp.runs.get(arm, [])]
+            if sum(math.isfinite(v) for v in grid.values()) < 2 or len(seeds) < 2 or not all(map(math.isfinite, seeds)):
                 continue
-            (best, rate), (second, runner_up) = ranked[:2]
-            picks.append(LrPick(gc.cell.name, arm, rate, runner_up, second - best, statistics.stdev(scores)))
+            rate = best_lr(arm, grid)
+            runner_up = best_lr(arm, {lr: v for lr, v in grid.items() if lr != rate})
+            lead = grid[runner_up] - grid[rate]
+            picks.append(LrPick(gc.cell.name, arm, rate, runner_up, lead, statistics.stdev(seeds)))
     return picks
