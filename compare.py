@@ -140,9 +140,10 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
         "--margin-bpb",
         type=float,
         metavar="BPB",
-        help="With a --grid folder to report on: the verdicts use this equivalence margin in bits per byte "
-        "(better/worse: the 95%% paired t interval excludes 0; equivalent: the 90%% interval inside "
-        "±BPB), stated in the report's header (default: each cell's own verdict, in nats).",
+        help="An equivalence margin in bits per byte (better/worse: the 95%% paired t interval of Δ bpb "
+        "excludes 0; equivalent: its 90%% interval inside ±BPB). A --grid folder's report uses it for every "
+        "cell's verdict, stated in its header (default: each cell's own verdict, in nats); an experiment's "
+        "report gains a section of verdicts in bits per byte beside the ones in nats.",
     )
     p.add_argument(
         "--contrast",
@@ -294,10 +295,10 @@ def main(argv: list[str] | None = None) -> int:
         if len(args.runs) == 1 and (args.runs[0] / GRID_FILE).is_file():  # a grid folder: its report alone
             _print_grid_report(write_grid_report(args.runs[0], command=command, readout=args.readout))
             return 0
-        if args.readout:
+        if args.readout.contrasts or args.readout.slope_within or (args.grid and args.margin_bpb is not None):
             raise UserError(
-                "--margin-bpb, --contrast and --slope-within are for the report of a --grid folder: "
-                "python compare.py <grid folder> --margin-bpb 0.02"
+                "--contrast, --slope-within (and --margin-bpb with --grid) are for the report of a finished "
+                "--grid folder: python compare.py <grid folder> --margin-bpb 0.02 --contrast CELL_A,CELL_B"
             )
         if args.runs:
             check_run_folders(args.runs)
@@ -332,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             args.reference,
             margin,
             command,
+            args.margin_bpb,
         )
         print(path.read_text())
         print(f"[compare] report: {path}")

@@ -24,7 +24,6 @@ from core.files import read_json
 from experiment import report
 from experiment.grid import GRID_FILE, Axis, Cell, cells_of
 from experiment.report import Experiment
-from experiment.stats import compare_paired
 from experiment.tuning import best_lr, score as tuning_score
 from experiment.vocab_use import cell_vocab_use
 
@@ -111,15 +110,11 @@ def _arm_lr(exp: Experiment, arm: str) -> float:
 def _bpb_verdict(exp: Experiment, arm: str, margin_bpb: float) -> tuple[str, int | None]:
     """An arm's verdict from the paired final val bpb with an equivalence margin in bpb (``--margin-bpb``).
 
-    better / worse when the 95% paired t interval of Δ bpb excludes 0 (not adjusted across arms),
-    equivalent when the 90% interval lies inside ±margin_bpb (TOST, :func:`experiment.stats.compare_paired`),
-    else inconclusive with a rough seeds-needed figure.  "no bpb" when a run has no bits per byte.
+    :func:`experiment.report.bpb_comparison`'s verdict, with a rough seeds-needed figure when
+    inconclusive; "no bpb" when a run has no bits per byte.
     """
-    ref, mine = [r.bpb for r in exp.runs[exp.reference]], [r.bpb for r in exp.runs[arm]]
-    if any(v is None for v in ref + mine):
-        return "no bpb", None
-    c = compare_paired(arm, exp.reference, mine, ref, margin_bpb)
-    return c.verdict, c.seeds_needed
+    c = report.bpb_comparison(exp, arm, margin_bpb)
+    return ("no bpb", None) if c is None else (c.verdict, c.seeds_needed)
 
 
 def gap_rows(

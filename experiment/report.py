@@ -322,6 +322,19 @@ def comparisons(exp: Experiment) -> list[stats.Comparison]:
     return stats.holm(found)
 
 
+def bpb_comparison(exp: Experiment, arm: str, margin_bpb: float) -> stats.Comparison | None:
+    """``arm`` against the reference on the final val bits per byte, paired by seed, margin in bpb; None without bpb.
+
+    The verdict is :func:`stats.compare_paired`'s with no adjustment across arms: better / worse when the
+    95% paired t interval of Δ bpb excludes 0, equivalent when its 90% interval lies inside ±margin_bpb
+    (TOST). Its fields are in bits per byte where the docstring of :class:`stats.Comparison` says nats.
+    """
+    ref, mine = [r.bpb for r in exp.runs[exp.reference]], [r.bpb for r in exp.runs[arm]]
+    if any(v is None for v in ref + mine):
+        return None
+    return stats.compare_paired(arm, exp.reference, mine, ref, margin_bpb)
+
+
 def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed: int = 1337) -> dict:
     """``{prompt: {arm: text}}`` from each arm's first seed with a ``ckpt_best.pt``, same prompt and seed (an illustration).
 

@@ -21,7 +21,7 @@ import statistics
 from pathlib import Path
 
 from experiment import stats
-from experiment.report import SIZE_KEYS, Experiment, comparisons
+from experiment.report import SIZE_KEYS, Experiment, bpb_comparison, comparisons
 from experiment.report_sections import (
     arm_section,
     figures_section,
@@ -162,6 +162,34 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
     ]
 
 
+def _bpb_section(exp: Experiment, margin_bpb: float) -> list[str]:
+    """``## In bits per byte``: each arm's paired Δ val bpb and its verdict at ``--margin-bpb`` (not Holm-adjusted)."""
+    lines = [
+        f"## In bits per byte, at ±{margin_bpb:g} bpb (`--margin-bpb {margin_bpb:g}`)",
+        "",
+        f"| arm | per seed | mean | 95% CI | 90% CI | TOST p (±{margin_bpb:g}) | verdict |",
+        "|" + "---|" * 7,
+    ]
+    for arm in [a for a in exp.arms if a != exp.reference]:
+        c = bpb_comparison(exp, arm, margin_bpb)
+        if c is None:
+            lines.append(f"| {arm} | a run has no bits per byte (trained before they were recorded) | | | | | n/a |")
+            continue
+        low, high = stats.paired_interval(c.diffs, 0.90)
+        lines.append(
+            f"| {arm} | {', '.join(_signed(d) for d in c.diffs)} | {_signed(c.mean)} | {_ci(c, 4)} | "
+            f"[{_num(low, 4)}, {_num(high, 4)}] | {_p(c.p_tost)} | **{c.verdict}** |"
+        )
+    return lines + [
+        "",
+        f"Δ = arm − reference in final val bits per byte (the loss over the same val windows, per byte of text), "
+        f"paired by seed. Better or worse when the 95% paired t interval excludes 0 (not adjusted across arms); "
+        f"equivalent when the 90% interval lies inside ±{margin_bpb:g} bpb (two one-sided tests, statsmodels' "
+        "`ttost_paired`); otherwise inconclusive. A margin in bits per byte means the same across tokenizers.",
+        "",
+    ]
+
+
 def _compute_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
     """``## Compute-equivalent``: for arms better than the reference, the fraction of steps to match it."""
     lines = []
@@ -239,14 +267,16 @@ def render_markdown(
     title: str,
     command: str | None = None,
     folder: Path | None = None,
+    margin_bpb: float | None = None,
 ) -> str:
-    """The report as Markdown: title, command, baseline warning, verdict, paired statistics,
-    compute-equivalent, learning rates, setup, per-arm table, figures, samples, runs.
+    """The report as Markdown: title, command, baseline warning, verdict, verdict in bits per byte
+    (with ``margin_bpb``), paired statistics, compute-equivalent, learning rates, setup, per-arm table, figures, samples, runs.
 
     ``figures``: PNG names in the report's folder (:func:`experiment.figures.plot_all`);
     ``sample_texts``: ``{prompt: {arm: text}}`` (:func:`report.samples`), may be empty;
     ``command``: the exact command line that produced the report, shown after the title;
-    ``folder``: the report's folder, against which the run folders inside it are named.
+    ``folder``: the report's folder, against which the run folders inside it are named;
+    ``margin_bpb``: an equivalence margin in bits per byte (``--margin-bpb``): adds the verdicts in bpb.
     """
     comps = comparisons(exp)
     warning = baseline_warning(exp)
@@ -254,6 +284,7 @@ def render_markdown(
     lines += _command_block(command) if command else []
     lines += [warning, ""] if warning else []
     lines += _verdict_section(exp, comps, warning is not None)
+    lines += _bpb_section(exp, margin_bpb) if margin_bpb is not None else []
     lines += _stats_section(exp, comps)
     lines += _compute_section(exp, comps)
     lines += _lr_section(exp)

@@ -302,8 +302,12 @@ def write_report(
     reference: str = "tied",
     margin: float = 0.01,
     command: str | None = None,
+    margin_bpb: float | None = None,
 ) -> tuple[Path, bool]:
     """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures).
+
+    ``margin``: the equivalence margin in nats/token; ``margin_bpb``, if given, adds the verdicts in
+    bits per byte at that margin (:func:`report_markdown.render_markdown`).
 
     Returns ``(report path, meaningful)``: ``meaningful`` is False when the report opens with
     :func:`report_markdown.baseline_warning` (a run did not beat the unigram baseline).
@@ -312,7 +316,7 @@ def write_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     names = figures.plot_all(exp, out_dir)
     texts = report.samples(exp, prompts) if prompts else {}
-    md = report_markdown.render_markdown(exp, names, texts, title, command, out_dir)
+    md = report_markdown.render_markdown(exp, names, texts, title, command, out_dir, margin_bpb)
     path = out_dir / "report.md"
     write_text_atomic(path, md)
     return path, report_markdown.baseline_warning(exp) is None

@@ -234,6 +234,19 @@ def holm(comparisons: list[Comparison], alpha: float = 0.05) -> list[Comparison]
     return out
 
 
+def paired_interval(diffs: Sequence[float], level: float) -> tuple[float, float]:
+    """The paired t interval of the mean of ``diffs`` at confidence ``level`` (e.g. 0.90), same units.
+
+    mean ± t(1 − (1 − level)/2, n − 1) · sd / √n (``scipy.stats.t.ppf``). The 90% interval lying
+    inside ±margin is the same event as TOST p < 0.05 (Schuirmann 1987). (nan, nan) for fewer than 2 values.
+    """
+    d = np.asarray(diffs, dtype=float)
+    if len(d) < 2:
+        return math.nan, math.nan
+    half = float(stats.t.ppf(1 - (1 - level) / 2, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)))
+    return float(d.mean()) - half, float(d.mean()) + half
+
+
 def seeds_needed(mean: float, sd: float, margin: float, alpha: float = 0.05, max_n: int = 1000) -> int | None:
     """Roughly how many seeds would settle a comparison, if the observed mean and sd held.
 

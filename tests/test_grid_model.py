@@ -232,14 +232,18 @@ def test_the_readouts_asked_for_are_a_section_of_the_report(tmp_path):
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["runs/x/tied-s0", "--margin-bpb", "0.02"], "for the report of a --grid folder"),
+        (["runs/x/tied-s0", "--contrast", "a,b"], "for the report of a finished --grid folder"),
+        (
+            ["--config", "c.toml", "--grid", "model.n_embd=64,128", "--margin-bpb", "0.02"],
+            "(and --margin-bpb with --grid)",
+        ),
         (["g", "--margin-bpb", "0"], "--margin-bpb must be a finite number > 0"),
         (["g", "--contrast", "a"], "is not two different cell names"),
         (["g", "--slope-within", "model.n_embd"], "is not KEY=V1,V2"),
     ],
 )
 def test_bad_report_options_are_one_line_errors(argv, match, capsys):
-    """Report options outside a grid report, a margin <= 0, a contrast of one cell, a malformed slope clause:
+    """Readouts outside a grid report, --margin-bpb while a grid trains, a margin <= 0, a contrast of one cell, a malformed slope clause:
     exit 2 with one line."""
     assert compare.main(argv) == 2
     err = capsys.readouterr().err

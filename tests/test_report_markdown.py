@@ -322,3 +322,23 @@ def test_spread_gives_median_and_range_or_the_median_alone():
     assert report_sections._spread((800.0, 401.0, 1200.0)) == "800 (range 401–1,200)"
     assert report_sections._spread((100.0, 100.0, 100.0)) == "100"
     assert report_sections._spread(None) == "n/a"
+
+
+def test_a_margin_in_bits_per_byte_adds_its_verdicts_beside_the_nats(tmp_path):
+    """With margin_bpb, a section gives Δ val bpb per seed, its 95% and 90% intervals and the verdict at that
+    margin: NOISY is inconclusive at ±0.01 nats, but at 0.1 bpb per nat its 90% interval lies inside ±0.02 bpb."""
+    finals = [(t, u) for t, u in NOISY]
+    summaries = [({"final_val_bpb": t * 0.1}, {"final_val_bpb": u * 0.1}) for t, u in finals]
+    exp = _exp(tmp_path, finals, summaries)
+    md = _md(exp, margin_bpb=0.02)
+    assert "**inconclusive**" in _section(md, "Verdict")
+    section = _section(md, "In bits per byte, at ±0.02 bpb (`--margin-bpb 0.02`)")
+    assert "| untied | −0.0050, +0.0040, −0.0010 | −0.0007 |" in section and "| **equivalent** |" in section
+    assert "90% interval lies inside ±0.02 bpb" in section
+    assert "In bits per byte" not in _md(exp)
+
+
+def test_runs_without_bits_per_byte_get_no_bpb_verdict(tmp_path):
+    """A run whose summary has no final_val_bpb (older runs): the bpb section says so instead of a verdict."""
+    section = _section(_md(_exp(tmp_path, CLEAR), margin_bpb=0.02), "In bits per byte")
+    assert "a run has no bits per byte" in section and "| n/a |" in section
