@@ -135,7 +135,7 @@ def _add_experiment_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_report_options(p: argparse.ArgumentParser) -> None:
-    """How to report: a --grid folder's bpb margin, contrasts and slopes, the report folder, the sample prompts."""
+    """How to report: a bpb margin, a --grid folder's contrasts and slopes, the report folder, the sample prompts."""
     p.add_argument(
         "--margin-bpb",
         type=float,
@@ -143,7 +143,8 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
         help="An equivalence margin in bits per byte (better/worse: the 95%% paired t interval of Δ bpb "
         "excludes 0; equivalent: its 90%% interval inside ±BPB). A --grid folder's report uses it for every "
         "cell's verdict, stated in its header (default: each cell's own verdict, in nats); an experiment's "
-        "report gains a section of verdicts in bits per byte beside the ones in nats.",
+        "report gains a section of verdicts in bits per byte beside the ones in nats. Not recorded: give it "
+        "again with each report.",
     )
     p.add_argument(
         "--contrast",
@@ -270,10 +271,10 @@ def _print_grid_report(path: Path) -> None:
     print(f"[compare] grid report: {path}")
 
 
-def _grid(plan: Plan, axes: list, prompts: list[str], command: str) -> int:
-    """Run every cell of the grid, then write the grid's report; exit 1 if a cell is missing."""
+def _grid(plan: Plan, axes: list, prompts: list[str], command: str, readout: Readout) -> int:
+    """Run every cell of the grid, then write the grid's report with ``readout``; exit 1 if a cell is missing."""
     grid_dir, cells = run_grid(plan, axes, prompts, command)
-    _print_grid_report(write_grid_report(grid_dir, {c.name: c.error for c in cells if c.error}, command))
+    _print_grid_report(write_grid_report(grid_dir, {c.name: c.error for c in cells if c.error}, command, readout))
     missing = [c.name for c in cells if c.error]
     if missing:
         print(
@@ -295,10 +296,11 @@ def main(argv: list[str] | None = None) -> int:
         if len(args.runs) == 1 and (args.runs[0] / GRID_FILE).is_file():  # a grid folder: its report alone
             _print_grid_report(write_grid_report(args.runs[0], command=command, readout=args.readout))
             return 0
-        if args.readout.contrasts or args.readout.slope_within or (args.grid and args.margin_bpb is not None):
+        given = [f for f, v in (("--contrast", args.contrast), ("--slope-within", args.slope_within)) if v]
+        if given:
             raise UserError(
-                "--contrast, --slope-within (and --margin-bpb with --grid) are for the report of a finished "
-                "--grid folder: python compare.py <grid folder> --margin-bpb 0.02 --contrast CELL_A,CELL_B"
+                f"{' and '.join(given)} read out the cells of a finished grid: train with --grid first, then "
+                "report on its folder (python compare.py <grid folder> --contrast CELL_A,CELL_B)"
             )
         if args.runs:
             check_run_folders(args.runs)
@@ -322,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.adopt,
             )
             if args.grid:
-                return _grid(plan, args.grid, prompts, command)
+                return _grid(plan, args.grid, prompts, command, Readout(args.margin_bpb))
             reported, tuning, out_dir = run_experiment(plan)
         path, meaningful = write_report(
             reported,

@@ -325,9 +325,10 @@ def comparisons(exp: Experiment) -> list[stats.Comparison]:
 def bpb_comparison(exp: Experiment, arm: str, margin_bpb: float) -> stats.Comparison | None:
     """``arm`` against the reference on the final val bits per byte, paired by seed, margin in bpb; None without bpb.
 
-    The verdict is :func:`stats.compare_paired`'s with no adjustment across arms: better / worse when the
-    95% paired t interval of Δ bpb excludes 0, equivalent when its 90% interval lies inside ±margin_bpb
-    (TOST). Its fields are in bits per byte where the docstring of :class:`stats.Comparison` says nats.
+    The verdict is :func:`stats.compare_paired`'s, unadjusted across arms (:func:`stats.holm` adjusts a
+    family): better / worse when the 95% paired t interval of Δ bpb excludes 0, equivalent when its 90%
+    interval lies inside ±margin_bpb (TOST). Its fields are in bits per byte where the docstring of
+    :class:`stats.Comparison` says nats; its ``ppl_ratio`` (exp of a Δ bpb) means nothing here.
     """
     ref, mine = [r.bpb for r in exp.runs[exp.reference]], [r.bpb for r in exp.runs[arm]]
     if any(v is None for v in ref + mine):

@@ -3,7 +3,8 @@
 ``experiment/report.py`` reads the run folders, checks they are a fair experiment and does the
 statistics (:mod:`experiment.stats`); ``experiment/figures.py`` draws it; this module only says
 what it means, in order: the command, a warning when runs learned too little for the comparison
-to mean anything, the verdict per arm and the budget held fixed, the paired statistics, the
+to mean anything, the verdict per arm and the budget held fixed, the verdicts in bits per byte
+(with a ``margin_bpb``), the paired statistics, the
 compute-equivalent estimate, the learning rates, the setup, the per-arm table (timings marked as
 measured under whatever load the machine had), the figures, the samples and the run folders
 (the sections from the setup on are :mod:`experiment.report_sections`')::
@@ -11,7 +12,8 @@ measured under whatever load the machine had), the figures, the samples and the 
     exp = report.check_experiment(report.load_runs(paths), reference="tied", margin=0.01)
     md = render_markdown(exp, figures.plot_all(exp, out_dir), {}, "Tied vs untied", command="python compare.py ...")
 
-Differences are arm − reference in nats/token: negative means the arm's loss is lower (better).
+Differences are arm − reference, in nats/token except in the bits-per-byte section: negative means
+the arm's loss is lower (better).
 """
 
 from __future__ import annotations
@@ -162,30 +164,41 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
     ]
 
 
+def _interval(low: float, high: float) -> str:
+    """An interval as ``[−0.0083, 0.0069]`` (4 decimals), or ``"n/a"`` with one seed."""
+    return f"[{_num(low, 4)}, {_num(high, 4)}]" if finite(low) else "n/a"
+
+
 def _bpb_section(exp: Experiment, margin_bpb: float) -> list[str]:
-    """``## In bits per byte``: each arm's paired Δ val bpb and its verdict at ``--margin-bpb`` (not Holm-adjusted)."""
+    """``## In bits per byte``: each arm's paired Δ final val bpb, its intervals and its verdict at ``margin_bpb``.
+
+    Holm-adjusted over the arms as the nats verdicts are (within one experiment Δ bpb is Δ nats times one
+    constant, so the two sections differ only in the margin); an arm with a run lacking bpb gets "n/a".
+    """
+    found = {c.arm: c for c in (bpb_comparison(exp, a, margin_bpb) for a in exp.arms if a != exp.reference) if c}
+    found = {c.arm: c for c in stats.holm(list(found.values()))}
     lines = [
         f"## In bits per byte, at ±{margin_bpb:g} bpb (`--margin-bpb {margin_bpb:g}`)",
         "",
-        f"| arm | per seed | mean | 95% CI | 90% CI | TOST p (±{margin_bpb:g}) | verdict |",
-        "|" + "---|" * 7,
+        f"| arm | per seed | mean | 95% CI | 90% CI | Holm p | TOST p (±{margin_bpb:g}) | verdict |",
+        "|" + "---|" * 8,
     ]
     for arm in [a for a in exp.arms if a != exp.reference]:
-        c = bpb_comparison(exp, arm, margin_bpb)
+        c = found.get(arm)
         if c is None:
-            lines.append(f"| {arm} | a run has no bits per byte (trained before they were recorded) | | | | | n/a |")
+            lines.append(f"| {arm} | a run has no bits per byte (trained before they were recorded) | | | | | | n/a |")
             continue
-        low, high = stats.paired_interval(c.diffs, 0.90)
         lines.append(
             f"| {arm} | {', '.join(_signed(d) for d in c.diffs)} | {_signed(c.mean)} | {_ci(c, 4)} | "
-            f"[{_num(low, 4)}, {_num(high, 4)}] | {_p(c.p_tost)} | **{c.verdict}** |"
+            f"{_interval(*stats.paired_interval(c.diffs, 0.90))} | {_p(c.p_holm)} | {_p(c.p_tost)} | **{c.verdict}** |"
         )
     return lines + [
         "",
-        f"Δ = arm − reference in final val bits per byte (the loss over the same val windows, per byte of text), "
-        f"paired by seed. Better or worse when the 95% paired t interval excludes 0 (not adjusted across arms); "
-        f"equivalent when the 90% interval lies inside ±{margin_bpb:g} bpb (two one-sided tests, statsmodels' "
-        "`ttost_paired`); otherwise inconclusive. A margin in bits per byte means the same across tokenizers.",
+        "Δ = arm − reference in final val bits per byte (the loss over the same val windows, per byte of text), "
+        "paired by seed. Better or worse when the Holm-adjusted paired t p is below 0.05 and the 95% interval "
+        f"excludes 0, as for the verdicts in nats; equivalent when the 90% interval lies inside ±{margin_bpb:g} bpb "
+        "(two one-sided tests, statsmodels' `ttost_paired`); otherwise inconclusive. A margin in bits per byte "
+        "means the same across tokenizers; unlike the nats margin it is not recorded in the experiment folder.",
         "",
     ]
 

@@ -10,7 +10,8 @@ p-values of one report are adjusted together for multiple comparisons (:func:`ho
 
 Every statistical computation is done by scipy or statsmodels, not by hand:
 
-* paired t test and its 95% interval: ``scipy.stats.ttest_rel`` (``.confidence_interval``);
+* paired t test and its 95% interval: ``scipy.stats.ttest_rel`` (``.confidence_interval``), other
+  levels (the 90% interval of :func:`paired_interval`) by ``scipy.stats.ttest_1samp``;
 * Wilcoxon signed-rank test: ``scipy.stats.wilcoxon`` (exact where scipy does it);
 * exact sign test: ``scipy.stats.binomtest``;
 * equivalence (TOST, Schuirmann 1987): ``statsmodels.stats.weightstats.ttost_paired``;
@@ -235,16 +236,19 @@ def holm(comparisons: list[Comparison], alpha: float = 0.05) -> list[Comparison]
 
 
 def paired_interval(diffs: Sequence[float], level: float) -> tuple[float, float]:
-    """The paired t interval of the mean of ``diffs`` at confidence ``level`` (e.g. 0.90), same units.
+    """The t interval of the mean of the paired ``diffs`` at confidence ``level`` (e.g. 0.90), same units.
 
-    mean ± t(1 − (1 − level)/2, n − 1) · sd / √n (``scipy.stats.t.ppf``). The 90% interval lying
-    inside ±margin is the same event as TOST p < 0.05 (Schuirmann 1987). (nan, nan) for fewer than 2 values.
+    ``scipy.stats.ttest_1samp(diffs, 0).confidence_interval(level)``, which equals ``ttest_rel``'s
+    interval at that level. The 90% interval lying inside ±margin is the same event as TOST p < 0.05
+    (Schuirmann 1987). (mean, mean) when every diff is the same; (nan, nan) for fewer than 2 values.
     """
     d = np.asarray(diffs, dtype=float)
     if len(d) < 2:
         return math.nan, math.nan
-    half = float(stats.t.ppf(1 - (1 - level) / 2, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)))
-    return float(d.mean()) - half, float(d.mean()) + half
+    if np.ptp(d) == 0:
+        return float(d[0]), float(d[0])
+    low, high = stats.ttest_1samp(d, 0.0).confidence_interval(confidence_level=level)
+    return float(low), float(high)
 
 
 def seeds_needed(mean: float, sd: float, margin: float, alpha: float = 0.05, max_n: int = 1000) -> int | None:

@@ -251,3 +251,18 @@ def test_a_report_on_existing_runs_uses_the_declared_margin(tmp_path, capsys, mo
     assert "equivalent within ±0.05 nats" in capsys.readouterr().out
     assert compare.main([str(p) for p in paths] + ["--margin", "0.01"]) == 2
     assert "declared --margin 0.05" in capsys.readouterr().err
+
+
+def test_a_report_on_existing_runs_with_a_margin_in_bits_per_byte(tmp_path, capsys, monkeypatch):
+    """compare.py on run folders with --margin-bpb: its report.md gains the verdicts in bits per byte at that
+    margin (0.5 bpb per nat here: Δ −0.15, −0.14, −0.16 nats is −0.075 bpb on average, better), beside the
+    ones in nats."""
+    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
+    finals = [(3.0, 2.85), (3.1, 2.96), (3.2, 3.04)]
+    bpb = [({"final_val_bpb": t / 2}, {"final_val_bpb": u / 2}) for t, u in finals]
+    paths = fake_experiment(tmp_path, finals, bpb)
+    assert compare.main([str(p) for p in paths] + ["--margin-bpb", "0.02"]) == 0
+    md = (tmp_path / "report.md").read_text()
+    assert "## In bits per byte, at ±0.02 bpb (`--margin-bpb 0.02`)" in md
+    assert "| untied | −0.0750, −0.0700, −0.0800 | −0.0750 | [−0.0874, −0.0626] | [−0.0834, −0.0666] |" in md
+    assert "| **better** |" in md and "untied vs tied: **better**" in md

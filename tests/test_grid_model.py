@@ -232,10 +232,10 @@ def test_the_readouts_asked_for_are_a_section_of_the_report(tmp_path):
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["runs/x/tied-s0", "--contrast", "a,b"], "for the report of a finished --grid folder"),
+        (["runs/x/tied-s0", "--contrast", "a,b"], "--contrast read out the cells of a finished grid"),
         (
-            ["--config", "c.toml", "--grid", "model.n_embd=64,128", "--margin-bpb", "0.02"],
-            "(and --margin-bpb with --grid)",
+            ["--config", "c.toml", "--grid", "model.n_embd=64,128", "--slope-within", "model.n_embd=64,128"],
+            "train with --grid first",
         ),
         (["g", "--margin-bpb", "0"], "--margin-bpb must be a finite number > 0"),
         (["g", "--contrast", "a"], "is not two different cell names"),
@@ -243,7 +243,7 @@ def test_the_readouts_asked_for_are_a_section_of_the_report(tmp_path):
     ],
 )
 def test_bad_report_options_are_one_line_errors(argv, match, capsys):
-    """Readouts outside a grid report, --margin-bpb while a grid trains, a margin <= 0, a contrast of one cell, a malformed slope clause:
+    """Readouts outside a grid folder's report (on run folders, or while training), a margin <= 0, a contrast of one cell, a malformed slope clause:
     exit 2 with one line."""
     assert compare.main(argv) == 2
     err = capsys.readouterr().err

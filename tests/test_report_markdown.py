@@ -333,7 +333,8 @@ def test_a_margin_in_bits_per_byte_adds_its_verdicts_beside_the_nats(tmp_path):
     md = _md(exp, margin_bpb=0.02)
     assert "**inconclusive**" in _section(md, "Verdict")
     section = _section(md, "In bits per byte, at ±0.02 bpb (`--margin-bpb 0.02`)")
-    assert "| untied | −0.0050, +0.0040, −0.0010 | −0.0007 |" in section and "| **equivalent** |" in section
+    row = "| untied | −0.0050, +0.0040, −0.0010 | −0.0007 | [−0.0119, 0.0105] | [−0.0083, 0.0069] | 0.822 | 0.009 |"
+    assert row + " **equivalent** |" in section
     assert "90% interval lies inside ±0.02 bpb" in section
     assert "In bits per byte" not in _md(exp)
 
@@ -342,3 +343,15 @@ def test_runs_without_bits_per_byte_get_no_bpb_verdict(tmp_path):
     """A run whose summary has no final_val_bpb (older runs): the bpb section says so instead of a verdict."""
     section = _section(_md(_exp(tmp_path, CLEAR), margin_bpb=0.02), "In bits per byte")
     assert "a run has no bits per byte" in section and "| n/a |" in section
+
+
+def test_the_bpb_verdicts_of_several_arms_are_holm_adjusted_like_the_nats_ones(tmp_path):
+    """Three arms, bpb = 0.1 × nats and a bpb margin of 0.1 × the nats one: one row per non-reference arm, and
+    each arm's bpb verdict and Holm p equal its nats ones (within one experiment the units differ by a constant)."""
+    summaries = [tuple({"final_val_bpb": v * 0.1} for v in row) for row in THREE]
+    exp = _exp(tmp_path, THREE, summaries, arms=ARMS3)
+    section = _section(_md(exp, margin_bpb=0.001), "In bits per byte")
+    assert "| tied |" not in section
+    for c in report.comparisons(exp):
+        row = next(line for line in section.splitlines() if line.startswith(f"| {c.arm} |"))
+        assert row.endswith(f"| **{c.verdict}** |") and f"| {report_markdown._p(c.p_holm)} |" in row
