@@ -12,6 +12,8 @@ Run: ``python -m pytest -q tests/test_committed_reports.py``  (CPU, offline, sec
 import shutil
 from pathlib import Path
 
+import pytest
+
 import compare
 from experiment.runner import write_report
 
@@ -60,3 +62,42 @@ def test_a_committed_cell_report_re_renders_from_its_runs(tmp_path):
     assert figures and sorted(p.name for p in copy.glob("*.png")) == figures
     for name in figures:
         assert (copy / name).read_bytes() == (CELL / name).read_bytes(), name
+
+
+DEFAULT = REPO / "results" / "tying-default-cpu-2026-11-24"
+
+
+@pytest.mark.parametrize(
+    "report_dir, reported, margin_bpb", [(DEFAULT, ("tied-lr*-s*", "untied-lr*-s*"), 0.02)], ids=["tuned-rates"]
+)
+def test_the_default_budget_reports_re_render_from_their_runs(tmp_path, report_dir, reported, margin_bpb):
+    """The default-budget record's reports, rendered again from copies of the committed runs with the command
+    each names and its --margin-bpb, equal the committed ones: the figures byte for byte, the report in every
+    line but those drawn from checkpoints (the tuned report's tune-* runs are its learning-rate grid)."""
+    committed = (report_dir / "report.md").read_text(encoding="utf-8")
+    command = committed.split("\n```\n", 2)[1]
+    assert f"--margin-bpb {margin_bpb:g}" in command
+    patterns = (*reported, "tune-*") if report_dir == DEFAULT else reported
+    runs = []
+    for pattern in patterns:
+        for run in sorted(p.parent for p in DEFAULT.glob(f"{pattern}/summary.json")):
+            copy = tmp_path / run.relative_to(DEFAULT)
+            shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.pt", "*.png", "*.tiktoken"))
+            runs.append(copy)
+    tuning = [p for p in runs if p.name.startswith("tune-")]
+    out = tmp_path / report_dir.relative_to(DEFAULT)
+    path, _ = write_report(
+        [p for p in runs if p not in tuning],
+        tuning,
+        out,
+        ["\n", "ROMEO:"],
+        f"Should the embedding be tied? {report_dir.name}",
+        command=command,
+        margin_bpb=margin_bpb,
+    )
+
+    old, new = committed.splitlines(), path.read_text(encoding="utf-8").splitlines()
+    assert len(old) == len(new)
+    assert all(a == b or b.startswith(FROM_CHECKPOINTS) for a, b in zip(old, new))
+    figures = sorted(p.name for p in report_dir.glob("*.png"))
+    assert figures and all((out / name).read_bytes() == (report_dir / name).read_bytes() for name in figures)
