@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from pathlib import Path
 
 from experiment.arms import DESCRIPTIONS
@@ -181,13 +182,12 @@ def samples_section(exp: Experiment, sample_texts: dict) -> list[str]:
 def runs_section(exp: Experiment, folder: Path | None) -> list[str]:
     """``## Runs``: every reported run folder with its arm and seed, then the tuning runs.
 
-    A run inside ``folder`` (the report's own) is named relative to it, so a report committed with
-    its runs names no path of the machine that wrote it.
+    Every run is named relative to ``folder`` (the report's own; ``../`` for one outside it), so a
+    report committed with its runs names no path of the machine that wrote it.
     """
 
     def shown(path: Path) -> str:
-        whole, base = path.resolve(), folder.resolve() if folder is not None else None
-        return whole.relative_to(base).as_posix() if base is not None and whole.is_relative_to(base) else str(path)
+        return str(path) if folder is None else Path(os.path.relpath(path.resolve(), folder.resolve())).as_posix()
 
     lines = ["## Runs", ""] + [
         f"- `{shown(r.path)}` ({arm}, seed {r.seed})" for arm, members in exp.runs.items() for r in members

@@ -68,7 +68,12 @@ DEFAULT = REPO / "results" / "tying-default-cpu-2026-11-24"
 
 
 @pytest.mark.parametrize(
-    "report_dir, reported, margin_bpb", [(DEFAULT, ("tied-lr*-s*", "untied-lr*-s*"), 0.02)], ids=["tuned-rates"]
+    "report_dir, reported, margin_bpb",
+    [
+        (DEFAULT, ("tied-lr*-s*", "untied-lr*-s*"), 0.02),
+        (DEFAULT / "same-rate", ("same-rate/tied-lr*-s*", "untied-lr*-s*"), 0.02),
+    ],
+    ids=["tuned-rates", "same-rate"],
 )
 def test_the_default_budget_reports_re_render_from_their_runs(tmp_path, report_dir, reported, margin_bpb):
     """The default-budget record's reports, rendered again from copies of the committed runs with the command
