@@ -52,9 +52,10 @@ def _p(p: float | None) -> str:
     return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
 
 
-def _ci(c: stats.Comparison, digits: int = 3) -> str:
-    """The 95% CI as ``[−0.198, −0.089]``, or ``"n/a"`` with one seed."""
-    return f"[{_num(c.ci[0], digits)}, {_num(c.ci[1], digits)}]" if finite(c.ci[0]) else "n/a"
+def _ci(c: stats.Comparison, digits: int = 3, level: int = 95) -> str:
+    """The 95% (or ``level=90``) CI as ``[−0.198, −0.089]``, or ``"n/a"`` with one seed."""
+    low, high = c.ci if level == 95 else c.ci90
+    return f"[{_num(low, digits)}, {_num(high, digits)}]" if finite(low) else "n/a"
 
 
 def baseline_warning(exp: Experiment) -> str | None:
@@ -164,33 +165,28 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
     ]
 
 
-def _interval(low: float, high: float) -> str:
-    """An interval as ``[−0.0083, 0.0069]`` (4 decimals), or ``"n/a"`` with one seed."""
-    return f"[{_num(low, 4)}, {_num(high, 4)}]" if finite(low) else "n/a"
-
-
 def _bpb_section(exp: Experiment, margin_bpb: float) -> list[str]:
     """``## In bits per byte``: each arm's paired Δ final val bpb, its intervals and its verdict at ``margin_bpb``.
 
     Holm-adjusted over the arms as the nats verdicts are (within one experiment Δ bpb is Δ nats times one
     constant, so the two sections differ only in the margin); an arm with a run lacking bpb gets "n/a".
     """
-    found = {c.arm: c for c in (bpb_comparison(exp, a, margin_bpb) for a in exp.arms if a != exp.reference) if c}
-    found = {c.arm: c for c in stats.holm(list(found.values()))}
+    others = [a for a in exp.arms if a != exp.reference]
+    found = {c.arm: c for c in stats.holm([c for c in (bpb_comparison(exp, a, margin_bpb) for a in others) if c])}
     lines = [
         f"## In bits per byte, at ±{margin_bpb:g} bpb (`--margin-bpb {margin_bpb:g}`)",
         "",
         f"| arm | per seed | mean | 95% CI | 90% CI | Holm p | TOST p (±{margin_bpb:g}) | verdict |",
         "|" + "---|" * 8,
     ]
-    for arm in [a for a in exp.arms if a != exp.reference]:
+    for arm in others:
         c = found.get(arm)
         if c is None:
             lines.append(f"| {arm} | a run has no bits per byte (trained before they were recorded) | | | | | | n/a |")
             continue
         lines.append(
             f"| {arm} | {', '.join(_signed(d) for d in c.diffs)} | {_signed(c.mean)} | {_ci(c, 4)} | "
-            f"{_interval(*stats.paired_interval(c.diffs, 0.90))} | {_p(c.p_holm)} | {_p(c.p_tost)} | **{c.verdict}** |"
+            f"{_ci(c, 4, level=90)} | {_p(c.p_holm)} | {_p(c.p_tost)} | **{c.verdict}** |"
         )
     return lines + [
         "",

@@ -10,8 +10,7 @@ p-values of one report are adjusted together for multiple comparisons (:func:`ho
 
 Every statistical computation is done by scipy or statsmodels, not by hand:
 
-* paired t test and its 95% interval: ``scipy.stats.ttest_rel`` (``.confidence_interval``), other
-  levels (the 90% interval of :func:`paired_interval`) by ``scipy.stats.ttest_1samp``;
+* paired t test and its 95% and 90% intervals: ``scipy.stats.ttest_rel`` (``.confidence_interval``);
 * Wilcoxon signed-rank test: ``scipy.stats.wilcoxon`` (exact where scipy does it);
 * exact sign test: ``scipy.stats.binomtest``;
 * equivalence (TOST, Schuirmann 1987): ``statsmodels.stats.weightstats.ttost_paired``;
@@ -54,7 +53,8 @@ class Comparison:
 
     ``diffs`` are arm - reference per seed, in the order given; negative means the arm's loss is
     lower (better).  ``ci`` is the 95% paired t interval of the mean difference
-    (``scipy.stats.ttest_rel(...).confidence_interval``); ``p_t`` the two-sided paired t p-value;
+    (``scipy.stats.ttest_rel(...).confidence_interval``), ``ci90`` the 90% one (inside ±margin exactly
+    when p_tost < 0.05, Schuirmann 1987); ``p_t`` the two-sided paired t p-value;
     ``p_wilcoxon`` the two-sided Wilcoxon signed-rank p (``scipy.stats.wilcoxon``), None when it
     cannot be computed; ``p_sign`` the exact two-sided sign test (``scipy.stats.binomtest``);
     ``d_z`` = mean / sd (Cohen's d_z, unitless); ``ppl_ratio`` = exp(mean), the arm's perplexity
@@ -72,6 +72,7 @@ class Comparison:
     mean: float
     sd: float
     ci: tuple[float, float]
+    ci90: tuple[float, float]
     p_t: float
     p_wilcoxon: float | None
     p_sign: float
@@ -174,9 +175,9 @@ def compare_paired(
     mean = float(np.mean(diffs))
     nan = float("nan")
     if n < 2:
-        sd, ci, p_t, p_tost = nan, (nan, nan), nan, nan
+        sd, ci, ci90, p_t, p_tost = nan, (nan, nan), (nan, nan), nan, nan
     elif np.ptp(diffs) == 0:  # every seed moved by exactly the same amount: no spread
-        sd, ci = 0.0, (mean, mean)
+        sd, ci, ci90 = 0.0, (mean, mean), (mean, mean)
         p_t = 1.0 if mean == 0 else 0.0
         p_tost = 0.0 if abs(mean) < margin else 1.0
     else:
@@ -186,6 +187,7 @@ def compare_paired(
             res = stats.ttest_rel(a, r)
             low, high = res.confidence_interval(confidence_level=0.95)
             ci, p_t = (float(low), float(high)), float(res.pvalue)
+            ci90 = tuple(float(v) for v in res.confidence_interval(confidence_level=0.90))
             p_tost = float(ttost_paired(a, r, -margin, margin)[0])
     nonzero = int(np.count_nonzero(diffs))
     negative = int(np.sum(diffs < 0))
@@ -199,6 +201,7 @@ def compare_paired(
         mean=mean,
         sd=sd,
         ci=ci,
+        ci90=ci90,
         p_t=p_t,
         p_wilcoxon=_p_wilcoxon(diffs),
         p_sign=p_sign,
@@ -233,22 +236,6 @@ def holm(comparisons: list[Comparison], alpha: float = 0.05) -> list[Comparison]
         )
         out.append(replace(c, p_holm=float(p_holm), verdict=verdict, seeds_needed=needed))
     return out
-
-
-def paired_interval(diffs: Sequence[float], level: float) -> tuple[float, float]:
-    """The t interval of the mean of the paired ``diffs`` at confidence ``level`` (e.g. 0.90), same units.
-
-    ``scipy.stats.ttest_1samp(diffs, 0).confidence_interval(level)``, which equals ``ttest_rel``'s
-    interval at that level. The 90% interval lying inside ±margin is the same event as TOST p < 0.05
-    (Schuirmann 1987). (mean, mean) when every diff is the same; (nan, nan) for fewer than 2 values.
-    """
-    d = np.asarray(diffs, dtype=float)
-    if len(d) < 2:
-        return math.nan, math.nan
-    if np.ptp(d) == 0:
-        return float(d[0]), float(d[0])
-    low, high = stats.ttest_1samp(d, 0.0).confidence_interval(confidence_level=level)
-    return float(low), float(high)
 
 
 def seeds_needed(mean: float, sd: float, margin: float, alpha: float = 0.05, max_n: int = 1000) -> int | None:

@@ -11,7 +11,7 @@ import math
 import pytest
 
 from core.errors import UserError
-from experiment.stats import Comparison, compare_paired, compute_equivalent, holm, paired_interval, seeds_needed
+from experiment.stats import Comparison, compare_paired, compute_equivalent, holm, seeds_needed
 
 REF5 = [3.50, 3.52, 3.48, 3.51, 3.49]
 REF10 = REF5 + [3.47, 3.53, 3.50, 3.46, 3.54]
@@ -113,13 +113,13 @@ def test_identical_shift_on_every_seed_is_handled_without_nan():
     "diffs", [[0.004, -0.003, 0.006, 0.001, -0.002], [0.015, 0.021, 0.009, 0.018, 0.012], [0.01, -0.01, 0.03]]
 )
 def test_the_90_percent_interval_inside_the_margin_is_the_tost_verdict(diffs):
-    """paired_interval(diffs, 0.90) lies inside ±margin exactly when statsmodels' TOST p < 0.05 (Schuirmann 1987),
-    and its 95% interval is scipy's ttest_rel interval."""
+    """ci90 lies inside ±margin exactly when statsmodels' TOST p < 0.05 (Schuirmann 1987), and it sits inside
+    the 95% interval (scipy's ttest_rel intervals at both levels); one seed has no interval."""
     c = compare_paired("a", "ref", paired(diffs, REF5), REF5[: len(diffs)], 0.02)
-    low, high = paired_interval(c.diffs, 0.90)
+    low, high = c.ci90
     assert (-0.02 < low and high < 0.02) == (c.p_tost < 0.05)
-    assert paired_interval(c.diffs, 0.95) == pytest.approx(c.ci, abs=1e-12)
-    assert all(math.isnan(v) for v in paired_interval([0.1], 0.90))
+    assert c.ci[0] < low < high < c.ci[1]
+    assert all(math.isnan(v) for v in compare_paired("a", "ref", [3.1], [3.0], 0.02).ci90)
 
 
 def test_seeds_needed_is_the_first_n_where_the_interval_clears_zero():
