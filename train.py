@@ -5,6 +5,7 @@
     python train.py --run-name untied --resume --train.max_iters=4000  # continue (and extend) a run
     python train.py --help                                     # every --section.key option with its help
     torchrun --standalone --nproc_per_node=8 train.py --config configs/fineweb_edu_gpt2.toml --run-name gpt2  # DDP
+    python train.py --branch-from runs/trunk@781 --train.max_iters=977 --run-name b977  # a WSD cooldown branch
     python train.py --init-from hf/gpt2 --data.tokenizer=gpt2 --run-name ft   # fine-tune GPT-2 weights (docs/gpt2.md)
 
 The corpus is prepared (tokenized and cached under ``data/cache``) on first use.  Each run
@@ -41,6 +42,12 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     )
     parser.add_argument("--resume", action="store_true", help="Continue the run --run-name from its ckpt_last.pt.")
     parser.add_argument(
+        "--branch-from",
+        metavar="RUN@STEP",
+        help="Start the new run --run-name from a WSD trunk's checkpoint at STEP (kept by its train.save_at) and "
+        "run its own cooldown to --train.max_iters, e.g. --branch-from runs/trunk@781 --train.max_iters=977.",
+    )
+    parser.add_argument(
         "--init-from",
         metavar="FOLDER",
         help="Start from GPT-2 weights: a Hugging Face folder "
@@ -61,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dist = ddp.from_env()
         args, overrides = parse_args(argv)
-        cfg, run_dir = setup_run(args, overrides, dist)
-        train(cfg, run_dir, resume=args.resume, dist=dist, init_from=args.init_from)
+        cfg, run_dir, branch_from = setup_run(args, overrides, dist)
+        train(cfg, run_dir, resume=args.resume, dist=dist, init_from=args.init_from, branch_from=branch_from)
     except UserError as e:
         # Before the process group exists, every rank parses the same command line the same way.
         error, status, own = str(e), 2, not isinstance(e, ddp.FollowerError) and ddp.joined()

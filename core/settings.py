@@ -48,9 +48,10 @@ def check_type(key: str, value, typ, where: str):
             raise UserError(f"{key} in {where} must be a finite number, got {value!r}")
         return float(value)
     if typ is list or origin is list:
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        item = (typing.get_args(typ) or (str,))[0]  # a bare ``list`` holds strings
+        if isinstance(value, list) and all(isinstance(v, item) and not isinstance(v, bool) for v in value):
             return value
-        raise UserError(f"{key} in {where} must be a list of strings, got {value!r}")
+        raise UserError(f"{key} in {where} must be a list of {item.__name__}s, got {value!r}")
     ok = isinstance(value, typ) and not (typ is int and isinstance(value, bool))
     if not ok:
         raise UserError(f"{key} in {where} must be of type {typ.__name__}, got {type(value).__name__} {value!r}")
@@ -74,7 +75,8 @@ def parse_cli_value(text: str, typ) -> object:
     if typ is float:
         return float(text)
     if typ is list or typing.get_origin(typ) is list:
-        return [t for t in (s.strip() for s in text.split(",")) if t]
+        item = (typing.get_args(typ) or (str,))[0]
+        return [item(t) for t in (s.strip() for s in text.split(",")) if t]
     return text
 
 
@@ -117,7 +119,7 @@ def overrides_to_argv(overrides: dict) -> list[str]:
             if isinstance(value, bool):
                 text = str(value).lower()
             elif isinstance(value, list):
-                text = ",".join(value)
+                text = ",".join(str(v) for v in value)
             else:
                 text = str(value)
             argv.append(f"--{section}.{key}={text}")

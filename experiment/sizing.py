@@ -77,6 +77,6 @@ def arm_params(cfg: RunConfig, arm: str, equal_params: str | None = None) -> int
     if equal_params and arm in ("tied", "tied-bias"):
         grown, _, _ = equal_params_config(dataclasses.replace(cfg.model, tie_embeddings=False), equal_params)
         model = dataclasses.replace(model, n_embd=grown.n_embd, n_layer=grown.n_layer)
-    if settings.get("train.untie_at"):
+    if settings.get("train.untie_at") or settings.get("train.untie_at_cooldown"):
         model = dataclasses.replace(model, tie_embeddings=False)
     return count_params(model)

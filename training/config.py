@@ -47,6 +47,22 @@ class TrainConfig:
     lr_decay_iters: int = doc_field(
         0, "Step at which the cosine decay reaches min_lr; 0 means max_iters. Resolved and saved with the run."
     )
+    lr_schedule: str = doc_field(
+        "cosine",
+        "'cosine' (warmup, then cosine decay to min_lr at lr_decay_iters; nanoGPT) or 'wsd' (warmup-stable-decay: "
+        "warmup, learning_rate held, then a cooldown to min_lr over the last cooldown_frac of lr_decay_iters; "
+        "MiniCPM, Hu et al. 2024; Hägele et al. 2024, arXiv:2405.18392). A WSD run can branch: see --branch-from.",
+    )
+    cooldown_frac: float = doc_field(
+        0.2,
+        "With lr_schedule='wsd': the cooldown's share of the schedule's horizon (lr_decay_iters). Hägele et al. 2024 "
+        "find 10-20% matches a cosine.",
+    )
+    cooldown_shape: str = doc_field(
+        "linear",
+        "With lr_schedule='wsd': how the cooldown falls from learning_rate to min_lr: 'linear', or '1-sqrt' "
+        "(1 - sqrt of the cooldown's progress; Hägele et al. 2024, its best shape).",
+    )
     weight_decay: float = doc_field(0.1, "AdamW weight decay, applied to weights with dim >= 2 only.")
     embedding_weight_decay: bool = doc_field(
         True,
@@ -64,6 +80,12 @@ class TrainConfig:
         0.0,
         "Fraction of the schedule (lr_decay_iters, i.e. max_iters by default) after which a tied model unties: lm_head becomes its own copy of the matrix, with a copy of its AdamW state (modded-nanogpt unties at 2/3); 0 never. Needs model.tie_embeddings=true.",
     )
+    untie_at_cooldown: bool = doc_field(
+        False,
+        "With lr_schedule='wsd': a tied model unties at the first step of its cooldown (as train.untie_at does "
+        "at a fraction of the run), so a branch from a tied trunk trains its cooldown untied. Needs "
+        "model.tie_embeddings=true.",
+    )
     beta1: float = doc_field(0.9, "AdamW beta1.")
     beta2: float = doc_field(0.99, "AdamW beta2 (nanoGPT uses 0.99 for small models, 0.95 for GPT-2 scale).")
     grad_clip: float = doc_field(1.0, "Clip the global gradient norm to this; 0 disables clipping.")
@@ -72,6 +94,11 @@ class TrainConfig:
     log_interval: int = doc_field(10, "Write a training row to metrics.jsonl every this many steps.")
     checkpoint_interval: int = doc_field(
         0, "Write ckpt_last.pt every this many steps (a crash loses at most this many); 0 means every eval_interval."
+    )
+    save_at: list[int] = doc_field(
+        [],
+        "Steps at which to keep a resumable checkpoint ckpt_step<N>.pt (weights, AdamW state, RNG, data position) "
+        "besides ckpt_last.pt: the branch points of a WSD trunk (train.py --branch-from RUN@N).",
     )
     max_skipped_steps: int = doc_field(
         0,
@@ -140,6 +167,18 @@ class TrainConfig:
             raise UserError(
                 f"train.untie_at must be in [0, 1) (a fraction of the schedule; 0 never unties), got {self.untie_at}"
             )
+        if self.lr_schedule not in ("cosine", "wsd"):
+            raise UserError(f"train.lr_schedule must be 'cosine' or 'wsd', got {self.lr_schedule!r}")
+        if not 0 < self.cooldown_frac <= 1:
+            raise UserError(f"train.cooldown_frac must be in (0, 1] (a share of the horizon), got {self.cooldown_frac}")
+        if self.cooldown_shape not in ("linear", "1-sqrt"):
+            raise UserError(f"train.cooldown_shape must be 'linear' or '1-sqrt', got {self.cooldown_shape!r}")
+        if self.untie_at_cooldown and self.lr_schedule != "wsd":
+            raise UserError(
+                "train.untie_at_cooldown needs a cooldown: set train.lr_schedule=wsd, or use train.untie_at"
+            )
+        if any(step < 1 for step in self.save_at):
+            raise UserError(f"train.save_at lists steps >= 1, got {self.save_at}")
         if self.weight_decay < 0 or self.grad_clip < 0:
             raise UserError("train.weight_decay and train.grad_clip must be >= 0")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
@@ -152,6 +191,16 @@ class TrainConfig:
             raise UserError(f"train.dtype must be 'auto', 'float32' or 'bfloat16', got {self.dtype!r}")
         if not (self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:")):
             raise UserError(f"train.device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
+
+    def cooldown_start(self) -> int:
+        """The first step of a WSD schedule's cooldown: ``horizon - round(cooldown_frac * horizon)``.
+
+        ``horizon`` is ``lr_decay_iters`` (``max_iters`` where 0).  Steps before it train at
+        ``learning_rate`` (after warmup), so two WSD runs that differ only in horizon agree on
+        every step before the earlier of their cooldowns: the property cooldown branches rest on.
+        """
+        horizon = self.lr_decay_iters or self.max_iters
+        return horizon - round(self.cooldown_frac * horizon)
 
 
 @dataclass
@@ -191,6 +240,7 @@ BOOKKEEPING = frozenset(
         "train.loss_plot",
         "train.log_interval",
         "train.checkpoint_interval",
+        "train.save_at",
         "data.cache_dir",
         "data.num_proc",
         "data.streaming",
@@ -262,7 +312,12 @@ class RunConfig:
         tied, tc = self.model.tie_embeddings, self.train
         if tc.untie_at and not tied:
             raise UserError("train.untie_at unties a tied model: set model.tie_embeddings=true, or drop train.untie_at")
-        if tied and not tc.untie_at and tc.head_lr_scale != 1.0:
+        if tc.untie_at_cooldown and (not tied or tc.untie_at):
+            raise UserError(
+                "train.untie_at_cooldown unties a tied model once: set model.tie_embeddings=true and drop train.untie_at"
+            )
+        unties = tc.untie_at or tc.untie_at_cooldown
+        if tied and not unties and tc.head_lr_scale != 1.0:
             raise UserError(
                 "train.head_lr_scale needs an lm_head of its own: a tied matrix has one learning rate "
                 "(train.embedding_lr_scale); set model.tie_embeddings=false, or drop train.head_lr_scale"
@@ -272,9 +327,12 @@ class RunConfig:
         """The optimizer step after which a tie-then-untie run unties, or None.
 
         ``train.untie_at`` of the schedule's horizon (``lr_decay_iters``, resolved and saved when the
-        run starts), so extending a run with ``--resume --train.max_iters`` does not move it.
+        run starts), so extending a run with ``--resume --train.max_iters`` does not move it; with
+        ``train.untie_at_cooldown``, the first step of the WSD cooldown (:meth:`TrainConfig.cooldown_start`).
         """
         horizon = self.train.lr_decay_iters or self.train.max_iters
+        if self.train.untie_at_cooldown:
+            return self.train.cooldown_start()
         return max(1, round(self.train.untie_at * horizon)) if self.train.untie_at else None
 
     def to_dict(self) -> dict:

@@ -22,6 +22,7 @@ from tqdm import tqdm
 from core.errors import Interrupted, UserError
 from model.hf import load_into
 from training import ddp, faults, report, runs
+from training.branch import start_branch, step_checkpoint
 from training.config import RunConfig
 from training.schedule import get_lr
 from training.setup import Progress, build, restore
@@ -31,9 +32,18 @@ PLOT_EVERY_S = 30.0  # seconds between redraws of loss.png during a run (and onc
 
 
 def train(
-    cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist = ddp.SINGLE, init_from: str | None = None
+    cfg: RunConfig,
+    run_dir: Path,
+    resume: bool,
+    dist: ddp.Dist = ddp.SINGLE,
+    init_from: str | None = None,
+    branch_from: tuple[Path, int] | None = None,
 ) -> dict:
     """Train per ``cfg`` into ``run_dir`` (resuming from its ``ckpt_last.pt`` if ``resume``).
+
+    With ``branch_from`` (a WSD trunk's folder and step; ``cfg`` from :func:`training.branch.branch_config`)
+    the new folder ``run_dir`` starts as a copy of the trunk at that step (:func:`training.branch.start_branch`)
+    and trains on as a resume.
 
     A new run with ``init_from`` (a GPT-2 folder or hub id; ``cfg.model`` fitted by
     ``training.gpt2.init_from_overrides``) starts from those weights (``init_from.json``).
@@ -45,15 +55,24 @@ def train(
     checkpoint write or a non-finite loss (beyond ``train.max_skipped_steps``), and
     :class:`Interrupted` after SIGINT / SIGTERM (once ``ckpt_last.pt`` holds the last step).
     """
-    return Trainer(cfg, run_dir, resume, dist, init_from).run()
+    return Trainer(cfg, run_dir, resume, dist, init_from, branch_from).run()
 
 
 class Trainer:
     """The state of one run: its setup (:class:`training.setup.Setup`), counters, logs and checkpoints."""
 
-    def __init__(self, cfg: RunConfig, run_dir: Path, resume: bool, dist: ddp.Dist, init_from: str | None) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: Path,
+        resume: bool,
+        dist: ddp.Dist,
+        init_from: str | None,
+        branch_from: tuple[Path, int] | None = None,
+    ) -> None:
         tc, mc = cfg.train, cfg.model
-        self.cfg, self.run_dir, self.resume, self.dist = cfg, run_dir, resume, dist
+        self.cfg, self.run_dir, self.dist, self.branch_from = cfg, run_dir, dist, branch_from
+        self.resume = resume or branch_from is not None  # a branch goes on from the trunk's checkpoint
         self.main = dist.is_main
         self.saved_vocab_size = mc.vocab_size  # a resumed config's; build() sets the data's
         self.s = build(cfg, dist)
@@ -90,6 +109,8 @@ class Trainer:
         """The run, step by step; returns the summary (see :func:`train` for what it raises)."""
         try:
             with self.cleanup:
+                if self.branch_from:  # the folder starts as the trunk at the branch step
+                    ddp.on_main(lambda: start_branch(*self.branch_from, self.run_dir, self.cfg), self.dist)
                 # Lock before reading ckpt_last.pt: another process may be writing it.
                 ddp.on_main(lambda: faults.claim_run_folder(self.run_dir, self.resume, self.cleanup), self.dist)
                 self.restore_progress()
@@ -178,6 +199,9 @@ class Trainer:
                 self.evaluate()
             if self.p.step % checkpoint_interval == 0 or self.p.step == tc.max_iters:
                 self.save_last()
+            if self.p.step in tc.save_at and not step_checkpoint(self.run_dir, self.p.step).is_file():
+                # A branch point, kept once: a resume that trains this step again writes the same state.
+                self.save(step_checkpoint(self.run_dir, self.p.step), with_optimizer=True)
             if self.p.step % tc.log_interval == 0:
                 window_t, window_tokens = time.perf_counter(), 0  # eval and checkpoint time stay out of tokens/s
         pbar.close()
@@ -191,8 +215,8 @@ class Trainer:
         self.log({"kind": "untie", "step": self.p.step, "elapsed_s": self.elapsed()}, to_wandb=False)
         if self.main:
             tqdm.write(
-                f"step {self.p.step}: untied: lm_head is now its own copy of the matrix (train.untie_at="
-                f"{self.cfg.train.untie_at:g})"
+                f"step {self.p.step}: untied: lm_head is now its own copy of the matrix ("
+                f"{'the cooldown starts' if self.cfg.train.untie_at_cooldown else f'train.untie_at={self.cfg.train.untie_at:g}'})"
             )
 
     def obey_stop(self) -> None:

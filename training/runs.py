@@ -304,7 +304,7 @@ def load_run(run_dir: Path, which: str, device: torch.device) -> tuple[GPT, obje
             f"{path} was trained with another tokenizer than {run_dir / 'tokenizer.json'}: restore the run's tokenizer.json"
         )
     model = GPT(cfg.model)
-    if cfg.train.untie_at and ckpt.get("tie_embeddings") is False and model.tied:
+    if cfg.untie_step() is not None and ckpt.get("tie_embeddings") is False and model.tied:
         model.untie()  # saved after the run's tie-then-untie switch
     load_model_state(model, ckpt, source=str(path))
     return model.to(device).eval(), tokenizer, ckpt

@@ -26,21 +26,28 @@ from data.tokenizers import load_tokenizer
 from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
 from training import ddp, faults, runs
+from training.branch import branch_config, check_trunk, parse_branch_from
 from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, parse_config
 from training.gpt2 import init_from_overrides
 from training.schedule import schedule_note
 from training.step import configure_head, resolve_head_loss
 
 
-def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SINGLE) -> tuple[RunConfig, Path]:
-    """Resolve the config and the run folder; refuse to overwrite or to silently change a run.
+def setup_run(
+    args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SINGLE
+) -> tuple[RunConfig, Path, tuple[Path, int] | None]:
+    """Resolve the config, the run folder and the trunk a branch starts from (else None); refuse to
+    overwrite or to silently change a run.
 
     Nothing is written here.  For a new run, settings that default to "derive it" (lr decay
     horizon, checkpoint interval, autocast dtype) are resolved so ``config.json`` records what
     ran; :func:`build` resolves the head loss for the device it picks.
     Under torchrun (``dist``) a new run needs ``--run-name``, and only rank 0 checks that the
     folder does not exist yet (it may already have created it when a peer looks).
+    ``--branch-from RUN@STEP`` takes its config from the trunk (:func:`training.branch.branch_config`).
     """
+    if getattr(args, "branch_from", None):
+        return _setup_branch(args, overrides, dist)
     if args.resume:
         if not args.run_name:
             raise UserError("--resume needs --run-name: name the run folder to continue")
@@ -84,7 +91,8 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
                 print(note, file=sys.stderr, flush=True)
         cfg.train.out_dir = str(out_dir)  # the folder it lives in now, even if it was moved
         faults.check_paths(cfg, run_dir)
-        return cfg, run_dir
+        check_trunk(run_dir)
+        return cfg, run_dir, None
 
     if args.init_from:  # the model's shape comes from the GPT-2 config; conflicting settings are refused
         overrides = init_from_overrides(args.init_from, args.config, overrides)
@@ -103,7 +111,29 @@ def setup_run(args: argparse.Namespace, overrides: dict, dist: ddp.Dist = ddp.SI
     faults.check_paths(cfg, run_dir)
     if dist.is_main and run_dir.exists():
         raise UserError(f"run folder {run_dir} already exists: pick another --run-name, or add --resume to continue it")
-    return cfg, run_dir
+    return cfg, run_dir, None
+
+
+def _setup_branch(
+    args: argparse.Namespace, overrides: dict, dist: ddp.Dist
+) -> tuple[RunConfig, Path, tuple[Path, int] | None]:
+    """:func:`setup_run` for ``--branch-from RUN@STEP``: the branch's config and folder, and the trunk's."""
+    if args.resume or args.config or args.init_from or not args.run_name:
+        raise UserError(
+            "--branch-from takes its config from the trunk and needs a new --run-name: drop --resume / --config / "
+            "--init-from (continue a branch with --resume --run-name alone)"
+        )
+    trunk_dir, step = parse_branch_from(args.branch_from)
+    faults.check_run_name(args.run_name)
+    cfg = branch_config(trunk_dir, step, overrides)
+    cfg.train.out_dir = overrides.get("train", {}).get("out_dir", TrainConfig.out_dir)
+    run_dir = Path(cfg.train.out_dir) / args.run_name
+    faults.check_paths(cfg, run_dir)
+    if dist.is_main and run_dir.exists():
+        raise UserError(
+            f"run folder {run_dir} already exists: continue that branch with --resume, or pick another --run-name"
+        )
+    return cfg, run_dir, (trunk_dir, step)
 
 
 def resolve_new(config: str | None, overrides: dict) -> RunConfig:
@@ -118,9 +148,9 @@ def resolve_new(config: str | None, overrides: dict) -> RunConfig:
     tc.checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
     if cfg.untie_step() is not None and cfg.untie_step() >= tc.max_iters:
         raise UserError(
-            f"train.untie_at={tc.untie_at:g} of the schedule's {tc.lr_decay_iters} steps is step "
-            f"{cfg.untie_step()}, not before train.max_iters={tc.max_iters}: the run would never untie; "
-            "lower train.untie_at or train.lr_decay_iters"
+            f"the untie step of {'the cooldown' if tc.untie_at_cooldown else f'train.untie_at={tc.untie_at:g}'} of "
+            f"the schedule's {tc.lr_decay_iters} steps is step {cfg.untie_step()}, not before "
+            f"train.max_iters={tc.max_iters}: the run would never untie; lower train.untie_at or train.lr_decay_iters"
         )
     if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
         tc.dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
@@ -287,7 +317,7 @@ def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Prog
     """
     ckpt = load_checkpoint(path, map_location=s.device)
     check_resumable(ckpt, cfg, s, saved_vocab_size, path)
-    if cfg.train.untie_at and ckpt.get("tie_embeddings") is False and s.model.tied:
+    if cfg.untie_step() is not None and ckpt.get("tie_embeddings") is False and s.model.tied:
         s.untie(cfg)  # saved after the tie-then-untie switch: the same parameters and groups before loading
     load_model_state(s.model, ckpt, source=str(path))
     rng, rank = ckpt["rng"], s.dist.rank

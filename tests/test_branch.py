@@ -1,0 +1,214 @@
+"""Warmup-stable-decay and cooldown branches: a branch from a trunk is the single run of its budget, bit for bit.
+
+Run: ``python -m pytest -q tests/test_branch.py`` (CPU, offline, about half a minute).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from helpers import error_line, loss_curve, tiny_args, train_rows
+
+import train
+from model.checkpoint import load_checkpoint
+from training import branch, schedule
+from training.config import TrainConfig
+
+WSD = ("--train.lr_schedule=wsd", "--train.cooldown_frac=0.25", "--train.min_lr=0")
+
+
+def run(capsys, *argv: str) -> int:
+    """``train.main(argv)``; the captured output is dropped."""
+    status = train.main(list(argv))
+    capsys.readouterr()
+    return status
+
+
+def test_wsd_holds_the_rate_then_cools_down_over_its_last_share():
+    """WSD: linear warmup, learning_rate held until the cooldown's first step, then down to min_lr at the horizon."""
+    cfg = TrainConfig(
+        max_iters=100, warmup_iters=10, learning_rate=1e-3, min_lr=1e-4, lr_schedule="wsd", cooldown_frac=0.2
+    )
+    assert cfg.cooldown_start() == 80
+    assert schedule.get_lr(9, cfg) < 1e-3
+    assert all(schedule.get_lr(s, cfg) == 1e-3 for s in range(10, 81))
+    assert schedule.get_lr(90, cfg) == pytest.approx(1e-4 + 0.5 * 9e-4)
+    assert schedule.get_lr(100, cfg) == 1e-4
+    sqrt = TrainConfig(**{**cfg.__dict__, "cooldown_shape": "1-sqrt"})
+    assert schedule.get_lr(90, sqrt) == pytest.approx(1e-4 + (1 - math.sqrt(0.5)) * 9e-4)
+
+
+def test_wsd_runs_of_two_lengths_agree_before_the_earlier_cooldown():
+    """The property branches rest on: the learning rate before a cooldown does not depend on the horizon."""
+    short = TrainConfig(max_iters=400, lr_schedule="wsd")
+    long = TrainConfig(max_iters=800, lr_schedule="wsd")
+    assert [schedule.get_lr(s, short) for s in range(320)] == [schedule.get_lr(s, long) for s in range(320)]
+
+
+def test_a_wsd_run_stopped_before_its_cooldown_is_called_a_trunk():
+    """The resume note says a WSD run that ends before its cooldown ends at the peak rate, and how to branch."""
+    note = schedule.schedule_note(TrainConfig(max_iters=300, lr_decay_iters=800, lr_schedule="wsd"))
+    assert "a trunk" in note and "--branch-from" in note
+
+
+def test_a_branch_equals_the_single_run_of_its_budget_bit_for_bit(tmp_path, corpus, capsys):
+    """Trunk (horizon 32, stopped at 24, kept at 12) + branch to 16 == one WSD run of 16 steps: every loss and weight."""
+    base = tiny_args(tmp_path, corpus, *WSD)
+    assert run(capsys, *base, "--train.max_iters=16", "--run-name", "single") == 0
+    trunk = [*base, "--train.max_iters=24", "--train.lr_decay_iters=32", "--train.save_at=12,24"]
+    assert run(capsys, *trunk, "--run-name", "trunk") == 0
+    runs = tmp_path / "runs"
+    assert (runs / "trunk" / "ckpt_step12.pt").is_file()
+    status = run(
+        capsys,
+        "--branch-from",
+        f"{runs / 'trunk'}@12",
+        "--train.max_iters=16",
+        f"--train.out_dir={runs}",
+        "--run-name",
+        "b16",
+    )
+    assert status == 0
+    assert loss_curve(runs / "b16") == loss_curve(runs / "single")
+    a, b = load_checkpoint(runs / "b16" / "ckpt_last.pt"), load_checkpoint(runs / "single" / "ckpt_last.pt")
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in b["model"])
+    summary = [json.loads((runs / r / "summary.json").read_text())["final_val_loss"] for r in ("b16", "single")]
+    assert summary[0] == summary[1]
+    record = json.loads((runs / "b16" / branch.BRANCH_FILE).read_text())
+    assert record["trunk"] == "trunk" and record["branch_step"] == 12 and record["budget_steps"] == 16
+
+
+def test_a_branch_that_unties_at_its_cooldown_equals_the_single_run(tmp_path, corpus, capsys):
+    """train.untie_at_cooldown on a branch from a tied trunk: the same run as one that unties at its cooldown."""
+    base = tiny_args(tmp_path, corpus, *WSD)
+    runs = tmp_path / "runs"
+    assert run(capsys, *base, "--train.max_iters=16", "--train.untie_at_cooldown=true", "--run-name", "single") == 0
+    trunk = [*base, "--train.max_iters=12", "--train.lr_decay_iters=32", "--train.save_at=12"]
+    assert run(capsys, *trunk, "--run-name", "trunk") == 0
+    branch_argv = ["--branch-from", f"{runs / 'trunk'}@12", "--train.max_iters=16", f"--train.out_dir={runs}"]
+    assert run(capsys, *branch_argv, "--train.untie_at_cooldown=true", "--run-name", "b16") == 0
+    assert loss_curve(runs / "b16") == loss_curve(runs / "single")
+    assert load_checkpoint(runs / "b16" / "ckpt_last.pt")["tie_embeddings"] is False
+
+
+def test_a_stopped_branch_resumes_like_any_run(tmp_path, corpus, capsys):
+    """A branch stopped mid-cooldown continues with --resume and ends where the single run does."""
+    base = tiny_args(tmp_path, corpus, *WSD)
+    runs = tmp_path / "runs"
+    assert run(capsys, *base, "--train.max_iters=16", "--run-name", "single") == 0
+    assert (
+        run(
+            capsys,
+            *base,
+            "--train.max_iters=12",
+            "--train.lr_decay_iters=32",
+            "--train.save_at=12",
+            "--run-name",
+            "trunk",
+        )
+        == 0
+    )
+    argv = ["--branch-from", f"{runs / 'trunk'}@12", "--train.max_iters=14", "--train.lr_decay_iters=16"]
+    assert run(capsys, *argv, f"--train.out_dir={runs}", "--run-name", "b") == 0  # stopped at step 14 of 16 ...
+    resumed = ["--resume", "--run-name", "b", f"--train.out_dir={runs}", "--train.max_iters=16"]
+    assert run(capsys, *resumed) == 0  # ... and continued to its budget
+    losses = [[(r["step"], r["train_loss"], r["lr"]) for r in train_rows(runs / n)] for n in ("b", "single")]
+    assert losses[0] == losses[1]  # train rows only: stopping at step 14 added an eval there
+    a, b = load_checkpoint(runs / "b" / "ckpt_last.pt"), load_checkpoint(runs / "single" / "ckpt_last.pt")
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in b["model"])
+
+
+def test_a_branch_whose_trunk_changed_is_refused(tmp_path, corpus, capsys):
+    """A trunk trained again with other settings: resuming its old branch fails with one line naming the change."""
+    base = tiny_args(tmp_path, corpus, *WSD)
+    runs = tmp_path / "runs"
+    assert (
+        run(
+            capsys,
+            *base,
+            "--train.max_iters=12",
+            "--train.lr_decay_iters=32",
+            "--train.save_at=8",
+            "--run-name",
+            "trunk",
+        )
+        == 0
+    )
+    argv = [
+        "--branch-from",
+        f"{runs / 'trunk'}@8",
+        "--train.max_iters=10",
+        f"--train.out_dir={runs}",
+        "--run-name",
+        "b",
+    ]
+    assert run(capsys, *argv) == 0
+    config = json.loads((runs / "trunk" / "config.json").read_text())
+    config["train"]["seed"] = 7
+    (runs / "trunk" / "config.json").write_text(json.dumps(config))
+    status = train.main(["--resume", "--run-name", "b", f"--train.out_dir={runs}", "--train.max_iters=12"])
+    line = error_line(capsys)
+    assert status == 2 and "trunk changed" in line and "train.seed" in line
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--train.max_iters=9"], "cooldown starts at step"),  # the branch would already be cooling down at 8
+        (["--train.max_iters=16", "--train.seed=3"], "cannot change on a branch"),
+    ],
+)
+def test_a_branch_that_cannot_continue_the_trunk_is_refused(tmp_path, corpus, capsys, extra, words):
+    """A branch whose cooldown would start before its branch step, or that changes the maths, is one error line."""
+    base = tiny_args(tmp_path, corpus, *WSD)
+    runs = tmp_path / "runs"
+    assert (
+        run(
+            capsys,
+            *base,
+            "--train.max_iters=8",
+            "--train.lr_decay_iters=32",
+            "--train.save_at=8",
+            "--run-name",
+            "trunk",
+        )
+        == 0
+    )
+    status = train.main(["--branch-from", f"{runs / 'trunk'}@8", f"--train.out_dir={runs}", "--run-name", "b", *extra])
+    assert status == 2 and words in error_line(capsys)
+    assert not (runs / "b").exists()
+
+
+def test_only_a_wsd_run_with_a_checkpoint_at_the_step_can_be_branched(tmp_path, corpus, capsys):
+    """A cosine run, or a step the trunk kept no checkpoint at, is refused with what to do instead."""
+    runs = tmp_path / "runs"
+    assert run(capsys, *tiny_args(tmp_path, corpus), "--train.max_iters=8", "--run-name", "cosine") == 0
+    assert (
+        train.main(
+            [
+                "--branch-from",
+                f"{runs / 'cosine'}@4",
+                "--train.max_iters=8",
+                f"--train.out_dir={runs}",
+                "--run-name",
+                "b",
+            ]
+        )
+        == 2
+    )
+    assert "--train.lr_schedule=wsd" in error_line(capsys)
+    base = tiny_args(tmp_path, corpus, *WSD)
+    assert (
+        run(capsys, *base, "--train.max_iters=8", "--train.lr_decay_iters=32", "--train.save_at=8", "--run-name", "t")
+        == 0
+    )
+    assert (
+        train.main(
+            ["--branch-from", f"{runs / 't'}@4", "--train.max_iters=8", f"--train.out_dir={runs}", "--run-name", "b"]
+        )
+        == 2
+    )
+    assert "keeps no checkpoint at step 4 (it keeps 8)" in error_line(capsys)

@@ -1,0 +1,181 @@
+"""Cooldown branches: a run that starts from a WSD trunk's checkpoint and runs its own cooldown to its budget.
+
+Under warmup-stable-decay (:mod:`training.schedule`) every step before the cooldown trains at
+the same learning rate whatever the run's length, so one long run at the stable rate -- the
+*trunk*, trained with ``train.save_at`` at its branch points -- holds the first steps of every
+shorter run.  A branch copies the trunk's checkpoint at step N (weights, AdamW state, RNG
+states, data position, counters) and its metrics up to N into a new run folder, then trains on
+as a resume would, with its own ``train.max_iters`` and horizon: bit for bit the run a single
+WSD run of that budget would have been (Hägele et al. 2024, arXiv:2405.18392, section 4).
+
+    python train.py --config configs/scaling_cpu.toml --train.lr_schedule=wsd --train.max_iters=6250 \\
+        --train.lr_decay_iters=7812 --train.save_at=195,391,781 --run-name trunk
+    python train.py --branch-from runs/trunk@781 --train.max_iters=977 --run-name b977
+
+A branch is an ordinary run folder plus ``branch.json``: the trunk's folder, the branch step,
+the trunk's config and the content digest of the checkpoint it started from, so a branch whose
+trunk was trained again differently is refused (:func:`check_trunk`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from core import files
+from core.errors import UserError
+from model.checkpoint import load_checkpoint, save_checkpoint
+from training import runs
+from training.config import RESUME_OVERRIDABLE, RunConfig
+
+BRANCH_FILE = "branch.json"
+# What a branch may set besides what a resume may: whether its cooldown unties the head.
+BRANCH_OVERRIDABLE = RESUME_OVERRIDABLE | {"train.untie_at_cooldown"}
+
+
+def step_checkpoint(run_dir: Path, step: int) -> Path:
+    """The resumable checkpoint a run keeps at ``step`` (``train.save_at``): ``run_dir/ckpt_step<step>.pt``."""
+    return Path(run_dir) / f"ckpt_step{step}.pt"
+
+
+def parse_branch_from(text: str) -> tuple[Path, int]:
+    """``"runs/trunk@781"`` -> ``(Path("runs/trunk"), 781)``; :class:`UserError` for another shape."""
+    folder, sep, step = text.rpartition("@")
+    if not sep or not folder or not step.isdigit() or int(step) < 1:
+        raise UserError(f"--branch-from {text!r} is not RUN@STEP: e.g. --branch-from runs/trunk@781")
+    return Path(folder), int(step)
+
+
+def branch_config(trunk_dir: Path, step: int, overrides: dict) -> RunConfig:
+    """The config of a branch from ``trunk_dir`` at ``step``: the trunk's with ``overrides``.
+
+    ``overrides`` (nested, from the command line) may set what a resume may set and
+    ``train.untie_at_cooldown``; the horizon ``train.lr_decay_iters`` defaults to the branch's
+    ``train.max_iters`` (its budget in steps).  Raises :class:`UserError` when the trunk is not a
+    WSD run, keeps no checkpoint at ``step``, or was already in its cooldown at ``step``, when
+    the branch would be, or when an override would change the maths of the steps the trunk trained.
+    """
+    trunk = runs.load_run_config(trunk_dir)
+    if trunk.train.lr_schedule != "wsd":
+        raise UserError(
+            f"{trunk_dir} trains a {trunk.train.lr_schedule} schedule: only a WSD run (train.lr_schedule=wsd) holds "
+            "its learning rate, so only it can be branched; train the trunk with --train.lr_schedule=wsd"
+        )
+    if not step_checkpoint(trunk_dir, step).is_file():
+        kept = sorted(int(p.stem.removeprefix("ckpt_step")) for p in trunk_dir.glob("ckpt_step*.pt"))
+        raise UserError(
+            f"{trunk_dir} keeps no checkpoint at step {step} (it keeps {', '.join(map(str, kept)) or 'none'}): "
+            f"branch at one of those, or train the trunk with --train.save_at={step}"
+        )
+    values = trunk.to_dict()
+    for section, given in overrides.items():
+        for key, value in given.items():
+            if f"{section}.{key}" not in BRANCH_OVERRIDABLE:
+                raise UserError(
+                    f"--{section}.{key} cannot change on a branch (the trunk's steps were trained without it): "
+                    f"train another trunk; a branch may set {', '.join(sorted(BRANCH_OVERRIDABLE))}"
+                )
+            values[section][key] = value
+    if "lr_decay_iters" not in overrides.get("train", {}):
+        values["train"]["lr_decay_iters"] = values["train"]["max_iters"]
+    values["train"]["save_at"] = overrides.get("train", {}).get("save_at", [])
+    cfg = RunConfig.from_dict(values, "branch config")
+    if step >= cfg.train.max_iters:
+        raise UserError(
+            f"the branch starts at step {step} and would end at train.max_iters={cfg.train.max_iters}: give a budget "
+            f"past it, e.g. --train.max_iters={round(step / (1 - cfg.train.cooldown_frac))}"
+        )
+    for name, c in (("the trunk", trunk), ("the branch", cfg)):
+        if step > c.train.cooldown_start():
+            raise UserError(
+                f"{name}'s cooldown starts at step {c.train.cooldown_start()}, before the branch step {step}: a branch "
+                "must start while both still train at the stable rate; branch earlier, or give a longer budget"
+            )
+    return cfg
+
+
+def start_branch(trunk_dir: Path, step: int, run_dir: Path, cfg: RunConfig) -> None:
+    """Write the branch's run folder: the trunk's checkpoint at ``step`` as ``ckpt_last.pt`` (with the
+    branch's config), its metrics rows up to ``step``, its ``env.json`` and ``branch.json``.
+
+    The folder is built beside ``run_dir`` and renamed into place, so a crash leaves no half
+    branch.  Raises :class:`UserError` when ``run_dir`` exists or the trunk's checkpoint is unreadable.
+    """
+    if run_dir.exists():
+        raise UserError(
+            f"run folder {run_dir} already exists: continue that branch with --resume, or pick another --run-name"
+        )
+    source = step_checkpoint(trunk_dir, step)
+    ckpt = load_checkpoint(source)
+    if cfg.train.untie_at_cooldown and ckpt.get("tie_embeddings") is False:
+        raise UserError(f"{source} holds an untied model: train.untie_at_cooldown branches from a tied trunk")
+    trunk_digest = ckpt["sha256"]
+    ckpt["config"] = cfg.to_dict()  # from here the branch is a run of its own: its resumes check against this
+    tmp = run_dir.with_name(f".{run_dir.name}.branch.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_checkpoint(tmp / "ckpt_last.pt", {k: v for k, v in ckpt.items() if k not in ("format", "sha256")})
+    rows = [r for r in runs.read_metrics(trunk_dir / "metrics.jsonl") if _before_branch(r, step)]
+    files.write_text_atomic(tmp / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    if (trunk_dir / "env.json").is_file():
+        shutil.copy2(trunk_dir / "env.json", tmp / "env.json")
+    files.write_json(tmp / "config.json", cfg.to_dict())
+    files.write_json(
+        tmp / BRANCH_FILE,
+        {
+            "trunk": os.path.relpath(trunk_dir.resolve(), run_dir.resolve().parent),
+            "branch_step": step,
+            "budget_steps": cfg.train.max_iters,
+            "budget_tokens": cfg.train.max_iters * tokens_per_step(cfg),
+            "trunk_checkpoint_sha256": trunk_digest,
+            "trunk_elapsed_s": ckpt.get("elapsed_s"),
+            "trunk_config": runs.load_run_config(trunk_dir).to_dict(),
+        },
+    )
+    tmp.rename(run_dir)
+
+
+def tokens_per_step(cfg: RunConfig) -> int:
+    """Tokens of one optimizer step on one rank: ``grad_accum_steps * batch_size * block_size``."""
+    return cfg.train.grad_accum_steps * cfg.train.batch_size * cfg.model.block_size
+
+
+def _before_branch(row: dict, step: int) -> bool:
+    """A trunk metrics row the branch keeps: its training up to ``step`` (not the trunk's stops or final score)."""
+    if row.get("kind") in ("stop", "final_eval"):
+        return False
+    return row.get("step", 0) < step if row.get("kind") in ("resume", "untie") else row.get("step", 0) <= step
+
+
+def check_trunk(run_dir: Path) -> None:
+    """Refuse a branch whose trunk changed since it branched; nothing to check for an ordinary run.
+
+    The trunk's settings (bar what a resume may change: its length, horizon, branch points,
+    bookkeeping) must be those recorded in ``branch.json``, and its checkpoint at the branch
+    step, if still there, must be the one the branch started from (its content digest).  A
+    trunk folder that is gone is no change: the branch holds all it needs.
+    """
+    record_path = Path(run_dir) / BRANCH_FILE
+    if not record_path.is_file():
+        return
+    record = files.read_json(record_path, "branch record")
+    trunk_dir = (Path(run_dir).parent / record["trunk"]).resolve()
+    if not (trunk_dir / "config.json").is_file():
+        return
+    was, now = _flat(record["trunk_config"]), _flat(runs.load_run_config(trunk_dir).to_dict())
+    changed = sorted(k for k in was.keys() | now.keys() if k not in RESUME_OVERRIDABLE and was.get(k) != now.get(k))
+    ckpt = step_checkpoint(trunk_dir, record["branch_step"])
+    digest = load_checkpoint(ckpt)["sha256"] if not changed and ckpt.is_file() else None
+    if changed or (digest is not None and digest != record["trunk_checkpoint_sha256"]):
+        what = f"its settings {', '.join(changed)}" if changed else f"{ckpt.name}"
+        raise UserError(
+            f"{run_dir} branched from {trunk_dir} at step {record['branch_step']}, but that trunk changed since "
+            f"({what}): delete {run_dir} and branch again from the trunk as it is now"
+        )
+
+
+def _flat(nested: dict) -> dict:
+    """``{"train": {"seed": 1}}`` -> ``{"train.seed": 1}``."""
+    return {f"{s}.{k}": v for s, values in nested.items() for k, v in values.items()}
