@@ -43,10 +43,11 @@ from core.errors import UserError
 from core.files import read_json
 from experiment.adopt import parse_adopt
 from experiment.arms import ARM_KEYS, ARMS, DEFAULT_ARMS, parse_arms
+from experiment.budgets import parse_budgets
 from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
 from experiment.grid_readout import Readout, parse_contrast, parse_slope_within
-from experiment.runner import Plan, run_experiment, write_report
+from experiment.runner import Plan, run_budget_experiment, run_experiment, write_report
 from training.config import parse_cli
 
 # Config keys compare.py sets for each run itself (the arm's settings, the seed from --seeds): not
@@ -131,6 +132,22 @@ def _add_experiment_options(p: argparse.ArgumentParser) -> None:
         "experiment would train (same config bar bookkeeping, seed, data and schedule), else it is "
         "refused; its text files are copied in (default: none).",
     )
+    p.add_argument(
+        "--budgets",
+        metavar="TOKENS,...",
+        help="Training budgets in tokens (k, M, G), e.g. 0.5M,1M,2M,4M: every arm trains a warmup-stable-decay trunk "
+        "per learning rate and seed, and each budget is a cooldown branch from it (train.cooldown_frac of the "
+        "budget); with --lr-grid every rate trains on every seed (no tuning seed). One report per budget "
+        "(default: none, one budget: train.max_iters).",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="With --budgets: train N runs at once, the CPU's cores split evenly between them (every run of the "
+        "experiment on the same thread count, recorded in its env.json). Default: one run per core on a CPU "
+        "(two 1-thread runs made 1.17x the tokens/s of one 2-thread run on 2 cores), one on a GPU.",
+    )
     p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied...).")
 
 
@@ -187,6 +204,7 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
         raise UserError(
             "give either run folders to report on, or --config/--name/--lr-grid/overrides to train: not both"
         )
+    _check_budgets(args, overrides)
     args.adopt = parse_adopt(args.adopt)
     if args.adopt and (args.runs or args.grid):
         raise UserError(
@@ -212,6 +230,27 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
         raise UserError(f"--reference {args.reference} is not among --arms {','.join(args.arms)}: add it")
     if not args.runs and len(args.arms) < 2:
         raise UserError(f"--arms {','.join(args.arms)} is one arm: a comparison needs two, e.g. --arms tied,untied")
+
+
+def _check_budgets(args: argparse.Namespace, overrides: dict) -> None:
+    """Parse ``--budgets`` and ``--jobs`` in place, and set every run's schedule to WSD; UserError for a clash."""
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.budgets is None:
+        if args.jobs is not None:
+            raise UserError("--jobs runs the trunks and branches of --budgets: add --budgets, e.g. --budgets 0.5M,1M")
+        args.budgets = []
+        return
+    clash = [f for f, v in (("--grid", args.grid), ("--adopt", args.adopt), ("--lr-widen", args.lr_widen)) if v]
+    if clash or args.runs:
+        raise UserError(
+            f"--budgets trains a new experiment of its own: drop {', '.join(clash) or 'the run folders'} "
+            "(with --lr-grid every rate trains on every seed, so there is nothing to widen)"
+        )
+    if overrides.get("train", {}).get("lr_schedule", "wsd") != "wsd":
+        raise UserError("--budgets branches cooldowns from a warmup-stable-decay trunk: drop --train.lr_schedule")
+    overrides.setdefault("train", {})["lr_schedule"] = "wsd"
+    args.budgets = parse_budgets(args.budgets)
 
 
 def _parse_grid(text: str | None) -> list[float]:
@@ -286,6 +325,30 @@ def _grid(plan: Plan, axes: list, prompts: list[str], command: str, readout: Rea
     return 0
 
 
+def _budgets(plan: Plan, prompts: list[str], command: str, margin_bpb: float | None) -> int:
+    """Train the budget axis, then a report per budget whose runs all finished (per learning rate with a grid)."""
+    finished, failed, out_dir = run_budget_experiment(plan)
+    expected = plan.seeds * len(plan.arms) * max(1, len(plan.lr_grid))
+    for label, paths in finished.items():
+        if len(paths) < expected:
+            print(f"[compare] budget {label}: {len(paths)} of {expected} runs finished, no report yet", flush=True)
+            continue
+        for lr in plan.lr_grid or [None]:
+            at = [p for p in paths if lr is None or f"-lr{lr:g}-s" in p.name]
+            where = out_dir / label / (f"lr{lr:g}" if lr is not None else "")
+            title = f"Should the embedding be tied? {out_dir.name} at {label} tokens" + (f", lr {lr:g}" if lr else "")
+            path, _ = write_report(at, [], where, prompts, title, plan.reference, plan.margin, command, margin_bpb)
+            print(f"[compare] budget {label}{f' at lr {lr:g}' if lr else ''}: report {path}", flush=True)
+    if failed:
+        print(
+            f"[compare] {len(failed)} run(s) failed ({', '.join(failed[:5])}{' ...' if len(failed) > 5 else ''}): "
+            "see their logs, fix the cause and run the same command again (finished runs are reused)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (2 on bad input or unfair runs)."""
 
@@ -322,7 +385,11 @@ def main(argv: list[str] | None = None) -> int:
                 margin,
                 args.lr_widen,
                 args.adopt,
+                args.budgets,
+                args.jobs or 0,
             )
+            if args.budgets:
+                return _budgets(plan, prompts, command, args.margin_bpb)
             if args.grid:
                 return _grid(plan, args.grid, prompts, command, Readout(args.margin_bpb))
             reported, tuning, out_dir = run_experiment(plan)

@@ -11,7 +11,8 @@ different learning rates.  ``untied-split`` takes nanochat's earlier ratios (emb
 unembedding 0.004 against a 0.02 Muon matrix rate: 10x and 0.2x) to this project's AdamW; nanochat
 today uses 0.3 / 0.008 scaled by (d/768)^-0.5, initialises its head N(0, 0.001) and normalises the
 embedding's output, which this arm does not.  modded-nanogpt's record of 2024-11-03 unties at 2/3
-of the run.
+of the run; ``tie-untie-cooldown`` unties where a warmup-stable-decay run starts its cooldown
+(``train.untie_at_cooldown``), so on the budget axis it branches from the tied arm's trunk.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ ARMS: dict[str, dict[str, object]] = {
         "train.head_lr_scale": 0.2,
     },
     "tie-then-untie": {"model.tie_embeddings": True, "train.untie_at": 2 / 3},
+    "tie-untie-cooldown": {"model.tie_embeddings": True, "train.untie_at_cooldown": True},
 }
 DESCRIPTIONS = {
     "tied": "one matrix for the embedding and lm_head (W = E), GPT-2's choice",
@@ -42,6 +44,8 @@ DESCRIPTIONS = {
     "(nanochat's ratios)",
     "tie-then-untie": "tied for the first 2/3 of the steps, then lm_head becomes its own copy of the matrix "
     "with a copy of its AdamW state (modded-nanogpt's schedule)",
+    "tie-untie-cooldown": "tied until the WSD cooldown starts, then lm_head becomes its own copy of the matrix with a "
+    "copy of its AdamW state (a cooldown branch of the tied trunk)",
 }
 DEFAULT_ARMS = ("tied", "untied")
 # Every key some arm sets: a run's values of these name its arm.

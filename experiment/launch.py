@@ -8,10 +8,13 @@ under per-run claims, so several ``compare.py`` can work on one experiment folde
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -21,8 +24,10 @@ from core.errors import Interrupted, UserError
 from core.files import REPO_ROOT, acquire_or_wait, file_lock
 from experiment.plan import RunsBar
 from training import faults
+from training.branch import check_trunk
 
 T = TypeVar("T")
+TRAIN_PY = str(REPO_ROOT / "train.py")
 
 
 def run_forwarding_signals(cmd: list[str]) -> tuple[int, int | None]:
@@ -59,32 +64,42 @@ def run_forwarding_signals(cmd: list[str]) -> tuple[int, int | None]:
     return status, state["signum"]
 
 
-def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str]) -> Path:
-    """Train (or resume, or reuse) one run ``out_dir/name`` through ``train.py``; returns its folder.
+def arm_command(
+    base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str]
+) -> list[str] | None:
+    """The ``train.py`` argv that brings the run ``out_dir/name`` to its end, or None when it is finished.
 
     A finished run (``summary.json``) is reused, an interrupted one (``ckpt_last.pt``) resumed
-    with ``resume_argv`` (bookkeeping overrides only), a missing one trained from scratch.
+    with ``resume_argv`` (bookkeeping overrides only), a missing one trained from scratch.  A
+    branch (:mod:`training.branch`) whose trunk changed since it branched is refused.  Raises
+    :class:`UserError` for a folder whose first start failed before its first checkpoint.
     """
     run_dir = out_dir / name
-    train_py = str(REPO_ROOT / "train.py")
-    if (run_dir / ".lock").is_file():  # a train.py still at work here (its compare.py was killed): let it end
-        busy = file_lock(run_dir / ".lock")
-        acquire_or_wait(busy, f"[compare] {run_dir}: waiting for the train.py that still holds it ...")
-        busy.release()
+    check_trunk(run_dir)
     if (run_dir / "summary.json").is_file():
-        print(f"[compare] {run_dir}: finished earlier, reused", flush=True)
-        return run_dir
+        return None
     if (run_dir / "ckpt_last.pt").is_file():
-        cmd = [sys.executable, train_py, "--resume", "--run-name", name, f"--train.out_dir={out_dir}", *resume_argv]
-        print(f"[compare] {run_dir}: resuming", flush=True)
-    elif run_dir.exists():
+        return [sys.executable, TRAIN_PY, "--resume", "--run-name", name, f"--train.out_dir={out_dir}", *resume_argv]
+    if run_dir.exists():
         raise UserError(
             f"{run_dir} exists but holds no checkpoint (its first start failed before training): "
             "delete that folder and run the same compare.py command again"
         )
-    else:
-        cmd = [sys.executable, train_py, *base_argv, *extra, "--run-name", name, f"--train.out_dir={out_dir}"]
-        print(f"[compare] {run_dir}: training", flush=True)
+    return [sys.executable, TRAIN_PY, *base_argv, *extra, "--run-name", name, f"--train.out_dir={out_dir}"]
+
+
+def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str]) -> Path:
+    """Train (or resume, or reuse) one run ``out_dir/name`` through ``train.py`` (:func:`arm_command`); returns its folder."""
+    run_dir = out_dir / name
+    if (run_dir / ".lock").is_file():  # a train.py still at work here (its compare.py was killed): let it end
+        busy = file_lock(run_dir / ".lock")
+        acquire_or_wait(busy, f"[compare] {run_dir}: waiting for the train.py that still holds it ...")
+        busy.release()
+    cmd = arm_command(base_argv, out_dir, name, extra, resume_argv)
+    if cmd is None:
+        print(f"[compare] {run_dir}: finished earlier, reused", flush=True)
+        return run_dir
+    print(f"[compare] {run_dir}: {'resuming' if '--resume' in cmd else 'training'}", flush=True)
     returncode, signum = run_forwarding_signals(cmd)
     if signum is not None:  # the user asked to stop: never go on to the next arm, however the child ended
         raise Interrupted(
@@ -139,3 +154,161 @@ def _release_after(claim: filelock.FileLock, job: Callable[[], T], run_dir: Path
     if bar is not None and not was_finished:
         bar.run_done()
     return result
+
+
+@dataclass
+class Job:
+    """One ``train.py`` process of an experiment run by :func:`run_parallel`.
+
+    ``name`` is the run folder under the experiment folder (``4M/tied-s0``; a trunk's stages are
+    ``trunks/tied-s0@<step>`` with ``claim`` ``trunks/tied-s0``);
+    ``command()`` gives the argv now (None: nothing left to do).  A job starts once the jobs
+    named in ``after`` are done and the file ``needs`` exists (a trunk's branch checkpoint);
+    it fails without starting if one of ``after``, or ``needs_from`` (the job writing
+    ``needs``), failed or ended without writing it.
+    """
+
+    name: str
+    command: Callable[[], list[str] | None]
+    after: tuple[str, ...] = ()
+    needs: Path | None = None
+    needs_from: str | None = None
+    claim: str = ""  # the run folder it trains, if not ``name`` (a trunk's stages share one)
+
+    @property
+    def folder(self) -> str:
+        """The run folder under the experiment folder that this job trains."""
+        return self.claim or self.name
+
+
+@dataclass
+class _Running:
+    """A started job: its process, its claim and its log file."""
+
+    job: Job
+    proc: subprocess.Popen
+    claim: filelock.FileLock
+    log: Path | None
+
+
+def run_parallel(out_dir: Path, jobs: list[Job], n: int, threads: int, bar: RunsBar | None = None) -> dict[str, bool]:
+    """Run ``jobs`` as up to ``n`` ``train.py`` processes at once, each on ``threads`` torch threads.
+
+    Jobs start in list order as their prerequisites allow (a ready job never waits for a later
+    one); with ``n`` > 1 each process writes to ``out_dir/logs/<name>.log`` and one line says
+    when it starts and ends.  ``OMP_NUM_THREADS`` sets every process's thread count, so every
+    run of the experiment trains with the same (each run records it in ``env.json``).  Runs are
+    claimed as in :func:`run_shared`, so another ``compare.py`` may share the folder.  A failed
+    run does not stop the others; its dependents fail with it.  A SIGINT / SIGTERM / SIGHUP is
+    passed on to every running process, which checkpoint and stop; then :class:`Interrupted`.
+    Returns ``{job name: finished}``.
+    """
+    (out_dir / ".claims").mkdir(parents=True, exist_ok=True)
+    pending, running, done = list(jobs), {}, {}
+    state: dict = {"signum": None}
+
+    def forward(signum, frame) -> None:
+        state["signum"] = signum
+        for r in running.values():
+            r.proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in faults.StopSignals.SIGNALS}
+    try:
+        while pending or running:
+            if state["signum"] is None:
+                for job in list(pending):
+                    if len(running) >= n:
+                        break
+                    verdict = _readiness(job, done)
+                    if verdict == "wait":
+                        continue
+                    pending.remove(job)
+                    if verdict == "fail":
+                        done[job.name] = False
+                        print(f"[compare] {out_dir / job.name}: not run, a run it starts from failed", flush=True)
+                        continue
+                    started = _start(out_dir, job, n, threads)
+                    if started is None:  # another compare.py holds it: try again later
+                        pending.append(job)
+                    elif isinstance(started, bool):
+                        done[job.name] = started
+                    else:
+                        running[job.name] = started
+            for name, r in list(running.items()):
+                if r.proc.poll() is None:
+                    continue
+                del running[name]
+                r.claim.release()
+                done[name] = r.proc.returncode == 0
+                _report_end(out_dir, r, n)
+                if bar is not None:
+                    bar.run_done()
+            if state["signum"] is not None and not running:
+                raise Interrupted(
+                    state["signum"],
+                    "stopped: every running train.py saved its checkpoint; run the same compare.py command again "
+                    "to continue",
+                )
+            if pending or running:
+                time.sleep(POLL_S)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+    return done
+
+
+POLL_S = 0.5  # seconds between looks at the running processes
+
+
+def _readiness(job: Job, done: dict[str, bool]) -> str:
+    """``"go"``, ``"wait"`` or ``"fail"``: whether ``job``'s prerequisites (see :class:`Job`) allow it to start."""
+    if any(done.get(a) is False for a in job.after):
+        return "fail"
+    if not all(done.get(a) for a in job.after):
+        return "wait"
+    if job.needs is None or job.needs.is_file():
+        return "go"
+    return "fail" if job.needs_from in done else "wait"
+
+
+def _start(out_dir: Path, job: Job, n: int, threads: int) -> _Running | bool | None:
+    """Claim and start ``job``: its :class:`_Running`, True when nothing was left to do, False when its
+    command was refused (the message is printed), None when another process holds its claim."""
+    claim = file_lock(out_dir / ".claims" / f"{job.folder.replace('/', '_')}.lock", timeout=0)
+    try:
+        claim.acquire()
+    except filelock.Timeout:
+        return None
+    try:
+        cmd = job.command()
+    except UserError as e:
+        claim.release()
+        print(f"[compare] {out_dir / job.folder}: {e}", flush=True)
+        return False
+    if cmd is None:
+        claim.release()
+        return True
+    log = out_dir / "logs" / f"{job.folder.replace('/', '_')}.log" if n > 1 else None
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as f:  # the child keeps its own descriptor
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        print(f"[compare] {out_dir / job.name}: started (log: {log})", flush=True)
+    else:
+        proc = subprocess.Popen(cmd, start_new_session=True, env=env)
+    return _Running(job, proc, claim, log)
+
+
+def _report_end(out_dir: Path, r: _Running, n: int) -> None:
+    """One line when a run ends (with ``n`` > 1); a failed run's log tail."""
+    code = r.proc.returncode
+    if code == 0:
+        if n > 1:
+            print(f"[compare] {out_dir / r.job.name}: done", flush=True)
+        return
+    tail = ""
+    if r.log is not None and r.log.is_file():
+        lines = [ln for ln in r.log.read_text(errors="replace").replace("\r", "\n").splitlines() if ln.strip()]
+        tail = " | ".join(lines[-3:])
+    print(f"[compare] {out_dir / r.job.name}: failed (exit {code}){': ' + tail if tail else ''}", flush=True)

@@ -40,6 +40,8 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
         "lr_widen": plan.lr_widen,
         "margin": plan.margin,
     }
+    if plan.budgets:  # the budget axis (its trunks may grow to a larger last budget; no budget may go)
+        settings["budgets"] = plan.budgets
     saved = out_dir / "experiment.json"
     if saved.is_file():
         before = read_json(saved, "experiment settings")
@@ -48,6 +50,8 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
         # Older folders recorded no grid (none was run) and no margin (any may be declared now).
         was = {"equal_params": before.get("equal_params"), "margin": before.get("margin", now["margin"])}
         changed += [k for k, v in was.items() if v != now[k]]
+        gone = sorted(set(before.get("budgets", [])) - set(plan.budgets))
+        changed += [f"budgets (without {', '.join(map(str, gone))} tokens)"] if gone else []
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if changed:
             raise UserError(

@@ -8,19 +8,21 @@ stop signals) and writes the report (:mod:`experiment.report`, :mod:`experiment.
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core import hardware
 from core.errors import UserError
 from core.files import read_json, write_text_atomic
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import adopt, figures, launch, report, report_markdown
+from experiment import adopt, budgets, figures, launch, report, report_markdown
 from experiment.arms import ARM_KEYS, arm_argv
-from experiment.plan import PlannedRun, RunsBar, plan_line, run_state, time_per_run
+from experiment.plan import PlannedRun, RunsBar, measure_step_seconds, plan_line, run_state, time_per_run
 from experiment.record import remember_settings
 from experiment.sizing import arm_params, equal_params_config
 from experiment.tuning import TUNING_SEED_OFFSET, best_lr, lr_flags, next_rates, score
@@ -42,6 +44,8 @@ class Plan:
     margin: float = 0.01  # nats/token, declared before the runs
     lr_widen: int = 0  # with a grid: rates tried past an edge an arm's best sits on, at most, a side
     adopt: list[Path] = field(default_factory=list)  # finished run folders to adopt as reported runs (--adopt)
+    budgets: list[int] = field(default_factory=list)  # token budgets (--budgets): a WSD trunk and a branch per budget
+    jobs: int = 1  # train.py processes at once (--jobs)
 
 
 @dataclass
@@ -94,6 +98,34 @@ class Commands:
         return adopt.expected_config([*self.base_argv, *self.reported(arm, i, lr)[1]], self.cfg.model.vocab_size)
 
 
+def _commands(plan: Plan, cfg: RunConfig, name: str) -> Commands:
+    """The ``train.py`` flags of the experiment ``name``: shared, per arm, for resumes, the wandb group."""
+    out_dir = Path(cfg.train.out_dir) / name
+    passed_on = {
+        s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in plan.overrides.items()
+    }
+    arm_flags = {arm: arm_argv(arm) + _size_flags(cfg, plan.equal_params, arm) for arm in plan.arms}
+    # train.out_dir is the experiment's parent here; launch.run_arm names the experiment folder itself.
+    resume_argv = overrides_to_argv(
+        {
+            sec: {
+                k: v
+                for k, v in values.items()
+                if f"{sec}.{k}" in RESUME_OVERRIDABLE and f"{sec}.{k}" != "train.out_dir"
+            }
+            for sec, values in plan.overrides.items()
+        }
+    )
+    return Commands(
+        cfg,
+        out_dir,
+        [*(["--config", plan.config] if plan.config else []), *overrides_to_argv(passed_on)],
+        arm_flags,
+        resume_argv,
+        [f"--wandb.group={cfg.wandb.group or name}"],
+    )
+
+
 def _prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
     """The experiment's config (vocab_size from the prepared data), its data and its folder name.
 
@@ -113,6 +145,7 @@ def _prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
         )
     stem = Path(plan.config).stem if plan.config else "default"
     suffix = f"{'-equal-params-' + plan.equal_params if plan.equal_params else ''}{'-tuned' if plan.lr_grid else ''}"
+    suffix += "-budgets" if plan.budgets else ""
     return cfg, data, plan.name or f"{stem}-tied-vs-untied{suffix}"
 
 
@@ -127,31 +160,9 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     says what is left and its rough cost (:mod:`experiment.plan`); a progress bar follows the runs.
     """
     cfg, data, name = _prepare(plan)
-    out_dir = Path(cfg.train.out_dir) / name
-    passed_on = {
-        s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in plan.overrides.items()
-    }
-    arm_flags = {arm: arm_argv(arm) + _size_flags(cfg, plan.equal_params, arm) for arm in plan.arms}
+    cmds = _commands(plan, cfg, name)
+    out_dir = cmds.out_dir
     settings = remember_settings(out_dir, cfg, plan)
-    # train.out_dir is the experiment's parent here; launch.run_arm names the experiment folder itself.
-    resume_argv = overrides_to_argv(
-        {
-            sec: {
-                k: v
-                for k, v in values.items()
-                if f"{sec}.{k}" in RESUME_OVERRIDABLE and f"{sec}.{k}" != "train.out_dir"
-            }
-            for sec, values in plan.overrides.items()
-        }
-    )
-    cmds = Commands(
-        cfg,
-        out_dir,
-        [*(["--config", plan.config] if plan.config else []), *overrides_to_argv(passed_on)],
-        arm_flags,
-        resume_argv,
-        [f"--wandb.group={cfg.wandb.group or name}"],
-    )
     sha = data.meta.get("source_sha256")
     adopting = adopt.identify(plan.adopt, cfg.train.seed, plan.arms, plan.seeds)
     _adopt(plan, cmds, adopting, sha)
@@ -320,3 +331,69 @@ def write_report(
     path = out_dir / "report.md"
     write_text_atomic(path, md)
     return path, report_markdown.baseline_warning(exp) is None
+
+
+def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str], Path]:
+    """Train the budget axis (:mod:`experiment.budgets`): a WSD trunk per arm x rate x seed, a branch per budget.
+
+    Every arm trains every ``plan.lr_grid`` rate (or the config's) on every seed, ``plan.jobs``
+    runs at once, each on the machine's cores divided among them.  Finished trunk stages and
+    branches are reused, unfinished ones resumed.  Returns ``({budget label: its finished
+    branch folders}, the runs that failed, the experiment folder)``.
+    """
+    cfg, data, name = _prepare(plan)
+    budgets.check_arms(plan.arms)
+    steps = budgets.plan_budgets(plan.budgets, cfg)
+    cmds = _commands(plan, cfg, name)
+    remember_settings(cmds.out_dir, cfg, plan)
+    tc = cfg.train
+    runs = [
+        (
+            f"{'' if lr is None else f'-lr{lr:g}'}-s{i}",
+            [*(lr_flags(tc.learning_rate, tc.min_lr, lr) if lr is not None else []), f"--train.seed={tc.seed + i}"],
+        )
+        for i in range(plan.seeds)
+        for lr in (plan.lr_grid or [None])
+    ]
+    axis = budgets.BudgetRuns(cmds.out_dir, cfg, steps, cmds.base_argv, cmds.arm_flags, cmds.resume_argv, cmds.group)
+    jobs = axis.jobs(plan.arms, runs)
+    n = plan.jobs or (os.cpu_count() or 1 if hardware.pick_device(tc.device).type == "cpu" else 1)
+    threads = max(1, (os.cpu_count() or 1) // n)
+    trunks = sorted({j.folder for j in jobs if j.claim})
+    params = {arm: arm_params(cfg, arm, plan.equal_params) for arm in plan.arms}
+    branches = [(f"{b.label}/{arm}{suffix}", params[arm]) for b in steps for suffix, _ in runs for arm in plan.arms]
+    per_token, how = _seconds_per_token(cfg, threads)
+    print(budgets.plan_line(cmds.out_dir, steps, cfg, trunks, branches, per_token, how, n, threads), flush=True)
+    bar = RunsBar(len(jobs), sum(_job_done(cmds.out_dir, j) for j in jobs))
+    try:
+        done = launch.run_parallel(cmds.out_dir, jobs, n, threads, bar)
+    finally:
+        bar.close()
+    finished = {
+        b.label: [cmds.out_dir / b.label / f"{arm}{suffix}" for suffix, _ in runs for arm in plan.arms] for b in steps
+    }
+    finished = {k: [p for p in v if (p / "summary.json").is_file()] for k, v in finished.items()}
+    return finished, [n for n, ok in done.items() if not ok], cmds.out_dir
+
+
+def _job_done(out_dir: Path, job: launch.Job) -> bool:
+    """Whether a budget job has nothing left to do: a trunk stage's checkpoint, or a branch's summary, is there."""
+    if job.claim:
+        return budgets.step_checkpoint(out_dir / job.claim, int(job.name.rsplit("@", 1)[1])).is_file()
+    return (out_dir / job.name / "summary.json").is_file()
+
+
+def _seconds_per_token(cfg: RunConfig, threads: int) -> tuple[float | None, str]:
+    """Seconds a training token takes here on ``threads`` threads (:func:`experiment.plan.measure_step_seconds`)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        per_step = measure_step_seconds(cfg)
+    except (RuntimeError, OSError) as e:  # e.g. out of device memory: an estimate is not worth stopping for
+        return None, f"a timed training step failed ({type(e).__name__})"
+    finally:
+        torch.set_num_threads(before)
+    per_token = per_step / budgets.tokens_per_step(cfg)
+    return per_token, f"training steps timed here at {per_token * 1e6:.0f} µs a token on {threads} thread(s)"

@@ -1,0 +1,279 @@
+"""The budget axis: one WSD trunk per arm x learning rate x seed, and a cooldown branch per token budget.
+
+``compare.py --budgets 0.5M,1M,2M`` asks whether the answer changes with the training budget.
+Training each budget from scratch would cost the sum of the budgets; under warmup-stable-decay
+(:mod:`training.schedule`) it costs the largest budget's stable phase plus every cooldown:
+a trunk trains at the stable rate and keeps a checkpoint where each budget's cooldown starts,
+and each budget is a branch from there (:mod:`training.branch`; Hägele et al. 2024,
+arXiv:2405.18392).  A branch is the run of its budget, bit for bit.
+
+The trunks advance budget by budget: every trunk trains to the first branch point, the first
+budget's branches run, then every trunk goes on to the second, and so on, so the smallest
+budgets finish first and an experiment stopped at any point has whole budgets to report.
+Arms that differ only in what their cooldown does (``tie-untie-cooldown``) share the trunk of
+the arm they start as (``tied``).  With ``--lr-grid`` every arm trains every rate on every
+seed: there is no tuning seed whose pick the verdict would rest on.
+
+Layout: ``<experiment>/trunks/<arm>[-lr<lr>]-s<i>/`` and ``<experiment>/<budget>/<arm>[-lr<lr>]-s<i>/``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import UserError
+from experiment.arms import ARMS, arm_argv
+from experiment.launch import TRAIN_PY, Job, arm_command
+from training.branch import step_checkpoint, tokens_per_step
+from training.config import RunConfig, TrainConfig
+
+TRUNKS = "trunks"
+# Settings that act only in a cooldown: arms that differ in them alone share a trunk.
+BRANCH_ONLY = frozenset({"train.untie_at_cooldown"})
+_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One training budget: its label, the tokens asked for, and its schedule in optimizer steps."""
+
+    label: str  # "0.5M": the folder of its branches
+    tokens: int  # as asked (--budgets)
+    steps: int  # round(tokens / tokens per step): the branch's train.max_iters and horizon
+    branch_step: int  # the first step of its cooldown, where it branches from the trunk
+
+    @property
+    def cooldown_steps(self) -> int:
+        """Steps the branch trains past the trunk."""
+        return self.steps - self.branch_step
+
+
+def parse_budgets(text: str) -> list[int]:
+    """``"0.5M,1M,2M"`` -> ``[500000, 1000000, 2000000]`` tokens (suffixes k, M, G; sorted, distinct).
+
+    Raises :class:`UserError` for a value that is not a positive token count.
+    """
+    out = set()
+    for part in (t.strip() for t in text.split(",")):
+        match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[0-9]+)?)([kMG]?)", part)
+        if not match or float(match[1]) * _SUFFIX[match[2]] < 1:
+            raise UserError(f"--budgets {text!r}: {part!r} is not a token count; e.g. --budgets 0.5M,1M,2M (k, M, G)")
+        out.add(round(float(match[1]) * _SUFFIX[match[2]]))
+    return sorted(out)
+
+
+def label(tokens: int) -> str:
+    """``500000`` -> ``"0.5M"``, ``16000000`` -> ``"16M"``; below 0.1M in thousands: ``4000`` -> ``"4k"``."""
+    return f"{tokens / 1e6:g}M" if tokens >= 100_000 else f"{tokens / 1e3:g}k"
+
+
+def plan_budgets(tokens: list[int], cfg: RunConfig) -> list[Budget]:
+    """Each budget's steps and branch step under ``cfg``'s batch and WSD ``cooldown_frac``.
+
+    Raises :class:`UserError` when two budgets round to the same number of steps, or a budget's
+    cooldown would start inside the warmup.
+    """
+    per_step, tc = tokens_per_step(cfg), cfg.train
+    out = []
+    for t in tokens:
+        steps = max(1, round(t / per_step))
+        start = TrainConfig(max_iters=steps, cooldown_frac=tc.cooldown_frac, lr_schedule="wsd").cooldown_start()
+        if start <= tc.warmup_iters:
+            raise UserError(
+                f"the budget {label(t)} is {steps} steps of {per_step:,} tokens, and its cooldown would start at step "
+                f"{start}, inside the {tc.warmup_iters}-step warmup: give a larger budget or a smaller batch"
+            )
+        out.append(Budget(label(t), t, steps, start))
+    if len({b.steps for b in out}) != len(out):
+        raise UserError(
+            f"--budgets {','.join(b.label for b in out)} round to the same steps at {per_step:,} tokens a step: space them out"
+        )
+    return out
+
+
+def trunk_arm(arm: str) -> str:
+    """The arm whose trunk ``arm`` branches from: the preset with ``arm``'s settings but the cooldown-only ones."""
+    core = {k: v for k, v in ARMS[arm].items() if k not in BRANCH_ONLY}
+    return next((a for a, settings in ARMS.items() if settings == core), arm)
+
+
+def check_arms(arms: list[str]) -> None:
+    """Refuse arms whose switch sits at a fraction of the run (``train.untie_at``): it would fall inside the trunk."""
+    bad = [a for a in arms if "train.untie_at" in ARMS[a]]
+    if bad:
+        raise UserError(
+            f"--budgets cannot branch {', '.join(bad)} (it unties at a fraction of the run, inside the shared trunk): "
+            "use tie-untie-cooldown, which unties where each budget's cooldown starts"
+        )
+
+
+@dataclass
+class BudgetRuns:
+    """The trunk and branch jobs of one budget experiment (:func:`BudgetRuns.jobs`)."""
+
+    out_dir: Path  # the experiment folder
+    cfg: RunConfig  # its resolved config
+    budgets: list[Budget]
+    base_argv: list[str]  # --config and the command line's overrides
+    arm_flags: dict[str, list[str]]  # each arm's flags (its size too, with --equal-params)
+    resume_argv: list[str]  # the bookkeeping overrides a resume may take
+    group: list[str]  # the wandb group flag
+
+    def trunk_name(self, arm: str, run: str) -> str:
+        """``trunks/<trunk arm><run>``, e.g. ``trunks/tied-lr0.002-s0``; ``run`` is ``-lr0.002-s0``."""
+        return f"{TRUNKS}/{trunk_arm(arm)}{run}"
+
+    def jobs(self, arms: list[str], runs: list[tuple[str, list[str]]]) -> list[Job]:
+        """Every trunk stage and branch, budget by budget (see the module's docstring).
+
+        ``runs``: ``(suffix, flags)`` of each learning rate and seed, e.g. ``("-lr0.002-s0",
+        ["--train.learning_rate=0.002", ..., "--train.seed=1337"])``.
+        """
+        out: list[Job] = []
+        trunks = {(trunk_arm(a), suffix): flags for a in arms for suffix, flags in runs}
+        for k, b in enumerate(self.budgets):
+            for (t_arm, suffix), flags in trunks.items():
+                name = f"{TRUNKS}/{t_arm}{suffix}"
+                after = (f"{name}@{self.budgets[k - 1].branch_step}",) if k else ()
+                out.append(
+                    Job(f"{name}@{b.branch_step}", self._trunk_command(t_arm, name, flags, b), after, claim=name)
+                )
+            for suffix, _ in runs:
+                for arm in arms:
+                    trunk = f"{self.trunk_name(arm, suffix)}"
+                    out.append(
+                        Job(
+                            f"{b.label}/{arm}{suffix}",
+                            self._branch_command(arm, f"{arm}{suffix}", trunk, b),
+                            needs=step_checkpoint(self.out_dir / trunk, b.branch_step),
+                            needs_from=f"{trunk}@{b.branch_step}",
+                        )
+                    )
+        return out
+
+    def _trunk_command(self, arm: str, name: str, flags: list[str], b: Budget):
+        """The argv that trains trunk ``name`` to budget ``b``'s branch step (None: it is there)."""
+        last = self.budgets[-1]
+        folder = self.out_dir / name
+        keep = [
+            f"--train.max_iters={b.branch_step}",
+            f"--train.lr_decay_iters={last.steps}",
+            f"--train.save_at={','.join(str(x.branch_step) for x in self.budgets)}",
+            "--train.final_eval_tokens=0",  # the branches are scored, not the trunk
+            "--train.sample_tokens=0",
+        ]
+        run_name, where = Path(name).name, f"--train.out_dir={folder.parent}"
+
+        def command() -> list[str] | None:
+            if step_checkpoint(folder, b.branch_step).is_file():
+                return None
+            if (folder / "ckpt_last.pt").is_file():
+                return [sys.executable, TRAIN_PY, "--resume", "--run-name", run_name, where, *keep, *self.resume_argv]
+            if folder.exists():
+                raise UserError(f"{folder} exists but holds no checkpoint: delete it and run the same command again")
+            wsd = ["--train.lr_schedule=wsd"]
+            return [
+                sys.executable,
+                TRAIN_PY,
+                *self.base_argv,
+                *self.arm_flags.get(arm, arm_argv(arm)),
+                *flags,
+                *wsd,
+                *keep,
+                *self.group,
+                "--run-name",
+                run_name,
+                where,
+            ]
+
+        return command
+
+    def _branch_command(self, arm: str, run_name: str, trunk: str, b: Budget):
+        """The argv that trains (or resumes) the branch ``<budget>/<run_name>`` of ``trunk`` (None: finished)."""
+        tc = self.cfg.train
+        own = [f for f in arm_argv(arm) if f.split("=")[0].removeprefix("--") in BRANCH_ONLY]
+        branch = [
+            "--branch-from",
+            f"{self.out_dir / trunk}@{b.branch_step}",
+            f"--train.max_iters={b.steps}",
+            f"--train.final_eval_tokens={tc.final_eval_tokens}",
+            f"--train.sample_tokens={tc.sample_tokens}",
+            *own,
+            *self.group,
+            *self.resume_argv,
+        ]
+        return lambda: arm_command(branch, self.out_dir / b.label, run_name, [], self.resume_argv)
+
+
+def tokens_of(budgets: list[Budget], cfg: RunConfig, n_trunks: int, n_branches_per_budget: int) -> tuple[int, int]:
+    """``(trunk tokens, branch tokens)`` of the whole experiment: the trunks to the last branch step, the cooldowns."""
+    per_step = tokens_per_step(cfg)
+    trunk = n_trunks * budgets[-1].branch_step * per_step
+    branches = n_branches_per_budget * sum(b.cooldown_steps for b in budgets) * per_step
+    return trunk, branches
+
+
+def tokens_per_param(tokens: int, params: int) -> float:
+    """Training tokens per parameter (Chinchilla's compute-optimal is about 20; Hoffmann et al. 2022)."""
+    return tokens / params if params else math.nan
+
+
+def trunk_step(folder: Path, budgets: list[Budget]) -> int:
+    """How far a trunk is, by the branch checkpoints it keeps: the last budget's branch step it reached (0: none)."""
+    return max((b.branch_step for b in budgets if step_checkpoint(folder, b.branch_step).is_file()), default=0)
+
+
+def plan_line(
+    out_dir: Path,
+    budgets: list[Budget],
+    cfg: RunConfig,
+    trunks: list[str],
+    branches: list[tuple[str, int]],
+    seconds_per_token: float | None,
+    how: str,
+    jobs: int,
+    threads: int,
+) -> str:
+    """The line ``compare.py --budgets`` prints before training: runs, tokens (trunks and cooldowns), time, disk.
+
+    ``trunks``: trunk folders under ``out_dir``; ``branches``: ``(folder, parameters)`` of every
+    branch; ``seconds_per_token``: of one run on ``threads`` threads (None: no estimate, ``how``
+    says why).  The time counts training steps alone, ``jobs`` runs at once; the disk counts
+    every checkpoint the runs left to train will write (:data:`experiment.plan.CHECKPOINT_BYTES_PER_PARAM`).
+    """
+    per_step, last = tokens_per_step(cfg), budgets[-1]
+    steps_of = {b.label: b for b in budgets}
+    trunk_left = sum(last.branch_step - trunk_step(out_dir / t, budgets) for t in trunks) * per_step
+    open_branches = [(f, p) for f, p in branches if not (out_dir / f / "summary.json").is_file()]
+    branch_left = sum(steps_of[f.split("/")[0]].cooldown_steps for f, _ in open_branches) * per_step
+    trunk_all = len(trunks) * last.branch_step * per_step
+    branch_all = sum(steps_of[f.split("/")[0]].cooldown_steps for f, _ in branches) * per_step
+    new = [p for f, p in open_branches if not (out_dir / f).exists()]
+    disk = sum(new) * 16 + len([t for t in trunks if not (out_dir / t).exists()]) * max(
+        (p for _, p in branches), default=0
+    ) * (12 * len(budgets) + 16)
+    line = (
+        f"[compare] plan: budgets {', '.join(b.label for b in budgets)} tokens ({', '.join(str(b.steps) for b in budgets)} "
+        f"steps of {per_step:,} tokens, the last {cfg.train.cooldown_frac:g} of each a {cfg.train.cooldown_shape} "
+        f"cooldown): {len(trunks)} trunks to step {last.branch_step:,} and {len(branches)} branches; "
+        f"{(trunk_all + branch_all) / 1e6:,.1f}M tokens in all ({trunk_all / 1e6:,.1f}M in trunks, "
+        f"{branch_all / 1e6:,.1f}M in cooldowns), {(trunk_left + branch_left) / 1e6:,.1f}M left"
+    )
+    if not trunk_left and not branch_left:
+        return line + "; nothing to train"
+    when = (
+        f"no time estimate ({how})"
+        if seconds_per_token is None
+        else f"roughly {_hours((trunk_left + branch_left) * seconds_per_token / jobs)} with {jobs} run(s) at once on "
+        f"{threads} thread(s) each (an estimate, training steps only, from {how})"
+    )
+    return line + f"; {when}; about {disk / 1e9:.1f} GB of new checkpoints"
+
+
+def _hours(seconds: float) -> str:
+    """``12.3 h`` or ``41 min``."""
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"

@@ -1,0 +1,25 @@
+#!/bin/bash
+# The budget axis of the tying question (declared in README.md beside this script): tied, untied and
+# tie-untie-cooldown at the bpe:4096 / n_embd 128 cell of configs/scaling_cpu.toml, every arm at
+# every learning rate on every seed, budgets 0.5M to 16M tokens as cooldown branches of one
+# warmup-stable-decay trunk per arm x rate x seed. It reuses finished runs and resumes unfinished ones,
+# so it can be stopped (Ctrl-C or SIGTERM: every running train.py saves a checkpoint) and started
+# again; it goes on where it stopped, smallest budgets first.
+#
+#   bash results/tying-budget-cpu-2026-11-25/run.sh     # from the repository root
+#
+# OUT and CACHE set where the runs and the prepared data go (by default results/ and data/cache/), so
+# that the script can run from a git worktree pinned at one commit while the tree moves on:
+#
+#   git worktree add ../tinygpt-budget <commit>
+#   (cd ../tinygpt-budget && OUT="$OLDPWD/results" CACHE="$OLDPWD/data/cache" \
+#       bash results/tying-budget-cpu-2026-11-25/run.sh)
+#
+# train.py records these paths as given: rewrite them repository-relative before committing runs.
+set -eu
+python compare.py --config configs/scaling_cpu.toml --model.n_embd=128 --data.tokenizer=bpe:4096 \
+    --arms tied,untied,tie-untie-cooldown --lr-grid 1e-3,2e-3,4e-3 --seeds 6 \
+    --budgets 0.5M,1M,2M,4M,8M,16M --jobs 2 --margin 0.01 \
+    --train.eval_interval=100 --train.sample_tokens=0 --train.dtype=bfloat16 \
+    --train.out_dir="${OUT:-results}" --data.cache_dir="${CACHE:-data/cache}" \
+    --name tying-budget-cpu-2026-11-25
