@@ -139,9 +139,14 @@ class BudgetRuns:
             for (t_arm, suffix), flags in trunks.items():
                 name = f"{TRUNKS}/{t_arm}{suffix}"
                 after = (f"{name}@{self.budgets[k - 1].branch_step}",) if k else ()
-                out.append(
-                    Job(f"{name}@{b.branch_step}", self._trunk_command(t_arm, name, flags, b), after, claim=name)
-                )
+                served = [  # the branches this trunk stage and the later ones start
+                    self.out_dir / later.label / f"{arm}{suffix}"
+                    for later in self.budgets[k:]
+                    for arm in arms
+                    if trunk_arm(arm) == t_arm
+                ]
+                command = self._trunk_command(t_arm, name, flags, b, served)
+                out.append(Job(f"{name}@{b.branch_step}", command, after, claim=name))
             for suffix, _ in runs:
                 for arm in arms:
                     trunk = f"{self.trunk_name(arm, suffix)}"
@@ -155,8 +160,9 @@ class BudgetRuns:
                     )
         return out
 
-    def _trunk_command(self, arm: str, name: str, flags: list[str], b: Budget):
-        """The argv that trains trunk ``name`` to budget ``b``'s branch step (None: it is there)."""
+    def _trunk_command(self, arm: str, name: str, flags: list[str], b: Budget, served: list[Path]):
+        """The argv that trains trunk ``name`` to budget ``b``'s branch step (None: it is there, or every
+        branch it would serve, ``served``, is finished: a clone of committed runs retrains no trunk it needs not)."""
         last = self.budgets[-1]
         folder = self.out_dir / name
         keep = [
@@ -170,6 +176,8 @@ class BudgetRuns:
 
         def command() -> list[str] | None:
             if step_checkpoint(folder, b.branch_step).is_file():
+                return None
+            if all((f / "summary.json").is_file() for f in served):
                 return None
             if (folder / "ckpt_last.pt").is_file():
                 return [sys.executable, TRAIN_PY, "--resume", "--run-name", run_name, where, *keep, *self.resume_argv]

@@ -165,7 +165,7 @@ class Job:
     ``command()`` gives the argv now (None: nothing left to do).  A job starts once the jobs
     named in ``after`` are done and the file ``needs`` exists (a trunk's branch checkpoint);
     it fails without starting if one of ``after``, or ``needs_from`` (the job writing
-    ``needs``), failed or ended without writing it.
+    ``needs``), failed.
     """
 
     name: str
@@ -266,8 +266,8 @@ def _readiness(job: Job, done: dict[str, bool]) -> str:
         return "fail"
     if not all(done.get(a) for a in job.after):
         return "wait"
-    if job.needs is None or job.needs.is_file():
-        return "go"
+    if job.needs is None or job.needs.is_file() or done.get(job.needs_from):
+        return "go"  # (a finished run needs no file: its command says there is nothing left to do)
     return "fail" if job.needs_from in done else "wait"
 
 

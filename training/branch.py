@@ -13,7 +13,7 @@ WSD run of that budget would have been (Hägele et al. 2024, arXiv:2405.18392, s
     python train.py --branch-from runs/trunk@781 --train.max_iters=977 --run-name b977
 
 A branch is an ordinary run folder plus ``branch.json``: the trunk's folder, the branch step,
-the trunk's config and the content digest of the checkpoint it started from, so a branch whose
+the trunk's config and the digest of the training state it started from, so a branch whose
 trunk was trained again differently is refused (:func:`check_trunk`).
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from core import files
 from core.errors import UserError
-from model.checkpoint import load_checkpoint, save_checkpoint
+from model.checkpoint import load_checkpoint, payload_digest, save_checkpoint
 from training import runs
 from training.config import RESUME_OVERRIDABLE, RunConfig
 
@@ -111,7 +111,7 @@ def start_branch(trunk_dir: Path, step: int, run_dir: Path, cfg: RunConfig) -> N
     ckpt = load_checkpoint(source)
     if cfg.train.untie_at_cooldown and ckpt.get("tie_embeddings") is False:
         raise UserError(f"{source} holds an untied model: train.untie_at_cooldown branches from a tied trunk")
-    trunk_digest = ckpt["sha256"]
+    trunk_digest = state_digest(ckpt)
     ckpt["config"] = cfg.to_dict()  # from here the branch is a run of its own: its resumes check against this
     tmp = run_dir.with_name(f".{run_dir.name}.branch.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -129,7 +129,7 @@ def start_branch(trunk_dir: Path, step: int, run_dir: Path, cfg: RunConfig) -> N
             "branch_step": step,
             "budget_steps": cfg.train.max_iters,
             "budget_tokens": cfg.train.max_iters * tokens_per_step(cfg),
-            "trunk_checkpoint_sha256": trunk_digest,
+            "trunk_state_sha256": trunk_digest,
             "trunk_elapsed_s": ckpt.get("elapsed_s"),
             "trunk_config": runs.load_run_config(trunk_dir).to_dict(),
         },
@@ -154,7 +154,7 @@ def check_trunk(run_dir: Path) -> None:
 
     The trunk's settings (bar what a resume may change: its length, horizon, branch points,
     bookkeeping) must be those recorded in ``branch.json``, and its checkpoint at the branch
-    step, if still there, must be the one the branch started from (its content digest).  A
+    step, if still there, must hold the state the branch started from (:func:`state_digest`).  A
     trunk folder that is gone is no change: the branch holds all it needs.
     """
     record_path = Path(run_dir) / BRANCH_FILE
@@ -167,13 +167,22 @@ def check_trunk(run_dir: Path) -> None:
     was, now = _flat(record["trunk_config"]), _flat(runs.load_run_config(trunk_dir).to_dict())
     changed = sorted(k for k in was.keys() | now.keys() if k not in RESUME_OVERRIDABLE and was.get(k) != now.get(k))
     ckpt = step_checkpoint(trunk_dir, record["branch_step"])
-    digest = load_checkpoint(ckpt)["sha256"] if not changed and ckpt.is_file() else None
-    if changed or (digest is not None and digest != record["trunk_checkpoint_sha256"]):
+    digest = state_digest(load_checkpoint(ckpt)) if not changed and ckpt.is_file() else None
+    if changed or (digest is not None and digest != record["trunk_state_sha256"]):
         what = f"its settings {', '.join(changed)}" if changed else f"{ckpt.name}"
         raise UserError(
             f"{run_dir} branched from {trunk_dir} at step {record['branch_step']}, but that trunk changed since "
             f"({what}): delete {run_dir} and branch again from the trunk as it is now"
         )
+
+
+def state_digest(ckpt: dict) -> str:
+    """sha256 of a checkpoint's training state: weights and AdamW state, not its timings.
+
+    A trunk trained again bit for bit (the same code and CPU kind) gives the same digest, so the
+    branches of the first one stay valid; one that differs in any bit does not.
+    """
+    return payload_digest({"model": ckpt["model"], "optimizer": ckpt.get("optimizer")})
 
 
 def _flat(nested: dict) -> dict:
