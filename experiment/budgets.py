@@ -7,9 +7,12 @@ a trunk trains at the stable rate and keeps a checkpoint where each budget's coo
 and each budget is a branch from there (:mod:`training.branch`; Hägele et al. 2024,
 arXiv:2405.18392).  A branch is the run of its budget, bit for bit.
 
-The trunks advance budget by budget: every trunk trains to the first branch point, the first
-budget's branches run, then every trunk goes on to the second, and so on, so the smallest
-budgets finish first and an experiment stopped at any point has whole budgets to report.
+Jobs are listed trunk by trunk, seed by seed: a trunk's stage to a branch point, that budget's
+branches, its next stage, and so on, then the next trunk (``--jobs 2`` works on two trunks at
+once).  The trunks' checkpoints are what an experiment cannot commit (megabytes each), so an
+experiment longer than its machine loses, when the machine goes, only the trunks it was
+training: every trunk finished before holds all its branches, which are text files in git.
+The seeds come in order, so an experiment stopped early has its first seeds at every budget.
 Arms that differ only in what their cooldown does (``tie-untie-cooldown``) share the trunk of
 the arm they start as (``tied``).  With ``--lr-grid`` every arm trains every rate on every
 seed: there is no tuning seed whose pick the verdict would rest on.
@@ -123,40 +126,33 @@ class BudgetRuns:
     resume_argv: list[str]  # the bookkeeping overrides a resume may take
     group: list[str]  # the wandb group flag
 
-    def trunk_name(self, arm: str, run: str) -> str:
-        """``trunks/<trunk arm><run>``, e.g. ``trunks/tied-lr0.002-s0``; ``run`` is ``-lr0.002-s0``."""
-        return f"{TRUNKS}/{trunk_arm(arm)}{run}"
-
     def jobs(self, arms: list[str], runs: list[tuple[str, list[str]]]) -> list[Job]:
-        """Every trunk stage and branch, budget by budget (see the module's docstring).
+        """Every trunk stage and branch, trunk by trunk (see the module's docstring).
 
-        ``runs``: ``(suffix, flags)`` of each learning rate and seed, e.g. ``("-lr0.002-s0",
-        ["--train.learning_rate=0.002", ..., "--train.seed=1337"])``.
+        ``runs``: ``(suffix, flags)`` of each learning rate and seed, seed-major, e.g.
+        ``("-lr0.002-s0", ["--train.learning_rate=0.002", ..., "--train.seed=1337"])``.
         """
         out: list[Job] = []
-        trunks = {(trunk_arm(a), suffix): flags for a in arms for suffix, flags in runs}
-        for k, b in enumerate(self.budgets):
-            for (t_arm, suffix), flags in trunks.items():
+        for suffix, flags in runs:
+            for t_arm in dict.fromkeys(trunk_arm(a) for a in arms):
                 name = f"{TRUNKS}/{t_arm}{suffix}"
-                after = (f"{name}@{self.budgets[k - 1].branch_step}",) if k else ()
-                served = [  # the branches this trunk stage and the later ones start
-                    self.out_dir / later.label / f"{arm}{suffix}"
-                    for later in self.budgets[k:]
-                    for arm in arms
-                    if trunk_arm(arm) == t_arm
-                ]
-                command = self._trunk_command(t_arm, name, flags, b, served)
-                out.append(Job(f"{name}@{b.branch_step}", command, after, claim=name))
-            for suffix, _ in runs:
-                for arm in arms:
-                    trunk = f"{self.trunk_name(arm, suffix)}"
-                    out.append(
+                own = [a for a in arms if trunk_arm(a) == t_arm]
+                for k, b in enumerate(self.budgets):
+                    after = (f"{name}@{self.budgets[k - 1].branch_step}",) if k else ()
+                    # the branches this trunk stage and the later ones start
+                    served = [
+                        self.out_dir / later.label / f"{arm}{suffix}" for later in self.budgets[k:] for arm in own
+                    ]
+                    command = self._trunk_command(t_arm, name, flags, b, served)
+                    out.append(Job(f"{name}@{b.branch_step}", command, after, claim=name))
+                    out.extend(
                         Job(
                             f"{b.label}/{arm}{suffix}",
-                            self._branch_command(arm, f"{arm}{suffix}", trunk, b),
-                            needs=step_checkpoint(self.out_dir / trunk, b.branch_step),
-                            needs_from=f"{trunk}@{b.branch_step}",
+                            self._branch_command(arm, f"{arm}{suffix}", name, b),
+                            needs=step_checkpoint(self.out_dir / name, b.branch_step),
+                            needs_from=f"{name}@{b.branch_step}",
                         )
+                        for arm in own
                     )
         return out
 
