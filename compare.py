@@ -43,6 +43,7 @@ from core.errors import UserError
 from core.files import read_json
 from experiment.adopt import parse_adopt
 from experiment.arms import ARM_KEYS, ARMS, DEFAULT_ARMS, parse_arms
+from experiment.budget_report import write_budget_report
 from experiment.budgets import parse_budgets
 from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
@@ -106,7 +107,8 @@ def _add_experiment_options(p: argparse.ArgumentParser) -> None:
         "--margin",
         type=float,
         help=f"Equivalence margin in nats/token, declared before the runs: arms closer than this count "
-        f"as equivalent (TOST). Default {DEFAULT_MARGIN}, or the margin the experiment folder declared.",
+        f"as equivalent (TOST). Default {DEFAULT_MARGIN}, or the margin the experiment folder declared. "
+        "With --budgets, in bits per byte: the unit of the budget report.",
     )
     p.add_argument(
         "--equal-params",
@@ -325,20 +327,13 @@ def _grid(plan: Plan, axes: list, prompts: list[str], command: str, readout: Rea
     return 0
 
 
-def _budgets(plan: Plan, prompts: list[str], command: str, margin_bpb: float | None) -> int:
-    """Train the budget axis, then a report per budget whose runs all finished (per learning rate with a grid)."""
-    finished, failed, out_dir = run_budget_experiment(plan)
-    expected = plan.seeds * len(plan.arms) * max(1, len(plan.lr_grid))
-    for label, paths in finished.items():
-        if len(paths) < expected:
-            print(f"[compare] budget {label}: {len(paths)} of {expected} runs finished, no report yet", flush=True)
-            continue
-        for lr in plan.lr_grid or [None]:
-            at = [p for p in paths if lr is None or f"-lr{lr:g}-s" in p.name]
-            where = out_dir / label / (f"lr{lr:g}" if lr is not None else "")
-            title = f"Should the embedding be tied? {out_dir.name} at {label} tokens" + (f", lr {lr:g}" if lr else "")
-            path, _ = write_report(at, [], where, prompts, title, plan.reference, plan.margin, command, margin_bpb)
-            print(f"[compare] budget {label}{f' at lr {lr:g}' if lr else ''}: report {path}", flush=True)
+def _budgets(plan: Plan, command: str) -> int:
+    """Train the budget axis, then its report (:mod:`experiment.budget_report`) over the budgets read so far."""
+    _, failed, out_dir = run_budget_experiment(plan)
+    try:
+        _print_budget_report(write_budget_report(out_dir, plan.reference, command))
+    except UserError as e:  # nothing finished to read yet: the runs' failure below is the news
+        print(f"[compare] no budget report: {e}", file=sys.stderr)
     if failed:
         print(
             f"[compare] {len(failed)} run(s) failed ({', '.join(failed[:5])}{' ...' if len(failed) > 5 else ''}): "
@@ -347,6 +342,18 @@ def _budgets(plan: Plan, prompts: list[str], command: str, margin_bpb: float | N
         )
         return 1
     return 0
+
+
+def _print_budget_report(path: Path) -> None:
+    """The budget report on stdout, then where it is."""
+    print(path.read_text())
+    print(f"[compare] budget report: {path}")
+
+
+def _is_budget_folder(path: Path) -> bool:
+    """Whether ``path`` is the folder of a ``--budgets`` experiment (its experiment.json lists budgets)."""
+    saved = path / "experiment.json"
+    return saved.is_file() and bool(read_json(saved, "experiment settings").get("budgets"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -358,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         command = shlex.join(["python", "compare.py", *(sys.argv[1:] if argv is None else argv)])
         if len(args.runs) == 1 and (args.runs[0] / GRID_FILE).is_file():  # a grid folder: its report alone
             _print_grid_report(write_grid_report(args.runs[0], command=command, readout=args.readout))
+            return 0
+        if len(args.runs) == 1 and _is_budget_folder(args.runs[0]):  # a budget axis: its report alone
+            _print_budget_report(write_budget_report(args.runs[0], args.reference, command))
             return 0
         given = [f for f, v in (("--contrast", args.contrast), ("--slope-within", args.slope_within)) if v]
         if given:
@@ -389,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.jobs or 0,
             )
             if args.budgets:
-                return _budgets(plan, prompts, command, args.margin_bpb)
+                return _budgets(plan, command)
             if args.grid:
                 return _grid(plan, args.grid, prompts, command, Readout(args.margin_bpb))
             reported, tuning, out_dir = run_experiment(plan)

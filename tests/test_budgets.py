@@ -1,0 +1,267 @@
+"""The budget axis: budgets in steps, the order its jobs run in, and its report's two readouts.
+
+The branch itself (a branch equals the single run of its budget) is tested in
+``tests/test_branch.py``; here: ``compare.py --budgets`` planning and reading.
+Run: ``python -m pytest -q tests/test_budgets.py`` (CPU, offline; the end-to-end test is ``slow``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_runs import arm_run
+from helpers import error_line
+
+import compare
+from experiment import budget_report, budgets
+from experiment.budget_report import Score
+from training.config import RunConfig, TrainConfig
+
+
+def _cfg(**train) -> RunConfig:
+    """The default config with a 128-token block, batch 16 (2,048 tokens a step) and ``train`` changes."""
+    cfg = RunConfig()
+    cfg.model.block_size = 128
+    cfg.train = TrainConfig(**{**cfg.train.__dict__, "batch_size": 16, "lr_schedule": "wsd", **train})
+    return cfg
+
+
+def test_budgets_parse_with_suffixes_sorted_and_distinct():
+    """``0.5M,1M,2k,1M`` -> token counts, sorted, each once."""
+    assert budgets.parse_budgets("1M, 0.5M,2k,1M") == [2_000, 500_000, 1_000_000]
+    assert budgets.label(500_000) == "0.5M" and budgets.label(16_000_000) == "16M" and budgets.label(4_000) == "4k"
+
+
+@pytest.mark.parametrize("text", ["", "1X", "-1M", "0", "abc,1M"])
+def test_a_budget_that_is_no_token_count_is_refused(text):
+    """Each bad budget raises a UserError that shows the form wanted."""
+    with pytest.raises(budgets.UserError, match="e.g. --budgets 0.5M,1M,2M"):
+        budgets.parse_budgets(text)
+
+
+def test_each_budget_branches_where_its_own_cooldown_starts():
+    """Steps = tokens / tokens a step; the branch step is the first step of the last 20% (the WSD cooldown)."""
+    planned = budgets.plan_budgets([500_000, 16_000_000], _cfg(cooldown_frac=0.2, warmup_iters=30))
+    assert [(b.label, b.steps, b.branch_step) for b in planned] == [("0.5M", 244, 195), ("16M", 7812, 6250)]
+    assert planned[0].cooldown_steps == 49
+
+
+def test_a_budget_whose_cooldown_would_start_in_the_warmup_is_refused():
+    """A budget too small for the warmup, and two budgets of the same steps, are each one UserError."""
+    with pytest.raises(budgets.UserError, match="inside the 100-step warmup"):
+        budgets.plan_budgets([100_000], _cfg(warmup_iters=100))
+    with pytest.raises(budgets.UserError, match="same steps"):
+        budgets.plan_budgets([1_000_000, 1_000_100], _cfg(warmup_iters=10))
+
+
+def _axis(tmp_path: Path, tokens: list[int]) -> budgets.BudgetRuns:
+    cfg = _cfg(warmup_iters=10)
+    return budgets.BudgetRuns(tmp_path, cfg, budgets.plan_budgets(tokens, cfg), [], {}, [], [])
+
+
+def test_jobs_finish_one_trunk_and_its_branches_before_the_next_seed_by_seed(tmp_path):
+    """Trunk stage k, then budget k's branches of the arms on that trunk, for every k; then the next trunk.
+
+    A machine that goes loses only the trunks it was training (their checkpoints are not committed),
+    and tie-untie-cooldown branches from the tied trunk: it has none of its own.
+    """
+    axis = _axis(tmp_path, [500_000, 1_000_000])
+    runs = [("-s0", ["--train.seed=1337"]), ("-s1", ["--train.seed=1338"])]
+    names = [j.name for j in axis.jobs(["tied", "untied", "tie-untie-cooldown"], runs)]
+    assert names == [
+        "trunks/tied-s0@195",
+        "0.5M/tied-s0",
+        "0.5M/tie-untie-cooldown-s0",
+        "trunks/tied-s0@390",
+        "1M/tied-s0",
+        "1M/tie-untie-cooldown-s0",
+        "trunks/untied-s0@195",
+        "0.5M/untied-s0",
+        "trunks/untied-s0@390",
+        "1M/untied-s0",
+        *[n.replace("-s0", "-s1") for n in names[:10]],
+    ]
+    jobs = {j.name: j for j in axis.jobs(["tied", "untied"], runs)}
+    assert jobs["trunks/tied-s0@390"].after == ("trunks/tied-s0@195",)
+    assert jobs["1M/tied-s0"].needs_from == "trunks/tied-s0@390"
+    assert jobs["1M/tied-s0"].needs == tmp_path / "trunks" / "tied-s0" / "ckpt_step390.pt"
+
+
+def test_a_trunk_stage_no_unfinished_branch_needs_is_skipped(tmp_path):
+    """A clone of committed branches (text files, no checkpoints) retrains no trunk for them."""
+    axis = _axis(tmp_path, [500_000, 1_000_000])
+    for b in ("0.5M", "1M"):
+        (tmp_path / b / "untied-s0").mkdir(parents=True)
+        (tmp_path / b / "untied-s0" / "summary.json").write_text("{}")
+    jobs = {j.name: j for j in axis.jobs(["tied", "untied"], [("-s0", [])])}
+    assert jobs["trunks/untied-s0@195"].command() is None
+    assert jobs["trunks/tied-s0@195"].command() is not None
+
+
+def test_an_arm_that_unties_at_a_fraction_of_the_run_is_refused_on_the_budget_axis():
+    """tie-then-untie's switch would fall inside the shared trunk: refused, naming tie-untie-cooldown."""
+    with pytest.raises(budgets.UserError, match="use tie-untie-cooldown"):
+        budgets.check_arms(["tied", "tie-then-untie"])
+    assert budgets.trunk_arm("tie-untie-cooldown") == "tied" and budgets.trunk_arm("untied") == "untied"
+
+
+def test_the_plan_line_counts_trunk_and_cooldown_tokens_and_what_is_left(tmp_path):
+    """36 trunks to 6,250 steps and 324 branches: the issue's 460.8M trunk and 340.2M cooldown tokens."""
+    cfg = _cfg(warmup_iters=30)
+    planned = budgets.plan_budgets(budgets.parse_budgets("0.5M,1M,2M,4M,8M,16M"), cfg)
+    trunks = [f"trunks/t{i}" for i in range(36)]
+    branches = [(f"{b.label}/r{i}", 1_000_000) for b in planned for i in range(54)]
+    line = budgets.plan_line(tmp_path, planned, cfg, trunks, branches, 60e-6, "a guess", 2, 1)
+    assert "36 trunks to step 6,250 and 324 branches" in line
+    assert "801.0M tokens in all (460.8M in trunks, 340.2M in cooldowns), 801.0M left" in line
+    assert "roughly 6.7 h with 2 run(s) at once" in line
+
+
+def test_compare_refuses_jobs_without_budgets_and_budgets_with_a_grid(capsys):
+    """--jobs alone, --budgets with --grid, and a non-WSD schedule are each one error line and exit 2."""
+    base = ["--config", "configs/debug.toml"]
+    assert compare.main([*base, "--jobs", "2"]) == 2
+    assert "add --budgets" in error_line(capsys)
+    assert compare.main([*base, "--budgets", "1M", "--grid", "model.n_embd=32,64"]) == 2
+    assert "--budgets trains a new experiment of its own" in error_line(capsys)
+    assert compare.main([*base, "--budgets", "1M", "--train.lr_schedule=cosine"]) == 2
+    assert "drop --train.lr_schedule" in error_line(capsys)
+
+
+# ----------------------------------------------------------------------------- the report's readouts
+
+
+def test_the_fitted_best_is_the_vertex_of_the_quadratic_in_log_rate():
+    """Through (1e-3, 2e-3, 4e-3) on a parabola with its vertex at 2e-3 * sqrt(2): that rate and value."""
+    rates = [1e-3, 2e-3, 4e-3]
+    vertex = math.log10(2e-3) + 0.5 * math.log10(2)
+    means = [3.0 + 5 * (math.log10(r) - vertex) ** 2 for r in rates]
+    best, lr = budget_report.fitted_best(rates, means)
+    assert best == pytest.approx(3.0) and lr == pytest.approx(10**vertex)
+
+
+def test_a_fit_past_the_grid_or_opening_downwards_is_clamped_to_the_rates_tried():
+    """A minimum beyond 4e-3 reads at 4e-3; a concave fit reads at its lower end; two rates give the lower mean."""
+    rates = [1e-3, 2e-3, 4e-3]
+    assert budget_report.fitted_best(rates, [3.0, 2.9, 2.85])[1] == pytest.approx(4e-3)
+    assert budget_report.fitted_best(rates, [3.0, 3.2, 3.1]) == (pytest.approx(3.0), pytest.approx(1e-3))
+    assert budget_report.fitted_best([1e-3, 2e-3], [3.1, 3.0]) == (3.0, 2e-3)
+
+
+def _scores(deltas: list[float], noise: list[float]) -> list[Score]:
+    """Tied and untied at 3 rates on len(deltas) seeds: untied = tied + deltas[seed], a seed-wide shift noise[seed]."""
+    out = []
+    for i, (d, e) in enumerate(zip(deltas, noise)):
+        for r, base in ((1e-3, 3.1), (2e-3, 3.0), (4e-3, 3.2)):
+            out.append(Score("1M", 1_000_000, "tied", r, 1337 + i, base + e, 1000, 10_000))
+            out.append(Score("1M", 1_000_000, "untied", r, 1337 + i, base + e + d, 1500, 10_000))
+    return out
+
+
+def test_best_vs_best_with_a_constant_shift_is_that_shift_and_the_jackknife_by_hand():
+    """Untied = tied + d on every seed at every rate: Δ is mean(d); the jackknife se matches the formula."""
+    deltas = [-0.02, -0.03, -0.01, -0.025]
+    b = budget_report.best_vs_best(_scores(deltas, [0.0, 0.05, -0.04, 0.01]), "untied", "tied", 0.01)
+    assert b.delta == pytest.approx(np.mean(deltas))
+    leave = np.array([np.mean([d for j, d in enumerate(deltas) if j != i]) for i in range(4)])
+    assert b.se == pytest.approx(math.sqrt(3 / 4 * np.sum((leave - leave.mean()) ** 2)))
+    assert b.ci[1] < 0 and b.best_lr["tied"] == pytest.approx(b.best_lr["untied"])
+
+
+def test_holm_across_budgets_decides_better_equivalent_and_inconclusive():
+    """A clear gain is better, a tiny tight one equivalent, a noisy one inconclusive, with Holm p >= raw p."""
+    clear = budget_report.best_vs_best(
+        _scores([-0.05, -0.051, -0.049, -0.05], [0, 0.1, 0.2, 0.3]), "untied", "tied", 0.01
+    )
+    tiny = budget_report.best_vs_best(_scores([0.001, -0.001, 0.0005, 0.0], [0] * 4), "untied", "tied", 0.01)
+    noisy = budget_report.best_vs_best(_scores([0.1, -0.1, 0.05, -0.06], [0] * 4), "untied", "tied", 0.01)
+    out = budget_report.holm_verdicts([clear, tiny, noisy])
+    assert [r.verdict for r in out] == ["better", "equivalent", "inconclusive"]
+    assert all(r.p_holm >= r.p for r in out)
+
+
+def _branch(root: Path, budget: str, arm: str, lr: float, seed: int, bpb: float) -> None:
+    """A finished branch folder under ``root/budget`` with a final bpb (fake_runs, the arm's settings)."""
+    tokens = {"0.5M": 244, "1M": 488}[budget]
+    arm_run(
+        root / budget,
+        arm,
+        seed,
+        bpb,
+        summary={"final_val_bpb": bpb, "train_tokens": 1_388_182},
+        name=f"{arm}-lr{lr:g}-s{seed - 1337}",
+        train__learning_rate=lr,
+        train__max_iters=tokens,
+        train__batch_size=16,
+        model__block_size=128,
+    )
+
+
+def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_readouts_disagree(tmp_path):
+    """0.5M has 3 complete seeds (read); 1M none (untied missing). Best against best finds a gain that the
+    shared rates 1e-3 and 2e-3 call equivalent: the clash is named first, and the gain is within the margin."""
+    rates = (1e-3, 2e-3, 4e-3)
+    for s in range(3):
+        for lr, base in zip(rates, (3.10, 3.00, 3.05)):
+            _branch(tmp_path, "0.5M", "tied", lr, 1337 + s, base + 0.01 * s)
+            gain = 0.04 + 0.001 * s if lr == 4e-3 else 0.0003 * (s - 1)
+            _branch(tmp_path, "0.5M", "untied", lr, 1337 + s, base + 0.01 * s - gain)
+    for lr in rates:
+        _branch(tmp_path, "1M", "tied", lr, 1337, 2.9)
+    (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
+    path = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp")
+    md = path.read_text()
+    assert md.index("The two readouts disagree") < md.index("## Verdicts")
+    assert "- 0.5M: untied is better best against best, but equivalent at lr 0.001, equivalent at lr 0.002" in md
+    assert "Not read yet: 1M (0 seed(s) with every arm at every rate" in md
+    assert "](delta_vs_tokens.png)" in md and (tmp_path / "delta_vs_tokens.png").is_file()
+    row = next(line for line in md.splitlines() if line.startswith("| 0.5M | 500 | 0.36 | 3 | untied |"))
+    assert row.endswith("| **better**, by less than the margin not ruled out |")  # 500k / 1000 tied parameters
+
+
+def test_compare_on_a_budget_folder_writes_its_report(tmp_path, capsys):
+    """``compare.py <budget experiment>`` renders the budget report (not the per-run one)."""
+    for s in range(2):
+        for lr in (1e-3, 2e-3):
+            _branch(tmp_path, "0.5M", "tied", lr, 1337 + s, 3.0 + s / 100)
+            _branch(tmp_path, "0.5M", "untied", lr, 1337 + s, 2.9 + s / 100)
+    (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000], "margin": 0.01}))
+    assert compare.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "# Does the answer change with the training budget?" in out and "budget report:" in out
+
+
+@pytest.mark.slow
+def test_compare_budgets_trains_trunks_and_branches_two_at_a_time_and_reuses_them(tmp_path, capsys):
+    """Tied, untied and tie-untie-cooldown at 2 budgets, 2 seeds, --jobs 2: a branch folder per budget,
+    arm and seed that records its trunk, one thread per run, the report; a second call trains nothing."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
+    argv = [
+        *("--config", "configs/debug.toml", "--name", "exp", "--data.tokenizer=char"),
+        f"--data.source={corpus}",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+        *("--train.eval_interval=10", "--train.sample_tokens=0", "--train.final_eval_tokens=2048"),
+        *("--arms", "tied,untied,tie-untie-cooldown", "--seeds", "2", "--budgets", "8k,16k", "--jobs", "2"),
+    ]
+    assert compare.main(argv) == 0
+    exp = tmp_path / "exp"
+    for b in ("8k", "16k"):
+        for arm in ("tied", "untied", "tie-untie-cooldown"):
+            for s in (0, 1):
+                run = exp / b / f"{arm}-s{s}"
+                record = json.loads((run / "branch.json").read_text())
+                trunk = "untied" if arm == "untied" else "tied"
+                assert record["trunk"] == f"../trunks/{trunk}-s{s}", record
+                assert json.loads((run / "env.json").read_text())["torch_threads"] == 1
+                assert (run / "summary.json").is_file()
+    assert sorted(p.name for p in (exp / "trunks").iterdir()) == ["tied-s0", "tied-s1", "untied-s0", "untied-s1"]
+    assert "## Verdicts: best against best" in (exp / "report.md").read_text()
+    capsys.readouterr()
+    assert compare.main(argv) == 0
+    assert "nothing to train" in capsys.readouterr().out
