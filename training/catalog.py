@@ -84,7 +84,8 @@ def _run_facts(run_dir: Path) -> dict:
     speeds = [v for v in (_number(r.get("tokens_per_s")) for r in rows if r["kind"] == "train") if v is not None]
     s = summary or {}
     return {
-        "embeddings": "tied" if tied else "untied",
+        # a run that untied on the way (train.untie_at, train.untie_at_cooldown) logs an untie row
+        "embeddings": ("tied→untied" if any(r["kind"] == "untie" for r in rows) else "tied") if tied else "untied",
         "data": label,
         "steps": rows[-1]["step"] if rows else summary_step,
         "max_iters": planned,
