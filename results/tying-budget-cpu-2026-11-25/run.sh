@@ -4,18 +4,20 @@
 # every learning rate on every seed, budgets 0.5M to 16M tokens as cooldown branches of one
 # warmup-stable-decay trunk per arm x rate x seed. It reuses finished runs and resumes unfinished ones,
 # so it can be stopped (Ctrl-C or SIGTERM: every running train.py saves a checkpoint) and started
-# again; it goes on where it stopped, smallest budgets first.
+# again; it goes on trunk by trunk, seed by seed.
 #
 #   bash results/tying-budget-cpu-2026-11-25/run.sh     # from the repository root
 #
-# OUT and CACHE set where the runs and the prepared data go (by default results/ and data/cache/), so
-# that the script can run from a git worktree pinned at one commit while the tree moves on:
+# The runs train from a git worktree pinned at commit cc7de3a, beside the repository, holding the
+# runs committed so far; collect.sh copies each finished trunk and its branches back:
 #
-#   git worktree add ../tinygpt-budget <commit>
-#   (cd ../tinygpt-budget && OUT="$OLDPWD/results" CACHE="$OLDPWD/data/cache" \
-#       bash results/tying-budget-cpu-2026-11-25/run.sh)
+#   git worktree add ../tinygpt-budget cc7de3a
+#   cp -r results/tying-budget-cpu-2026-11-25/. ../tinygpt-budget/results/tying-budget-cpu-2026-11-25/
+#   (cd ../tinygpt-budget && bash results/tying-budget-cpu-2026-11-25/run.sh)
+#   bash results/tying-budget-cpu-2026-11-25/collect.sh ../tinygpt-budget   # now and then
 #
-# train.py records these paths as given: rewrite them repository-relative before committing runs.
+# OUT and CACHE, if set, move the runs and the prepared data (by default results/ and data/cache/,
+# which train.py records as given).
 set -eu
 python compare.py --config configs/scaling_cpu.toml --model.n_embd=128 --data.tokenizer=bpe:4096 \
     --arms tied,untied,tie-untie-cooldown --lr-grid 1e-3,2e-3,4e-3 --seeds 6 \
