@@ -183,6 +183,26 @@ def read_metrics(path: Path) -> list[dict]:
     return rows
 
 
+def thin_metrics(rows: list[dict], max_train_rows: int) -> list[dict]:
+    """``rows`` with at most ``max_train_rows`` ``train`` rows; every other row (eval, resume, untie,
+    stop, final_eval) kept, in order.
+
+    The train rows kept are those at a multiple of a stride: the smallest power-of-two multiple
+    of the logging interval (the first two train rows' distance) that keeps at most
+    ``max_train_rows``, and the last one.  Runs thinned alike keep the same steps, so the
+    learning-rate schedule check (:mod:`experiment.schedules`) still compares them step by step.
+    """
+    train = [r for r in rows if r["kind"] == "train"]
+    if len(train) <= max_train_rows:
+        return list(rows)
+    interval = max(1, train[1]["step"] - train[0]["step"])
+    stride = interval
+    while sum(r["step"] % stride == 0 for r in train) > max(1, max_train_rows - 1):
+        stride *= 2
+    last = train[-1]["step"]
+    return [r for r in rows if r["kind"] != "train" or r["step"] % stride == 0 or r["step"] == last]
+
+
 class NullLogger:
     """Stands in for wandb when it is disabled, and for every log on ranks > 0: each call does nothing."""
 

@@ -1,8 +1,9 @@
 #!/bin/bash
 # Copy every finished trunk of the budget experiment, with all its branches, from the worktree the
-# runs train in (run.sh's header) into this repository's results/, text files only (what git keeps:
-# no checkpoints, tokenizer copies or loss.png). A trunk is finished when each of its branches, at
-# every budget, holds summary.json; unfinished ones stay behind, as their checkpoints cannot travel.
+# runs train in (run.sh's header) into this repository's results/: text files only (what git keeps:
+# no checkpoints, tokenizer copies or loss.png), their train-loss rows thinned by keep.py. A trunk
+# is finished when each of its branches, at every budget, holds summary.json; unfinished ones stay
+# behind, as their checkpoints cannot travel.
 #
 #   bash results/tying-budget-cpu-2026-11-25/collect.sh ../tinygpt-budget    # from the repository root
 set -eu
@@ -29,3 +30,4 @@ for trunk in "$src"/trunks/*/; do
     for b in $budgets; do for r in $branches; do copy "$src/$b/$r" "$dst/$b/$r"; done; done
     echo "collected trunks/$run and its branches"
 done
+python keep.py "$dst"    # train-loss rows thinned for git (keep.py)
