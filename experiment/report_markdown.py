@@ -212,6 +212,14 @@ def _compute_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str
     return ["## Compute-equivalent", "", *lines, ""] if lines else []
 
 
+# The risk of picking each arm's rate on one seed, said under every tuning table.
+ONE_SEED_RISK = (
+    "- **One tuning seed.** Each arm's learning rate was picked on one seed, and a pick off by one grid "
+    "step can decide the verdict. `compare.py --budgets` trains every rate on every seed and compares "
+    "fitted bests instead."
+)
+
+
 def _lr_section(exp: Experiment) -> list[str]:
     """``## Learning rates``: the tuning grid (chosen LR in bold, edge warnings), or that none was tuned."""
     used = {arm: members[0].learning_rate for arm, members in exp.runs.items()}
@@ -246,7 +254,7 @@ def _lr_section(exp: Experiment) -> list[str]:
             for lr in grid
         ]
         lines.append(f"| {arm} | " + " | ".join(cells) + f" | {used[arm]:g} |")
-    lines.append("")
+    lines += ["", ONE_SEED_RISK]
     for arm, t in table.items():
         if t["edge"]:
             lo, hi = t["points"][0][0], t["points"][-1][0]

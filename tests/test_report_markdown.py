@@ -146,7 +146,7 @@ def test_compute_equivalent_is_given_only_for_a_better_arm(tmp_path):
 
 def test_learning_rate_table_bolds_the_best_and_warns_at_the_grid_edge(tmp_path):
     """Tuning runs: a table arm x grid LR with the chosen score in bold; a best LR at the end of its grid is
-    flagged 'widen the grid', one inside it is not; the tuning seed is named."""
+    flagged 'widen the grid', one inside it is not; the tuning seed is named, and the risk of a one-seed pick."""
     grid = fake_tuning(tmp_path, "tied", 99, [(1e-3, 3.3), (2e-3, 3.2), (4e-3, 3.25)]) + fake_tuning(
         tmp_path, "untied", 99, [(1e-3, 3.1), (2e-3, 3.15), (4e-3, 3.3)]
     )
@@ -158,6 +158,7 @@ def test_learning_rate_table_bolds_the_best_and_warns_at_the_grid_edge(tmp_path)
     warnings = [line for line in section.splitlines() if "widen the grid" in line]
     assert len(warnings) == 1 and warnings[0].startswith("- **Warning:** untied's")
     assert "tuning seed 99" in section
+    assert "- **One tuning seed.** Each arm's learning rate was picked on one seed" in section
 
 
 def test_without_tuning_runs_the_report_says_no_arm_was_tuned(tmp_path):
