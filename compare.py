@@ -42,13 +42,14 @@ from core.cli import ArgumentParser, run_command
 from core.errors import UserError
 from core.files import read_json
 from experiment.adopt import parse_adopt
-from experiment.arms import ARM_KEYS, ARMS, DEFAULT_ARMS, parse_arms
+from experiment.arms import ARM_KEYS, ARMS, DEFAULT_ARMS, ArmSet, define_arms, load_arms_file, parse_arm, parse_arms
 from experiment.budget_report import write_budget_report
 from experiment.budgets import parse_budgets
 from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
 from experiment.grid_readout import Readout, parse_contrast, parse_slope_within
-from experiment.runner import Plan, run_budget_experiment, run_experiment, write_report
+from experiment.report import arms_of_runs
+from experiment.runner import VERDICT_FILE, Plan, run_budget_experiment, run_experiment, write_report
 from training.config import parse_cli
 
 # Config keys compare.py sets for each run itself (the arm's settings, the seed from --seeds): not
@@ -81,8 +82,26 @@ def _add_experiment_options(p: argparse.ArgumentParser) -> None:
         "--config",
         help="TOML config every arm trains with, e.g. configs/shakespeare.toml (default: none, the built-in defaults).",
     )
-    p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"Comma-separated arms, from {', '.join(ARMS)}.")
-    p.add_argument("--reference", default="tied", help="The arm every other arm is compared with.")
+    p.add_argument(
+        "--arms",
+        help=f"Comma-separated arms: presets ({', '.join(ARMS)}) or arms defined with --arm / --arms-file "
+        f"(default: every defined arm, else {','.join(DEFAULT_ARMS)}).",
+    )
+    p.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE,...",
+        help="Define an arm by its train.py settings (repeatable), e.g. --arm base: --arm dropout:model.dropout=0.1 "
+        "('base:' trains the config as given). The seed, the data and the eval windows cannot differ.",
+    )
+    p.add_argument(
+        "--arms-file",
+        type=Path,
+        metavar="FILE",
+        help='Arms from a TOML file, one table each: [dropout] then "model.dropout" = 0.1.',
+    )
+    p.add_argument("--reference", help="The arm every other arm is compared with (default: the first arm).")
     p.add_argument(
         "--seeds",
         type=int,
@@ -183,6 +202,12 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
         "e.g. --slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128.",
     )
     p.add_argument(
+        "--fail-on",
+        choices=("worse", "not-better"),
+        help="Exit 1 when an arm is worse than the reference (worse), or anything but better (not-better), "
+        "for CI and automated loops; read from verdict.json (in bits per byte with --margin-bpb).",
+    )
+    p.add_argument(
         "--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent)."
     )
     p.add_argument(
@@ -194,7 +219,7 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
 
 def _check_args(args: argparse.Namespace, overrides: dict) -> None:
     """Parse the options' values in place (arms, grids, adopted runs, the readout); UserError for a bad or clashing one."""
-    args.arms = parse_arms(args.arms)
+    _check_arms(args)
     args.lr_grid = _parse_grid(args.lr_grid)
     if args.lr_widen < 0 or (args.lr_widen and not args.lr_grid):
         raise UserError(
@@ -207,6 +232,8 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
             "give either run folders to report on, or --config/--name/--lr-grid/overrides to train: not both"
         )
     _check_budgets(args, overrides)
+    if args.fail_on and (args.grid or args.budgets):
+        raise UserError("--fail-on gates one experiment's verdict: drop --grid / --budgets, or read their reports")
     args.adopt = parse_adopt(args.adopt)
     if args.adopt and (args.runs or args.grid):
         raise UserError(
@@ -230,8 +257,27 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
     )
     if not args.runs and args.reference not in args.arms:
         raise UserError(f"--reference {args.reference} is not among --arms {','.join(args.arms)}: add it")
-    if not args.runs and len(args.arms) < 2:
-        raise UserError(f"--arms {','.join(args.arms)} is one arm: a comparison needs two, e.g. --arms tied,untied")
+
+
+def _check_arms(args: argparse.Namespace) -> None:
+    """``args.arm_set`` (:class:`experiment.arms.ArmSet`), ``args.arms`` (its names) and ``args.reference``
+    from --arms, --arm and --arms-file; UserError for a bad definition or an arm defined twice."""
+    defined: dict[str, dict] = {}
+    sources = [parse_arm(t) for t in args.arm]
+    sources += list(load_arms_file(args.arms_file).items()) if args.arms_file else []
+    for name, settings in sources:
+        if name in defined:
+            raise UserError(f"arm {name} is defined twice (--arm, --arms-file): give each arm one definition")
+        defined[name] = settings
+    if args.runs and (defined or args.arms):
+        raise UserError(
+            "--arms, --arm and --arms-file choose arms to train: a report on run folders reads each run's arm "
+            "from its config (runs that differ in other settings are compared by those settings)"
+        )
+    args.arm_set = define_arms(parse_arms(args.arms) if args.arms is not None else None, defined)
+    args.arms = args.arm_set.names
+    if args.reference is None and not args.runs:  # a report on run folders picks its own (arms_of_runs)
+        args.reference = args.arms[0]
 
 
 def _check_budgets(args: argparse.Namespace, overrides: dict) -> None:
@@ -272,13 +318,16 @@ def _parse_grid(text: str | None) -> list[float]:
     return grid
 
 
-def declared_margin(out_dir: Path, given: float | None) -> float:
-    """The experiment folder's declared margin (experiment.json), checked against ``--margin`` if given."""
+def declared_margin(out_dir: Path, given: float | None) -> tuple[float, bool]:
+    """``(margin, declared)``: the experiment folder's declared margin (experiment.json), checked against
+    ``--margin`` if given, else ``--margin`` or the default, not declared before the runs."""
     saved = out_dir / "experiment.json"
     declared = read_json(saved, "experiment settings").get("margin") if saved.is_file() else None
     if declared is not None and given is not None and given != declared:
         raise UserError(f"{saved} declared --margin {declared:g} before the runs: report with it (drop --margin)")
-    return declared if declared is not None else (given if given is not None else DEFAULT_MARGIN)
+    if declared is not None:
+        return declared, True
+    return (given if given is not None else DEFAULT_MARGIN), False
 
 
 def check_run_folders(paths: list[Path]) -> None:
@@ -356,6 +405,26 @@ def _is_budget_folder(path: Path) -> bool:
     return saved.is_file() and bool(read_json(saved, "experiment settings").get("budgets"))
 
 
+def _gate(verdict_path: Path, fail_on: str | None) -> int:
+    """The exit status ``--fail-on`` asks for: 1 when an arm's verdict is worse (``worse``) or anything but
+    better (``not-better``) than the reference, read from ``verdict.json`` (in bits per byte with --margin-bpb)."""
+    if fail_on is None:
+        return 0
+    record = read_json(verdict_path, "verdict")
+    found = record.get("comparisons_bpb", record["comparisons"])
+    failing = [c for c in found if c["verdict"] == "worse" or (fail_on == "not-better" and c["verdict"] != "better")]
+    for c in failing:
+        print(f"[compare] --fail-on {fail_on}: {c['arm']} is {c['verdict']} against {c['reference']}", file=sys.stderr)
+    return 1 if failing else 0
+
+
+def _title(arm_set: ArmSet, out_dir: Path) -> str:
+    """The report's title: the tying question for the presets, else the arms compared."""
+    if set(arm_set.names) <= set(ARMS):
+        return f"Should the embedding be tied? {out_dir.name}"
+    return f"{' vs '.join(arm_set.names)}: {out_dir.name}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (2 on bad input or unfair runs)."""
 
@@ -363,11 +432,14 @@ def main(argv: list[str] | None = None) -> int:
         args, overrides = parse_args(argv)
         prompts = args.prompt if args.prompt is not None else ["\n", "ROMEO:"]
         command = shlex.join(["python", "compare.py", *(sys.argv[1:] if argv is None else argv)])
+        folder = len(args.runs) == 1 and ((args.runs[0] / GRID_FILE).is_file() or _is_budget_folder(args.runs[0]))
+        if folder and args.fail_on:
+            raise UserError("--fail-on gates one experiment's verdict, not a --grid or --budgets folder's")
         if len(args.runs) == 1 and (args.runs[0] / GRID_FILE).is_file():  # a grid folder: its report alone
             _print_grid_report(write_grid_report(args.runs[0], command=command, readout=args.readout))
             return 0
         if len(args.runs) == 1 and _is_budget_folder(args.runs[0]):  # a budget axis: its report alone
-            _print_budget_report(write_budget_report(args.runs[0], args.reference, command))
+            _print_budget_report(write_budget_report(args.runs[0], args.reference or "tied", command))
             return 0
         given = [f for f, v in (("--contrast", args.contrast), ("--slope-within", args.slope_within)) if v]
         if given:
@@ -380,9 +452,10 @@ def main(argv: list[str] | None = None) -> int:
             out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
             tuning = [p for p in args.runs if Path(p).name.startswith("tune-")]
             reported = [p for p in args.runs if p not in tuning]
-            margin = declared_margin(Path(args.runs[0]).resolve().parent, args.margin)
+            margin, declared = declared_margin(Path(args.runs[0]).resolve().parent, args.margin)
+            arm_set, reference = arms_of_runs([*reported, *tuning], args.reference)
         else:
-            margin = DEFAULT_MARGIN if args.margin is None else args.margin
+            margin, declared = (DEFAULT_MARGIN if args.margin is None else args.margin), True
             plan = Plan(
                 args.config,
                 overrides,
@@ -397,22 +470,26 @@ def main(argv: list[str] | None = None) -> int:
                 args.adopt,
                 args.budgets,
                 args.jobs or 0,
+                args.arm_set,
             )
             if args.budgets:
                 return _budgets(plan, command)
             if args.grid:
                 return _grid(plan, args.grid, prompts, command, Readout(args.margin_bpb))
             reported, tuning, out_dir = run_experiment(plan)
+            arm_set, reference = plan.arm_set, plan.reference
         path, meaningful = write_report(
             reported,
             tuning,
             out_dir,
             prompts,
-            f"Should the embedding be tied? {out_dir.name}",
-            args.reference,
+            _title(arm_set, out_dir),
+            reference,
             margin,
             command,
             args.margin_bpb,
+            arm_set,
+            declared,
         )
         print(path.read_text())
         print(f"[compare] report: {path}")
@@ -422,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
                 "(see the top of the report): train longer or check the config",
                 file=sys.stderr,
             )
-        return 0
+        return _gate(path.parent / VERDICT_FILE, args.fail_on)
 
     return run_command(body)
 

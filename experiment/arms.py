@@ -1,10 +1,16 @@
-"""The arms of the tied-vs-untied experiment: each one a handful of ``train.py`` settings.
+"""The arms of an experiment: each one a handful of ``train.py`` settings.
 
 Every arm is a plain training config too: ``python train.py`` with the arm's
-``--section.key=value`` flags (:func:`arm_argv`) trains it alone.  A run folder's arm is read
-back from its ``config.json`` (:func:`arm_of`), so a report needs nothing but the folders.
+``--section.key=value`` flags (:meth:`ArmSet.argv`) trains it alone.  A run folder's arm is read
+back from its ``config.json`` (:meth:`ArmSet.of`), so a report needs nothing but the folders.
 
-Sources for the settings: GPT-2 / nanoGPT tie the head to the embedding; Press & Wolf 2017
+The tying arms are presets (:data:`ARMS`, :data:`PRESETS`); any other arm is defined the same
+way, from settings (``compare.py --arm dropout:model.dropout=0.1``, or a TOML file of tables,
+:func:`define_arms`), or read off run folders that differ in some settings
+(:func:`arms_from_differences`).  Keys that would make a comparison meaningless -- the seed,
+the data and its validation split, the eval windows -- are refused (:data:`REFUSED`).
+
+Sources for the presets: GPT-2 / nanoGPT tie the head to the embedding; Press & Wolf 2017
 ("Using the Output Embedding to Improve Language Models") argue for it; nanochat and
 modded-nanogpt untie, start the head at zero and train the embedding and the head at very
 different learning rates.  ``untied-split`` takes nanochat's earlier ratios (embedding 0.2,
@@ -17,11 +23,15 @@ of the run; ``tie-untie-cooldown`` unties where a warmup-stable-decay run starts
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from core.errors import UserError
-from core.settings import overrides_to_argv
-from training.config import RunConfig
+from core.settings import field_types, load_toml, overrides_to_argv, parse_cli_value
+from training.config import BOOKKEEPING, DERIVED, SECTIONS, RunConfig
 
 ARMS: dict[str, dict[str, object]] = {
     "tied": {"model.tie_embeddings": True},
@@ -48,49 +58,242 @@ DESCRIPTIONS = {
     "copy of its AdamW state (a cooldown branch of the tied trunk)",
 }
 DEFAULT_ARMS = ("tied", "untied")
-# Every key some arm sets: a run's values of these name its arm.
+# Every key some preset sets: a run's values of these name its preset arm.
 ARM_KEYS = sorted({key for settings in ARMS.values() for key in settings})
+# Keys an arm may not set: every arm of a comparison must be scored on the same tokens with the same seeds.
+REFUSED = {
+    "train.seed": "compare.py pairs the arms by seed (--seeds)",
+    "train.final_eval_tokens": "it sets the tokens every arm is scored on",
+    "train.eval_iters": "it sets the eval windows of the curves every arm is read on",
+    "data.source": "every arm must be scored on the same validation split",
+    "data.subset": "every arm must be scored on the same validation split",
+    "data.split": "every arm must be scored on the same validation split",
+    "data.val_split": "every arm must be scored on the same validation split",
+    "data.val_fraction": "every arm must be scored on the same validation split",
+    "data.text_field": "every arm must be scored on the same validation split",
+    "data.tokenizer": "losses over other tokens are not comparable; compare tokenizers with --grid "
+    "data.tokenizer=A,B (read in bits per byte)",
+}
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-def parse_arms(text: str) -> list[str]:
-    """``"tied,untied-split"`` -> ``["tied", "untied-split"]``; UserError for an unknown or repeated name."""
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    unknown = [n for n in names if n not in ARMS]
-    if unknown or not names:
-        raise UserError(f"unknown arm {unknown[0] if unknown else repr(text)}: choose from {', '.join(ARMS)}")
-    if len(set(names)) != len(names):
-        raise UserError(f"--arms names an arm twice ({text}): give each once")
-    return names
+def _float_same(a, b) -> bool:
+    """Equal, floats within 1e-3 relative (0.6667 on a command line is tie-then-untie's 2/3)."""
+    floats = isinstance(a, float) and isinstance(b, float)
+    return math.isclose(a, b, rel_tol=1e-3) if floats else a == b
+
+
+@dataclass(frozen=True)
+class ArmSet:
+    """Named arms, each a dict of flat settings (``{"model.dropout": 0.1}``), in the experiment's order."""
+
+    settings: dict[str, dict[str, object]]
+    descriptions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        """The arms, in order."""
+        return list(self.settings)
+
+    @property
+    def keys(self) -> list[str]:
+        """Every key some arm sets: a run's values of these name its arm."""
+        return sorted({k for s in self.settings.values() for k in s})
+
+    def describe(self, arm: str) -> str:
+        """A line saying what ``arm`` is: its description, else its settings."""
+        own = ", ".join(f"{k}={v!r}" for k, v in self.settings[arm].items()) or "the config as given"
+        return self.descriptions.get(arm, own)
+
+    def argv(self, arm: str) -> list[str]:
+        """The ``train.py`` flags of ``arm``, e.g. ``["--model.tie_embeddings=false"]``."""
+        nested: dict = {}
+        for key, value in self.settings[arm].items():
+            section, name = key.split(".")
+            nested.setdefault(section, {})[name] = value
+        return overrides_to_argv(nested)
+
+    def select(self, names: list[str]) -> ArmSet:
+        """These arms alone, in this order (names checked by the caller)."""
+        return ArmSet({n: self.settings[n] for n in names}, {n: d for n, d in self.descriptions.items() if n in names})
+
+    def of(self, flat_config: dict, where: str = "run") -> str:
+        """The arm whose settings ``flat_config`` (``{"model.tie_embeddings": ...}``) has.
+
+        Keys of :attr:`keys` an arm does not set must be at their defaults (a missing key, from
+        a run older than the key, counts as its default).  Raises :class:`UserError` when no arm
+        matches, naming the settings.
+        """
+        defaults = _defaults()
+        have = {k: flat_config.get(k, defaults[k]) for k in self.keys}
+        for arm, settings in self.settings.items():
+            if all(_float_same(have[k], settings.get(k, defaults[k])) for k in self.keys):
+                return arm
+        detail = ", ".join(f"{k}={have[k]!r}" for k in self.keys if have[k] != defaults[k]) or "the defaults"
+        raise UserError(
+            f"{where} has {detail}, which is none of the arms ({', '.join(self.settings)}): "
+            "compare runs trained by compare.py or with one arm's settings"
+        )
+
+
+PRESETS = ArmSet(ARMS, DESCRIPTIONS)
+
+
+def _defaults() -> dict:
+    """``{"section.key": default}`` of every config key."""
+    return {f"{s}.{k}": v for s, values in RunConfig().to_dict().items() for k, v in values.items()}
 
 
 def arm_argv(arm: str) -> list[str]:
-    """The ``train.py`` flags of ``arm``, e.g. ``["--model.tie_embeddings=false"]``."""
-    nested: dict = {}
-    for key, value in ARMS[arm].items():
-        section, name = key.split(".")
-        nested.setdefault(section, {})[name] = value
-    return overrides_to_argv(nested)
+    """The ``train.py`` flags of the preset ``arm``."""
+    return PRESETS.argv(arm)
 
 
 def arm_of(flat_config: dict, where: str = "run") -> str:
-    """The arm whose settings ``flat_config`` (``{"model.tie_embeddings": ...}``) has.
+    """The preset arm ``flat_config`` has (:meth:`ArmSet.of` on :data:`PRESETS`)."""
+    return PRESETS.of(flat_config, where)
 
-    Keys of :data:`ARM_KEYS` the arm does not set must be at their defaults (a missing key,
-    from a run older than the key, counts as its default).  Raises :class:`UserError` when no
-    arm matches, naming the settings.
+
+def check_setting(key: str, value, where: str) -> object:
+    """``value`` (a string from a command line, or a TOML value) typed for the config key ``key``.
+
+    Raises :class:`UserError` for an unknown key (naming the nearest valid one), a key an arm
+    may not set (:data:`REFUSED`, bookkeeping, derived keys) or a value of the wrong type.
     """
-    defaults = {f"{s}.{k}": v for s, values in RunConfig().to_dict().items() for k, v in values.items()}
-    have = {k: flat_config.get(k, defaults[k]) for k in ARM_KEYS}
+    section, _, name = key.partition(".")
+    types = field_types(SECTIONS[section]) if section in SECTIONS else {}
+    if name not in types:
+        valid = [f"{s}.{k}" for s, cls in SECTIONS.items() for k in field_types(cls)]
+        near = difflib.get_close_matches(key, valid, n=1)
+        hint = f"did you mean {near[0]}?" if near else "keys are section.key, e.g. model.dropout"
+        raise UserError(f"{where}: unknown key {key!r}: {hint}")
+    why = REFUSED.get(key) or DERIVED.get(key)
+    if why is None and key in BOOKKEEPING:
+        why = "it is bookkeeping: it changes neither what a run trains nor what it measures"
+    if why:
+        raise UserError(f"{where}: an arm cannot set {key} ({why})")
+    typ = types[name]
+    if isinstance(value, str) and typ is not str:
+        try:
+            value = parse_cli_value(value, typ)
+        except ValueError:
+            raise UserError(f"{where}: {key}={value!r} is not a {typ.__name__}") from None
+    if isinstance(value, int) and not isinstance(value, bool) and typ is float:
+        value = float(value)
+    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+        raise UserError(f"{where}: {key} must be a {typ.__name__}, got {value!r}")
+    return value
 
-    def same(a, b) -> bool:  # 0.6667 on a command line is the 2/3 of tie-then-untie
-        floats = isinstance(a, float) and isinstance(b, float)
-        return math.isclose(a, b, rel_tol=1e-3) if floats else a == b
 
-    for arm, settings in ARMS.items():
-        if all(same(have[k], settings.get(k, defaults[k])) for k in ARM_KEYS):
-            return arm
-    detail = ", ".join(f"{k}={have[k]!r}" for k in ARM_KEYS if have[k] != defaults[k]) or "the defaults"
-    raise UserError(
-        f"{where} has {detail}, which is none of the arms ({', '.join(ARMS)}): "
-        "compare runs trained by compare.py or with one arm's settings"
+def _check_name(name: str, where: str) -> str:
+    """An arm name usable in a folder name; UserError otherwise."""
+    if not _NAME.fullmatch(name):
+        raise UserError(f"{where}: arm name {name!r} must be letters, digits, '.', '_' or '-' (it names run folders)")
+    return name
+
+
+def parse_arm(text: str) -> tuple[str, dict[str, object]]:
+    """``"dropout:model.dropout=0.1,train.weight_decay=0"`` -> ``("dropout", {"model.dropout": 0.1, ...})``.
+
+    ``"base:"`` is an arm with no settings of its own (the config as given).  Raises
+    :class:`UserError` for another shape, an unknown or refused key, or a badly typed value.
+    """
+    name, sep, rest = text.partition(":")
+    where = f"--arm {text!r}"
+    if not sep:
+        raise UserError(f"{where} is not NAME:KEY=VALUE[,KEY=VALUE...]: e.g. --arm dropout:model.dropout=0.1")
+    settings = {}
+    for part in (p.strip() for p in rest.split(",") if p.strip()):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise UserError(f"{where}: {part!r} is not KEY=VALUE (list values go in an --arms-file)")
+        settings[key.strip()] = check_setting(key.strip(), value.strip(), where)
+    return _check_name(name.strip(), where), settings
+
+
+def load_arms_file(path: Path) -> dict[str, dict[str, object]]:
+    """Arms from a TOML file, one table per arm (``[dropout]`` then ``"model.dropout" = 0.1``, or nested
+    ``[dropout.model]`` tables); in file order.  Raises :class:`UserError` as :func:`parse_arm` does."""
+    out = {}
+    for name, table in load_toml(path).items():
+        where = f"{path} [{name}]"
+        if not isinstance(table, dict):
+            raise UserError(f'{where} must be a table of settings, e.g. [{name}] then "model.dropout" = 0.1')
+        flat = {}
+        for key, value in table.items():
+            for k, v in value.items() if isinstance(value, dict) else [(None, value)]:
+                full = key if k is None else f"{key}.{k}"
+                flat[full] = check_setting(full, v, where)
+        out[_check_name(name, where)] = flat
+    return out
+
+
+def define_arms(names: list[str] | None, defined: dict[str, dict[str, object]]) -> ArmSet:
+    """The experiment's arms: ``names`` (``--arms``) from the presets and ``defined`` (``--arm``,
+    ``--arms-file``); without ``names``, every defined arm in order, or the default presets.
+
+    Raises :class:`UserError` for an unknown or repeated name, a defined arm named like a preset,
+    two arms with the same settings, or fewer than two arms.
+    """
+    clash = sorted(set(defined) & set(ARMS))
+    if clash:
+        raise UserError(f"arm {clash[0]} is a preset (its settings are fixed): give your arm another name")
+    pool = ArmSet({**ARMS, **defined}, DESCRIPTIONS)
+    chosen = names if names is not None else (list(defined) or list(DEFAULT_ARMS))
+    unknown = [n for n in chosen if n not in pool.settings]
+    if unknown:
+        raise UserError(
+            f"unknown arm {unknown[0]}: choose from {', '.join(ARMS)}, or define it, e.g. "
+            f"--arm {unknown[0]}:model.dropout=0.1"
+        )
+    if len(set(chosen)) != len(chosen):
+        raise UserError(f"--arms names an arm twice ({','.join(chosen)}): give each once")
+    arms = pool.select(chosen)
+    if len(chosen) < 2:
+        raise UserError(f"{','.join(chosen)} is one arm: a comparison needs two, e.g. --arms tied,untied")
+    seen: dict[tuple, str] = {}
+    for n in chosen:
+        full = tuple(sorted((k, repr(arms.settings[n].get(k))) for k in arms.keys))
+        if full in seen:
+            raise UserError(f"arms {seen[full]} and {n} have the same settings: they would train the same runs")
+        seen[full] = n
+    return arms
+
+
+def with_recorded(recorded: dict | None) -> ArmSet:
+    """The arms an experiment folder recorded (``experiment.json``'s ``arms``), then the presets:
+    a run that fits both (``base:`` and ``tied``) is named by the experiment's own arm."""
+    return ArmSet({**(recorded or {}), **{k: v for k, v in ARMS.items() if k not in (recorded or {})}}, DESCRIPTIONS)
+
+
+def parse_arms(text: str) -> list[str]:
+    """``"tied,untied-split"`` -> ``["tied", "untied-split"]`` (names only; :func:`define_arms` checks them)."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise UserError(f"--arms {text!r} names no arm: e.g. --arms tied,untied")
+    return names
+
+
+def arms_from_differences(flat_configs: list[dict]) -> tuple[ArmSet, list[str]]:
+    """Arms read off runs that differ in some settings: ``(arms, each run's arm)``, in the runs' order.
+
+    The keys that differ across the runs, bar bookkeeping and the seed (and ``train.min_lr`` when
+    the learning rate differs too: it follows the rate), define the arms; each arm is named by
+    its values, e.g. ``model.dropout=0.1``.  Raises :class:`UserError` when nothing differs.
+    """
+    skip = BOOKKEEPING | {"train.seed"}
+    keys = sorted(
+        k for k in set().union(*flat_configs) if k not in skip and len({repr(c.get(k)) for c in flat_configs}) > 1
     )
+    if "train.learning_rate" in keys and "train.min_lr" in keys:
+        keys.remove("train.min_lr")
+    if not keys:
+        raise UserError("the runs differ in nothing but their seeds: a comparison needs two arms")
+    settings: dict[str, dict[str, object]] = {}
+    names = []
+    for c in flat_configs:
+        values = {k: c.get(k) for k in keys}
+        name = ",".join(f"{k}={v}" for k, v in values.items())
+        settings.setdefault(name, values)
+        names.append(name)
+    return ArmSet(settings), names

@@ -39,7 +39,7 @@ from statsmodels.stats.multitest import multipletests
 from core.errors import UserError
 from core.files import atomic_write_bytes, read_json, write_text_atomic
 from experiment import stats
-from experiment.arms import arm_of
+from experiment.arms import ArmSet, with_recorded
 from experiment.budgets import label
 from experiment.report import flatten
 
@@ -107,7 +107,7 @@ class BudgetReadout:
     train_tokens: int
 
 
-def load_scores(out_dir: Path, labels: list[str]) -> list[Score]:
+def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score]:
     """Every finished branch (``summary.json``) under ``out_dir/<label>/``; a run with no final bpb is refused."""
     out = []
     for lab in labels:
@@ -120,7 +120,7 @@ def load_scores(out_dir: Path, labels: list[str]) -> list[Score]:
                 raise UserError(f"{summary_path} has no finite final_val_bpb: the budget report reads bits per byte")
             tc = config["train"]
             tokens = tc["max_iters"] * tc["batch_size"] * tc["grad_accum_steps"] * config["model"]["block_size"]
-            arm = arm_of(flatten(config), str(run))
+            arm = arm_set.of(flatten(config), str(run))
             params, split = summary.get("parameters", 0), summary.get("train_tokens", 0)
             out.append(Score(lab, tokens, arm, tc["learning_rate"], tc["seed"], float(bpb), params, split))
     return out
@@ -220,13 +220,13 @@ def _complete_seeds(scores: list[Score], arms: list[str], rates: list[float]) ->
     return sorted(seed for seed, cells in have.items() if need <= cells)
 
 
-def readout(out_dir: Path, budgets: list[int], reference: str, margin: float) -> BudgetReadout:
+def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, arm_set: ArmSet) -> BudgetReadout:
     """Both readouts at every budget of the experiment in ``out_dir`` (``experiment.json``'s budgets).
 
     Raises :class:`UserError` when no branch has finished, or the reference arm trained none.
     """
     labels = [label(t) for t in budgets]
-    scores = load_scores(out_dir, labels)
+    scores = load_scores(out_dir, labels, arm_set)
     if not scores:
         raise UserError(f"{out_dir} holds no finished branch yet: run its compare.py --budgets command")
     all_arms = sorted({s.arm for s in scores}, key=lambda a: (a != reference, a))
@@ -443,7 +443,7 @@ def write_budget_report(out_dir: Path, reference: str, command: str) -> Path:
     if not settings.get("budgets"):
         raise UserError(f"{out_dir} is not a --budgets experiment (its experiment.json lists no budgets)")
     margin = settings.get("margin_bpb", settings.get("margin"))
-    ro = readout(out_dir, settings["budgets"], reference, margin)
+    ro = readout(out_dir, settings["budgets"], reference, margin, with_recorded(settings.get("arms")))
     figure = _save(delta_figure(ro), out_dir)
     title = f"Does the answer change with the training budget? {out_dir.name}"
     path = out_dir / REPORT

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import UserError
-from experiment.arms import ARMS, arm_argv
+from experiment.arms import PRESETS, ArmSet
 from experiment.launch import TRAIN_PY, Job, arm_command
 from training.branch import step_checkpoint, tokens_per_step
 from training.config import RunConfig, TrainConfig
@@ -98,15 +98,15 @@ def plan_budgets(tokens: list[int], cfg: RunConfig) -> list[Budget]:
     return out
 
 
-def trunk_arm(arm: str) -> str:
-    """The arm whose trunk ``arm`` branches from: the preset with ``arm``'s settings but the cooldown-only ones."""
-    core = {k: v for k, v in ARMS[arm].items() if k not in BRANCH_ONLY}
-    return next((a for a, settings in ARMS.items() if settings == core), arm)
+def trunk_arm(arm: str, arm_set: ArmSet = PRESETS) -> str:
+    """The arm whose trunk ``arm`` branches from: the arm with ``arm``'s settings but the cooldown-only ones."""
+    core = {k: v for k, v in arm_set.settings[arm].items() if k not in BRANCH_ONLY}
+    return next((a for a, settings in {**arm_set.settings, **PRESETS.settings}.items() if settings == core), arm)
 
 
-def check_arms(arms: list[str]) -> None:
+def check_arms(arms: list[str], arm_set: ArmSet = PRESETS) -> None:
     """Refuse arms whose switch sits at a fraction of the run (``train.untie_at``): it would fall inside the trunk."""
-    bad = [a for a in arms if "train.untie_at" in ARMS[a]]
+    bad = [a for a in arms if "train.untie_at" in arm_set.settings[a]]
     if bad:
         raise UserError(
             f"--budgets cannot branch {', '.join(bad)} (it unties at a fraction of the run, inside the shared trunk): "
@@ -125,6 +125,7 @@ class BudgetRuns:
     arm_flags: dict[str, list[str]]  # each arm's flags (its size too, with --equal-params)
     resume_argv: list[str]  # the bookkeeping overrides a resume may take
     group: list[str]  # the wandb group flag
+    arm_set: ArmSet = PRESETS  # what each arm sets
 
     def jobs(self, arms: list[str], runs: list[tuple[str, list[str]]]) -> list[Job]:
         """Every trunk stage and branch, trunk by trunk (see the module's docstring).
@@ -134,9 +135,9 @@ class BudgetRuns:
         """
         out: list[Job] = []
         for suffix, flags in runs:
-            for t_arm in dict.fromkeys(trunk_arm(a) for a in arms):
+            for t_arm in dict.fromkeys(trunk_arm(a, self.arm_set) for a in arms):
                 name = f"{TRUNKS}/{t_arm}{suffix}"
-                own = [a for a in arms if trunk_arm(a) == t_arm]
+                own = [a for a in arms if trunk_arm(a, self.arm_set) == t_arm]
                 for k, b in enumerate(self.budgets):
                     after = (f"{name}@{self.budgets[k - 1].branch_step}",) if k else ()
                     # the branches this trunk stage and the later ones start
@@ -184,7 +185,7 @@ class BudgetRuns:
                 sys.executable,
                 TRAIN_PY,
                 *self.base_argv,
-                *self.arm_flags.get(arm, arm_argv(arm)),
+                *self._flags(arm),
                 *flags,
                 *wsd,
                 *keep,
@@ -196,10 +197,16 @@ class BudgetRuns:
 
         return command
 
+    def _flags(self, arm: str) -> list[str]:
+        """The train.py flags of ``arm``, or of the preset a trunk is named after (``tied`` for tie-untie-cooldown)."""
+        if arm in self.arm_flags:
+            return self.arm_flags[arm]
+        return ArmSet({**PRESETS.settings, **self.arm_set.settings}).argv(arm)
+
     def _branch_command(self, arm: str, run_name: str, trunk: str, b: Budget):
         """The argv that trains (or resumes) the branch ``<budget>/<run_name>`` of ``trunk`` (None: finished)."""
         tc = self.cfg.train
-        own = [f for f in arm_argv(arm) if f.split("=")[0].removeprefix("--") in BRANCH_ONLY]
+        own = [f for f in self.arm_set.argv(arm) if f.split("=")[0].removeprefix("--") in BRANCH_ONLY]
         branch = [
             "--branch-from",
             f"{self.out_dir / trunk}@{b.branch_step}",

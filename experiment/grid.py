@@ -22,7 +22,6 @@ from core.errors import UserError
 from core.files import read_json, write_json
 from core.settings import field_types, merge, parse_cli_value
 from experiment import report
-from experiment.arms import ARM_KEYS
 from experiment.runner import Plan, run_experiment, write_report
 from experiment.tuning import lr_grid_refusals
 from training.config import SCHEMA, parse_config
@@ -156,6 +155,7 @@ def run_grid(plan: Plan, axes: list[Axis], prompts: list[str], command: str) -> 
                 plan.reference,
                 plan.margin,
                 command,
+                arm_set=plan.arm_set,
             )
         except UserError as e:
             cell.error = str(e)
@@ -166,7 +166,7 @@ def run_grid(plan: Plan, axes: list[Axis], prompts: list[str], command: str) -> 
 def _base_config(plan: Plan, axes: list[Axis]) -> dict:
     """The resolved config every cell of the grid shares, flattened: all but the axes' keys, the keys
     the arms and seeds set per run, bookkeeping, and ``model.vocab_size`` (it follows the tokenizer)."""
-    per_cell = {a.key for a in axes} | set(ARM_KEYS) | {"model.vocab_size"}  # train.seed is bookkeeping
+    per_cell = {a.key for a in axes} | set(plan.arm_set.keys) | {"model.vocab_size"}  # train.seed is bookkeeping
     return {
         k: v for k, v in report.compared_config(parse_config(plan.config, plan.overrides)).items() if k not in per_cell
     }

@@ -14,6 +14,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import file_lock, read_json, write_json
 from experiment import report
+from experiment.arms import ARMS
 from experiment.tuning import lr_grid_refusals
 from training.config import RunConfig
 
@@ -42,6 +43,9 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
     }
     if plan.budgets:  # the budget axis (its trunks may grow to a larger last budget; no budget may go)
         settings["budgets"] = plan.budgets
+    defined = {n: s for n, s in plan.arm_set.settings.items() if n not in ARMS}
+    if defined:  # arms defined by settings (--arm): a report reads the run folders' arms from these
+        settings["arms"] = defined
     saved = out_dir / "experiment.json"
     if saved.is_file():
         before = read_json(saved, "experiment settings")
@@ -52,6 +56,10 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
         changed += [k for k, v in was.items() if v != now[k]]
         gone = sorted(set(before.get("budgets", [])) - set(plan.budgets))
         changed += [f"budgets (without {', '.join(map(str, gone))} tokens)"] if gone else []
+        had = before.get("arms", {})
+        changed += [f"the settings of arm {n}" for n, s in now.get("arms", {}).items() if had.get(n, s) != s]
+        if had or defined:  # arms may be added, never redefined
+            settings["arms"] = {**had, **now.get("arms", {})}
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if changed:
             raise UserError(

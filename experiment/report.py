@@ -26,7 +26,7 @@ import torch
 from core.errors import UserError
 from core.files import read_json
 from experiment import schedules, stats
-from experiment.arms import ARM_KEYS, ARMS, arm_of
+from experiment.arms import PRESETS, ArmSet, arms_from_differences, with_recorded
 from training import config
 from training.runs import load_run_config, read_metrics
 
@@ -106,6 +106,7 @@ class Experiment:
     differences: dict[str, dict[str, tuple]] = field(default_factory=dict)  # arm -> key -> (reference's, arm's)
     bookkeeping: dict[str, tuple] = field(default_factory=dict)  # differences with no effect on the maths
     tuning: dict[str, list[Run]] = field(default_factory=dict)  # arm -> learning-rate grid runs (tuning seed)
+    arm_set: ArmSet = PRESETS  # what each arm is (its settings, a description)
 
     @property
     def arms(self) -> list[str]:
@@ -136,8 +137,8 @@ def config_changes(recorded: dict, now: dict) -> list[str]:
     return sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
 
 
-def load_run(path: Path) -> Run:
-    """Read one finished run folder.
+def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
+    """Read one finished run folder; its arm is the one of ``arms`` its config has.
 
     Raises :class:`UserError` if it is missing or unfinished, or if its config, metrics or
     summary is malformed or holds a non-finite loss (naming the file and the fix).
@@ -179,7 +180,7 @@ def load_run(path: Path) -> Run:
     needed = ("parameters", "non_embedding_parameters", "tokens_per_s_median")
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), (int, float)) for k in needed):
         raise UserError(f"{path / 'summary.json'} lacks {', '.join(needed)}: re-run the run's last step with train.py")
-    arm = arm_of(flatten(config), str(path))
+    arm = arms.of(flatten(config), str(path))
     return Run(
         path,
         config,
@@ -193,9 +194,34 @@ def load_run(path: Path) -> Run:
     )
 
 
-def load_runs(paths: list[Path]) -> list[Run]:
+def load_runs(paths: list[Path], arms: ArmSet = PRESETS) -> list[Run]:
     """:func:`load_run` for each path."""
-    return [load_run(p) for p in paths]
+    return [load_run(p, arms) for p in paths]
+
+
+def arms_of_runs(paths: list[Path], reference: str | None) -> tuple[ArmSet, str]:
+    """The arms of run folders given to report on, and the reference: ``(arms, reference)``.
+
+    The presets and any arms the folders' experiment recorded (``experiment.json`` beside or
+    above them) name the runs when the runs differ in nothing else (bar a tuned learning rate,
+    an equal-parameter size and bookkeeping); otherwise the keys they differ in are the arms
+    (:func:`experiment.arms.arms_from_differences`), e.g. two runs that differ in dropout.  The
+    reference defaults to ``tied`` if given, else the first run's arm.
+    """
+    configs = [flatten(load_run_config(Path(p)).to_dict()) for p in paths]
+    recorded = {}
+    for p in paths:
+        for folder in (Path(p).parent, Path(p).parent.parent):
+            if (folder / "experiment.json").is_file():
+                recorded.update(read_json(folder / "experiment.json", "experiment settings").get("arms") or {})
+    pool = with_recorded(recorded)
+    derived, names = arms_from_differences(configs) if len(configs) > 1 else (None, [])
+    differing = {k for s in derived.settings.values() for k in s} if derived else set()
+    if derived is None or differing <= set(pool.keys) | TUNED_KEYS | SIZE_KEYS | {"train.min_lr"}:
+        named = [pool.of(c, str(p)) for c, p in zip(configs, paths)]
+        default = "tied" if "tied" in named else named[0]
+        return pool.select([a for a in pool.names if a in named]), reference or default
+    return derived, reference or names[0]
 
 
 def _same_config(members: list[Run], what: str) -> None:
@@ -208,7 +234,7 @@ def _same_config(members: list[Run], what: str) -> None:
             raise UserError(f"{r.path} differs from {members[0].path} in {', '.join(diff)}: {what} must share a config")
 
 
-def _group(runs: list[Run], reference: str) -> tuple[dict[str, list[Run]], list[int]]:
+def _group(runs: list[Run], reference: str, order: list[str]) -> tuple[dict[str, list[Run]], list[int]]:
     """Runs by arm (reference first), each sorted by seed; refuse a missing reference or unpaired seeds."""
     by_arm: dict[str, list[Run]] = {}
     for r in runs:
@@ -220,7 +246,7 @@ def _group(runs: list[Run], reference: str) -> tuple[dict[str, list[Run]], list[
         )
     if len(by_arm) < 2:
         raise UserError(f"only {reference} runs given: a comparison needs a second arm")
-    order = [reference, *(a for a in ARMS if a in by_arm and a != reference)]  # the arms' canonical order
+    order = [reference, *(a for a in order if a in by_arm and a != reference)]  # the arms' own order
     arms = {arm: sorted(by_arm[arm], key=lambda r: r.seed) for arm in order}
     seeds = [r.seed for r in arms[reference]]
     for arm, members in arms.items():
@@ -236,19 +262,23 @@ def _group(runs: list[Run], reference: str) -> tuple[dict[str, list[Run]], list[
 
 
 def check_experiment(
-    runs: list[Run], reference: str = "tied", margin: float = 0.01, tuning: list[Run] | None = None
+    runs: list[Run],
+    reference: str = "tied",
+    margin: float = 0.01,
+    tuning: list[Run] | None = None,
+    arm_set: ArmSet = PRESETS,
 ) -> Experiment:
     """Group runs into a fair multi-arm experiment, or raise :class:`UserError` saying why not.
 
     Fair means: the reference arm and at least one other present; every seed in every arm
     exactly once; within an arm all configs equal apart from the seed; across arms equal apart
-    from the arms' own settings (:data:`experiment.arms.ARM_KEYS`), a tuned learning rate and,
+    from the arms' own settings (``arm_set``'s keys), a tuned learning rate and,
     for an equal-parameter experiment, the size of an arm (parameter counts then within 2% of
     the reference's, or of the largest arm); every run on one learning-rate schedule, as logged
     (:func:`experiment.schedules.check_schedules`).  Bookkeeping keys may differ.  ``tuning``: the
     learning-rate grid runs, on a seed none of the reported runs uses.
     """
-    arms, seeds = _group(runs, reference)
+    arms, seeds = _group(runs, reference, arm_set.names)
     scored = {isinstance(r.summary.get("final_val_loss"), (int, float)) for r in [*runs, *(tuning or [])]}
     if len(scored) > 1:
         raise UserError(
@@ -271,17 +301,17 @@ def check_experiment(
         }
         differences[arm] = {k: v for k, v in every.items() if k not in BOOKKEEPING}
         bookkeeping.update({k: v for k, v in every.items() if k in BOOKKEEPING})
-        unfair = sorted(set(differences[arm]) - set(ARM_KEYS) - TUNED_KEYS - SIZE_KEYS)
+        unfair = sorted(set(differences[arm]) - set(arm_set.keys) - TUNED_KEYS - SIZE_KEYS)
         if unfair:
             detail = ", ".join(f"{k} ({differences[arm][k][0]!r} vs {differences[arm][k][1]!r})" for k in unfair)
             raise UserError(
                 f"{arm} differs from {reference} in more than its arm's settings: {detail}; "
                 "re-run them with the same config"
             )
-    _check_sizes(arms, differences)
+    _check_sizes(arms, {arm: {k: v for k, v in d.items() if k not in arm_set.keys} for arm, d in differences.items()})
     schedules.check_schedules([r for members in arms.values() for r in members] + (tuning or []))
     grid = _check_tuning(tuning or [], seeds, arms)
-    return Experiment(arms, seeds, reference, margin, differences, bookkeeping, grid)
+    return Experiment(arms, seeds, reference, margin, differences, bookkeeping, grid, arm_set)
 
 
 def _check_sizes(arms: dict[str, list[Run]], differences: dict[str, dict]) -> None:
@@ -334,6 +364,52 @@ def bpb_comparison(exp: Experiment, arm: str, margin_bpb: float) -> stats.Compar
     if any(v is None for v in ref + mine):
         return None
     return stats.compare_paired(arm, exp.reference, mine, ref, margin_bpb)
+
+
+VERDICT_SCHEMA = 1  # docs/experiment.md, "A verdict a script can read"
+
+
+def _comparison_record(c: stats.Comparison) -> dict:
+    """One comparison's numbers for ``verdict.json``."""
+    return {
+        "arm": c.arm,
+        "reference": c.reference,
+        "delta": c.mean,
+        "delta_per_seed": c.diffs,
+        "ci95": list(c.ci),
+        "ci90": list(c.ci90),
+        "margin": c.margin,
+        "p_t": c.p_t,
+        "p_holm": c.p_holm,
+        "p_tost": c.p_tost,
+        "p_wilcoxon": c.p_wilcoxon,
+        "p_sign": c.p_sign,
+        "verdict": c.verdict,
+    }
+
+
+def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | None = None) -> dict:
+    """What ``verdict.json`` holds: the arms and their settings, the outcome, every seed's value, and each
+    comparison's Δ, intervals, p-values and verdict (nats/token; with ``margin_bpb`` the same in bits per
+    byte).  ``margin_declared``: whether the margin was fixed before the runs (``experiment.json``)."""
+    tuned = bool(exp.tuning)
+    record = {
+        "schema": VERDICT_SCHEMA,
+        "outcome": "final_val_loss",
+        "unit": "nats/token",
+        "reference": exp.reference,
+        "arms": {arm: exp.arm_set.settings.get(arm, {}) for arm in exp.arms},
+        "seeds": exp.seeds,
+        "margin": exp.margin,
+        "margin_declared": margin_declared,
+        "learning_rates_tuned": tuned,
+        "values": {arm: [r.score for r in members] for arm, members in exp.runs.items()},
+        "comparisons": [_comparison_record(c) for c in comparisons(exp)],
+    }
+    if margin_bpb is not None:
+        found = [bpb_comparison(exp, arm, margin_bpb) for arm in exp.arms if arm != exp.reference]
+        record["comparisons_bpb"] = [_comparison_record(c) for c in stats.holm([c for c in found if c is not None])]
+    return record
 
 
 def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed: int = 1337) -> dict:

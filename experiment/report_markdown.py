@@ -22,7 +22,10 @@ import re
 import statistics
 from pathlib import Path
 
+import torch
+
 from experiment import stats
+from experiment.arms import ARM_KEYS
 from experiment.report import SIZE_KEYS, Experiment, bpb_comparison, comparisons
 from experiment.report_sections import (
     arm_section,
@@ -33,6 +36,8 @@ from experiment.report_sections import (
     setup_section,
 )
 from experiment.report_tables import compute_equivalent, lr_table
+from model.config import GPTConfig
+from model.gpt import GPT
 
 
 def _num(x: float, digits: int = 3) -> str:
@@ -112,7 +117,10 @@ def _verdict_line(c: stats.Comparison) -> str:
 
 
 def _budget_sentence(exp: Experiment) -> str:
-    """Which budget each comparison holds fixed (equal tokens, or equal parameters for resized arms)."""
+    """Which budget each comparison holds fixed (equal tokens, or equal parameters for resized arms);
+    for arms defined by other settings, each arm's tokens, parameters and FLOPs per token."""
+    if not set(exp.arm_set.keys) <= set(ARM_KEYS):
+        return _user_budget_sentence(exp)
     resized = {arm: sorted(set(d) & SIZE_KEYS) for arm, d in exp.differences.items() if set(d) & SIZE_KEYS}
     if not resized:
         return (
@@ -124,6 +132,23 @@ def _budget_sentence(exp: Experiment) -> str:
         f"Each comparison holds the budget at equal parameters (within 2%); the resized arms use more FLOPs "
         f"per token ({detail}), at equal tokens."
     )
+
+
+def _user_budget_sentence(exp: Experiment) -> str:
+    """Arms from any settings: whether they train the same tokens with the same parameters and FLOPs
+    per token (``GPT.flops_per_token``, 6N + 12 L H Q T, on a weightless model), and the numbers."""
+    figures = {}
+    for arm, members in exp.runs.items():
+        c = members[0].config
+        tc = c["train"]
+        tokens = tc["max_iters"] * tc["batch_size"] * tc["grad_accum_steps"] * c["model"]["block_size"]
+        with torch.device("meta"):  # shapes only: no weights are drawn
+            flops = GPT(GPTConfig(**c["model"])).flops_per_token()
+        figures[arm] = (tokens, members[0].summary["parameters"], flops)
+    words = {a: f"{t:,} tokens, {p:,} parameters, {f / 1e6:,.2f} MFLOPs a token" for a, (t, p, f) in figures.items()}
+    if len(set(figures.values())) == 1:
+        return f"The arms train the same budget: {next(iter(words.values()))} each."
+    return "The arms differ in budget or size: " + "; ".join(f"{a}: {w}" for a, w in words.items()) + "."
 
 
 def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: bool) -> list[str]:

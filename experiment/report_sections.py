@@ -12,7 +12,6 @@ import math
 import os
 from pathlib import Path
 
-from experiment.arms import DESCRIPTIONS
 from experiment.figures import CAPTIONS
 from experiment.report import SIZE_KEYS, Experiment
 from experiment.report_tables import arm_table
@@ -95,7 +94,7 @@ def setup_section(exp: Experiment) -> list[str]:
     ]
     for arm in exp.arms:
         ref = " (reference)" if arm == exp.reference else ""
-        lines.append(f"  - `{arm}`{ref}: {DESCRIPTIONS.get(arm, 'no description')}")
+        lines.append(f"  - `{arm}`{ref}: {exp.arm_set.describe(arm)}")
     lines.append(f"- Every config difference from {exp.reference}:")
     for arm, diff in exp.differences.items():
         for key, (a, b) in diff.items():

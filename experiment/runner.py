@@ -8,6 +8,7 @@ stop signals) and writes the report (:mod:`experiment.report`, :mod:`experiment.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import statistics
 from collections.abc import Callable
@@ -21,12 +22,15 @@ from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
 from experiment import adopt, budgets, figures, launch, report, report_markdown
-from experiment.arms import ARM_KEYS, arm_argv
+from experiment.arms import PRESETS, ArmSet
 from experiment.plan import PlannedRun, RunsBar, measure_step_seconds, plan_line, run_state, time_per_run
 from experiment.record import remember_settings
 from experiment.sizing import arm_params, equal_params_config
 from experiment.tuning import TUNING_SEED_OFFSET, best_lr, lr_flags, next_rates, score
 from training.config import RESUME_OVERRIDABLE, RunConfig, parse_config
+
+
+VERDICT_FILE = "verdict.json"
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Plan:
     adopt: list[Path] = field(default_factory=list)  # finished run folders to adopt as reported runs (--adopt)
     budgets: list[int] = field(default_factory=list)  # token budgets (--budgets): a WSD trunk and a branch per budget
     jobs: int = 1  # train.py processes at once (--jobs)
+    arm_set: ArmSet = PRESETS  # what each of ``arms`` sets (presets, or arms defined with --arm)
 
 
 @dataclass
@@ -104,7 +109,7 @@ def _commands(plan: Plan, cfg: RunConfig, name: str) -> Commands:
     passed_on = {
         s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in plan.overrides.items()
     }
-    arm_flags = {arm: arm_argv(arm) + _size_flags(cfg, plan.equal_params, arm) for arm in plan.arms}
+    arm_flags = {arm: plan.arm_set.argv(arm) + _size_flags(cfg, plan.equal_params, arm) for arm in plan.arms}
     # train.out_dir is the experiment's parent here; launch.run_arm names the experiment folder itself.
     resume_argv = overrides_to_argv(
         {
@@ -137,7 +142,7 @@ def _prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
     data.check_block_size(cfg.model.block_size)
     cfg.model.vocab_size = data.vocab_size
     defaults = report.flatten(RunConfig().to_dict())
-    set_here = {k: v for k, v in report.flatten(cfg.to_dict()).items() if k in ARM_KEYS and v != defaults[k]}
+    set_here = {k: v for k, v in report.flatten(cfg.to_dict()).items() if k in plan.arm_set.keys and v != defaults[k]}
     if set_here:  # each arm sets these itself; a config that sets one would give it to every arm
         raise UserError(
             f"{plan.config or 'the command line'} sets {', '.join(sorted(set_here))}, which the arms set "
@@ -223,7 +228,7 @@ def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.
     if plan.lr_grid:
         what = f"{len(plan.arms)} arms x {len(plan.lr_grid)} learning rates to tune, then {what} at the tuned rates"
         what += f"; up to {2 * plan.lr_widen * len(plan.arms)} more past the grid's edges" if plan.lr_widen else ""
-    params = {arm: arm_params(cmds.cfg, arm, plan.equal_params) for arm in plan.arms}
+    params = {arm: arm_params(cmds.cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
     print(plan_line(cmds.out_dir, runs, states, params, cmds.cfg.train.max_iters, timing, what), flush=True)
     return RunsBar(len(runs), sum(s in ("finished", "adopted") for s in states))
 
@@ -314,8 +319,11 @@ def write_report(
     margin: float = 0.01,
     command: str | None = None,
     margin_bpb: float | None = None,
+    arm_set: ArmSet = PRESETS,
+    margin_declared: bool = True,
 ) -> tuple[Path, bool]:
-    """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures).
+    """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures) and
+    ``out_dir/verdict.json`` (:func:`report.verdict_record`; ``margin_declared`` goes into it).
 
     ``margin``: the equivalence margin in nats/token; ``margin_bpb``, if given, adds the verdicts in
     bits per byte at that margin (:func:`report_markdown.render_markdown`).
@@ -323,13 +331,17 @@ def write_report(
     Returns ``(report path, meaningful)``: ``meaningful`` is False when the report opens with
     :func:`report_markdown.baseline_warning` (a run did not beat the unigram baseline).
     """
-    exp = report.check_experiment(report.load_runs(paths), reference, margin, report.load_runs(tuning))
+    exp = report.check_experiment(
+        report.load_runs(paths, arm_set), reference, margin, report.load_runs(tuning, arm_set), arm_set
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     names = figures.plot_all(exp, out_dir)
     texts = report.samples(exp, prompts) if prompts else {}
     md = report_markdown.render_markdown(exp, names, texts, title, command, out_dir, margin_bpb)
     path = out_dir / "report.md"
     write_text_atomic(path, md)
+    record = report.verdict_record(exp, margin_declared, margin_bpb)
+    write_text_atomic(out_dir / VERDICT_FILE, json.dumps(record, indent=2) + "\n")
     return path, report_markdown.baseline_warning(exp) is None
 
 
@@ -342,7 +354,7 @@ def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str],
     branch folders}, the runs that failed, the experiment folder)``.
     """
     cfg, data, name = _prepare(plan)
-    budgets.check_arms(plan.arms)
+    budgets.check_arms(plan.arms, plan.arm_set)
     steps = budgets.plan_budgets(plan.budgets, cfg)
     cmds = _commands(plan, cfg, name)
     remember_settings(cmds.out_dir, cfg, plan)
@@ -355,12 +367,14 @@ def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str],
         for i in range(plan.seeds)
         for lr in (plan.lr_grid or [None])
     ]
-    axis = budgets.BudgetRuns(cmds.out_dir, cfg, steps, cmds.base_argv, cmds.arm_flags, cmds.resume_argv, cmds.group)
+    axis = budgets.BudgetRuns(
+        cmds.out_dir, cfg, steps, cmds.base_argv, cmds.arm_flags, cmds.resume_argv, cmds.group, plan.arm_set
+    )
     jobs = axis.jobs(plan.arms, runs)
     n = plan.jobs or (os.cpu_count() or 1 if hardware.pick_device(tc.device).type == "cpu" else 1)
     threads = max(1, (os.cpu_count() or 1) // n)
     trunks = sorted({j.folder for j in jobs if j.claim})
-    params = {arm: arm_params(cfg, arm, plan.equal_params) for arm in plan.arms}
+    params = {arm: arm_params(cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
     branches = [(f"{b.label}/{arm}{suffix}", params[arm]) for b in steps for suffix, _ in runs for arm in plan.arms]
     per_token, how = _seconds_per_token(cfg, threads)
     print(budgets.plan_line(cmds.out_dir, steps, cfg, trunks, branches, per_token, how, n, threads), flush=True)

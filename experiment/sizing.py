@@ -13,7 +13,7 @@ import functools
 import torch
 
 from core.errors import UserError
-from experiment.arms import ARMS
+from experiment.arms import PRESETS, ArmSet
 from model.config import GPTConfig
 from model.gpt import GPT
 from training.config import RunConfig
@@ -64,13 +64,13 @@ def equal_params_config(cfg: GPTConfig, how: str = "width") -> tuple[GPTConfig, 
     return best, best_count, target
 
 
-def arm_params(cfg: RunConfig, arm: str, equal_params: str | None = None) -> int:
+def arm_params(cfg: RunConfig, arm: str, equal_params: str | None = None, arm_set: ArmSet = PRESETS) -> int:
     """Parameters of ``arm``'s model under ``cfg`` (``model.vocab_size`` set from the data) at the end of its run.
 
     The arm's model settings apply, and with ``equal_params`` the grown width or depth of the arms
     that share one matrix.  Tie-then-untie ends untied: its last checkpoints hold two matrices.
     """
-    settings = ARMS[arm]
+    settings = arm_set.settings[arm]
     model = dataclasses.replace(
         cfg.model, **{k.split(".")[1]: v for k, v in settings.items() if k.startswith("model.")}
     )

@@ -6,6 +6,7 @@ Run: ``python -m pytest -q tests/test_arms.py``  (CPU, about half a minute).
 
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -14,7 +15,16 @@ from helpers import tiny_args, train_rows
 import sample
 import train
 from core.errors import UserError
-from experiment.arms import ARMS, arm_argv, arm_of, parse_arms
+from experiment.arms import (
+    ARMS,
+    arm_argv,
+    arm_of,
+    arms_from_differences,
+    define_arms,
+    load_arms_file,
+    parse_arm,
+    parse_arms,
+)
 from experiment.report import flatten
 from model.checkpoint import load_checkpoint
 from model.config import GPTConfig
@@ -161,13 +171,68 @@ def test_every_arm_trains_and_reads_back_as_itself(tmp_path, corpus):
 
 def test_arm_names_are_checked():
     """--arms takes known names once each; a typo names the valid arms."""
-    assert parse_arms("tied, untied-split") == ["tied", "untied-split"]
+    assert define_arms(parse_arms("tied, untied-split"), {}).names == ["tied", "untied-split"]
     with pytest.raises(UserError, match="choose from"):
-        parse_arms("tied,untyed")
+        define_arms(parse_arms("tied,untyed"), {})
     with pytest.raises(UserError, match="twice"):
-        parse_arms("tied,tied")
+        define_arms(parse_arms("tied,tied"), {})
     with pytest.raises(UserError, match="none of the arms"):
         arm_of({"model.tie_embeddings": False, "train.untie_at": 0.5})
+
+
+def test_an_arm_from_settings_is_typed_and_reads_back_as_itself():
+    """--arm NAME:KEY=VALUE,...: values typed by the config's fields; the arm set names a run by those values."""
+    name, settings = parse_arm("reg:model.dropout=0.1,train.weight_decay=0")
+    assert (name, settings) == ("reg", {"model.dropout": 0.1, "train.weight_decay": 0.0})
+    arms = define_arms(None, {"base": {}, "reg": settings})
+    assert arms.names == ["base", "reg"] and arms.argv("reg") == ["--model.dropout=0.1", "--train.weight_decay=0.0"]
+    assert arms.of({"model.dropout": 0.1, "train.weight_decay": 0.0}) == "reg"
+    assert arms.of({}) == "base"  # the defaults: dropout 0.0, weight decay 0.1
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("d:model.dropot=0.1", "did you mean model.dropout?"),
+        ("d:train.seed=3", "compare.py pairs the arms by seed"),
+        ("d:data.val_fraction=0.2", "same validation split"),
+        ("d:train.eval_iters=5", "eval windows"),
+        ("d:train.out_dir=x", "bookkeeping"),
+        ("d:model.vocab_size=10", "set by the tokenizer"),
+        ("d:model.dropout=lots", "is not a float"),
+        ("d model.dropout=0.1", "NAME:KEY=VALUE"),
+        ("d/x:model.dropout=0.1", "letters, digits"),
+    ],
+)
+def test_a_bad_arm_definition_is_one_line_naming_the_fix(text, words):
+    """A typo gets the nearest key; the seed, the data, the eval windows and bookkeeping are refused."""
+    with pytest.raises(UserError, match=re.escape(words)):
+        parse_arm(text)
+
+
+def test_arms_from_a_toml_file_flat_or_nested(tmp_path):
+    """One table per arm, keys dotted or in sub-tables; in file order."""
+    path = tmp_path / "arms.toml"
+    path.write_text('[base]\n[wd0]\n"train.weight_decay" = 0\n[deep.model]\nn_layer = 6\n')
+    assert load_arms_file(path) == {"base": {}, "wd0": {"train.weight_decay": 0.0}, "deep": {"model.n_layer": 6}}
+
+
+def test_arm_sets_refuse_a_preset_name_a_duplicate_and_a_single_arm():
+    """A defined arm may not take a preset's name; two arms may not share settings; one arm is no comparison."""
+    with pytest.raises(UserError, match="is a preset"):
+        define_arms(None, {"tied": {"model.dropout": 0.1}})
+    with pytest.raises(UserError, match="same settings"):
+        define_arms(None, {"a": {"model.dropout": 0.1}, "b": {"model.dropout": 0.1}})
+    with pytest.raises(UserError, match="one arm"):
+        define_arms(None, {"a": {"model.dropout": 0.1}})
+
+
+def test_runs_that_differ_in_settings_are_named_by_the_keys_they_differ_in():
+    """Two groups of runs differing in dropout (and seeds): the arms are the dropout values, in run order."""
+    runs = [{"model.dropout": d, "train.seed": s, "train.out_dir": f"o{s}"} for d in (0.0, 0.1) for s in (1, 2)]
+    arms, names = arms_from_differences(runs)
+    assert names == ["model.dropout=0.0"] * 2 + ["model.dropout=0.1"] * 2
+    assert arms.settings == {"model.dropout=0.0": {"model.dropout": 0.0}, "model.dropout=0.1": {"model.dropout": 0.1}}
 
 
 def test_an_untie_step_the_run_never_reaches_is_refused(tmp_path, corpus, capsys):

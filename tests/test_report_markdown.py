@@ -12,6 +12,7 @@ import pytest
 from fake_runs import UNIGRAM, fake_experiment, fake_run, fake_tuning
 
 from experiment import report, report_markdown, report_sections, report_tables
+from experiment.arms import DESCRIPTIONS
 
 CLEAR = [(3.0, 2.85), (3.1, 2.97), (3.2, 3.04)]  # untied lower on every seed by 0.13-0.16 nats
 NOISY = [(3.0, 2.95), (3.1, 3.14), (3.2, 3.19)]  # untied - tied: -0.05, +0.04, -0.01
@@ -231,7 +232,7 @@ def test_setup_describes_every_arm_and_every_config_difference(tmp_path):
     exp = _exp(tmp_path, THREE, arms=ARMS3)
     section = _section(_md(exp), "Setup")
     for arm in exp.arms:
-        assert report_sections.DESCRIPTIONS[arm] in section
+        assert DESCRIPTIONS[arm] in section
     assert "  - untied: `model.tie_embeddings` tied `True`, untied `False`" in section
     assert "  - tied-bias: `model.lm_head_bias` tied `False`, tied-bias `True`" in section
     assert "GPT-2's: Linear and Embedding weights ~ N(0, 0.02)" in section and "AdamW weight_decay=0.1" in section

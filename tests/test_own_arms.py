@@ -1,0 +1,101 @@
+"""Is my change real? ``compare.py`` with arms of the user's own settings, and a verdict a script can read.
+
+Run: ``python -m pytest -q tests/test_own_arms.py`` (CPU, offline; the end-to-end test is ``slow``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_runs import fake_run
+from helpers import error_line
+
+import compare
+
+
+def _dropout_runs(root, finals: dict[float, list[float]]) -> list:
+    """Tied runs at each dropout, one per seed, ending at the given final val losses."""
+    return [
+        fake_run(root, f"d{dropout}-s{s}", True, 1337 + s, final, settings={"model.dropout": dropout})
+        for dropout, seeds in finals.items()
+        for s, final in enumerate(seeds)
+    ]
+
+
+def test_runs_that_differ_in_dropout_are_compared_by_dropout(tmp_path, capsys):
+    """Two groups of run folders that differ only in dropout: the report names the dropout values as the
+    arms, the first group given as the reference, and says the arms train the same budget."""
+    paths = _dropout_runs(tmp_path, {0.0: [3.00, 3.01, 3.02], 0.1: [3.05, 3.06, 3.07]})
+    assert compare.main([str(p) for p in paths]) == 0
+    md = (tmp_path / "report.md").read_text()
+    assert md.startswith("# model.dropout=0.0 vs model.dropout=0.1")
+    assert "- model.dropout=0.1 vs model.dropout=0.0: **worse**" in md
+    assert "The arms train the same budget" in md
+
+
+def test_verdict_json_holds_every_seed_the_intervals_and_the_verdict(tmp_path):
+    """verdict.json beside report.md: arms with their settings, per-seed values, Δ, both intervals, p-values,
+    whether the margin was declared before the runs (not, for loose run folders) and the verdict."""
+    paths = _dropout_runs(tmp_path, {0.0: [3.00, 3.01, 3.02], 0.1: [3.05, 3.06, 3.07]})
+    assert compare.main([str(p) for p in paths]) == 0
+    record = json.loads((tmp_path / "verdict.json").read_text())
+    assert record["schema"] == 1 and record["outcome"] == "final_val_loss"
+    assert record["arms"] == {"model.dropout=0.0": {"model.dropout": 0.0}, "model.dropout=0.1": {"model.dropout": 0.1}}
+    assert record["values"]["model.dropout=0.1"] == [3.05, 3.06, 3.07] and record["seeds"] == [1337, 1338, 1339]
+    (c,) = record["comparisons"]
+    assert c["delta"] == pytest.approx(0.05) and c["ci95"][0] > 0 and c["verdict"] == "worse"
+    assert record["margin_declared"] is False and record["learning_rates_tuned"] is False
+
+
+@pytest.mark.parametrize(
+    "fail_on, finals, status",
+    [
+        ("worse", {0.0: [3.00, 3.01, 3.02], 0.1: [3.05, 3.06, 3.07]}, 1),
+        ("worse", {0.0: [3.05, 3.06, 3.07], 0.1: [3.00, 3.01, 3.02]}, 0),
+        ("not-better", {0.0: [3.05, 3.06, 3.07], 0.1: [3.00, 3.01, 3.02]}, 0),
+        ("not-better", {0.0: [3.00, 3.05, 3.02], 0.1: [3.04, 3.01, 3.03]}, 1),
+    ],
+)
+def test_fail_on_sets_the_exit_status_from_the_verdict(tmp_path, capsys, fail_on, finals, status):
+    """--fail-on worse exits 1 only for a worse arm; --fail-on not-better exits 1 unless every arm is better."""
+    paths = _dropout_runs(tmp_path, finals)
+    assert compare.main([str(p) for p in paths] + ["--fail-on", fail_on]) == status
+    assert (f"--fail-on {fail_on}:" in capsys.readouterr().err) == bool(status)
+
+
+def test_arm_options_are_refused_where_they_mean_nothing(tmp_path, capsys):
+    """--arm on a report of run folders, --fail-on with a grid, a typo in an arm's key: one line each, exit 2."""
+    paths = _dropout_runs(tmp_path, {0.0: [3.0, 3.1], 0.1: [3.0, 3.1]})
+    assert compare.main([str(p) for p in paths] + ["--arm", "x:model.dropout=0.2"]) == 2
+    assert "choose arms to train" in error_line(capsys)
+    assert compare.main(["--config", "configs/debug.toml", "--grid", "model.n_embd=32,64", "--fail-on", "worse"]) == 2
+    assert "--fail-on gates one experiment's verdict" in error_line(capsys)
+    assert compare.main(["--config", "configs/debug.toml", "--arm", "a:model.dropot=0.1", "--arm", "b:"]) == 2
+    assert "did you mean model.dropout?" in error_line(capsys)
+
+
+@pytest.mark.slow
+def test_compare_trains_arms_of_your_own_settings_and_remembers_them(tmp_path, capsys):
+    """--arm base: --arm drop:model.dropout=0.1 trains both over 2 seeds; experiment.json records the arms, so
+    a report on the folder's runs names them; a redefined arm is refused on the same folder."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
+    base = [
+        *("--config", "configs/debug.toml", "--name", "exp", "--data.tokenizer=char", "--seeds", "2"),
+        f"--data.source={corpus}",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+        *("--train.max_iters=6", "--train.eval_interval=3", "--train.sample_tokens=0"),
+    ]
+    assert compare.main([*base, "--arm", "base:", "--arm", "drop:model.dropout=0.1"]) == 0
+    exp = tmp_path / "exp"
+    assert json.loads((exp / "experiment.json").read_text())["arms"] == {"base": {}, "drop": {"model.dropout": 0.1}}
+    assert json.loads((exp / "drop-s1" / "config.json").read_text())["model"]["dropout"] == 0.1
+    assert (exp / "report.md").read_text().startswith("# base vs drop: exp")
+    runs = [str(exp / n) for n in ("base-s0", "base-s1", "drop-s0", "drop-s1")]
+    assert compare.main([*runs, "--report-dir", str(tmp_path / "again")]) == 0
+    assert "- drop vs base: **" in (tmp_path / "again" / "report.md").read_text()
+    capsys.readouterr()
+    assert compare.main([*base, "--arm", "base:", "--arm", "drop:model.dropout=0.2"]) == 2
+    assert "the settings of arm drop" in error_line(capsys)
