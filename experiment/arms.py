@@ -31,6 +31,7 @@ from pathlib import Path
 
 from core.errors import UserError
 from core.settings import field_types, load_toml, overrides_to_argv, parse_cli_value
+from experiment import code_arms
 from training.config import BOOKKEEPING, DERIVED, SECTIONS, RunConfig
 
 ARMS: dict[str, dict[str, object]] = {
@@ -75,6 +76,9 @@ REFUSED = {
     "data.tokenizer=A,B (read in bits per byte)",
 }
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# The pseudo-setting of an arm from code (--arm NAME@REV): the commit its train.py comes from, matched
+# against a run's env.json git_commit (experiment.code_arms).
+CODE = "code"
 
 
 def _float_same(a, b) -> bool:
@@ -101,14 +105,22 @@ class ArmSet:
         return sorted({k for s in self.settings.values() for k in s})
 
     def describe(self, arm: str) -> str:
-        """A line saying what ``arm`` is: its description, else its settings."""
-        own = ", ".join(f"{k}={v!r}" for k, v in self.settings[arm].items()) or "the config as given"
+        """A line saying what ``arm`` is: its description, else its settings (and the commit of its code)."""
+        s = self.settings[arm]
+        own = ", ".join(f"{k}={v!r}" for k, v in s.items() if k != CODE) or "the config as given"
+        own += f", trained with the code of commit {s[CODE][:12]}" if CODE in s else ""
         return self.descriptions.get(arm, own)
+
+    def code(self, arm: str) -> str | None:
+        """The commit ``arm`` trains from (an arm from code), or None: the checkout's own."""
+        return self.settings[arm].get(CODE)
 
     def argv(self, arm: str) -> list[str]:
         """The ``train.py`` flags of ``arm``, e.g. ``["--model.tie_embeddings=false"]``."""
         nested: dict = {}
         for key, value in self.settings[arm].items():
+            if key == CODE:
+                continue
             section, name = key.split(".")
             nested.setdefault(section, {})[name] = value
         return overrides_to_argv(nested)
@@ -121,15 +133,19 @@ class ArmSet:
         """The arm whose settings ``flat_config`` (``{"model.tie_embeddings": ...}``) has.
 
         Keys of :attr:`keys` an arm does not set must be at their defaults (a missing key, from
-        a run older than the key, counts as its default).  Raises :class:`UserError` when no arm
-        matches, naming the settings.
+        a run older than the key, counts as its default).  Among arms whose settings match, an
+        arm from code claims the runs of its commit (``flat_config["code"]``, from ``env.json``),
+        the others the rest.  Raises :class:`UserError` when no arm matches, naming the settings.
         """
         defaults = _defaults()
-        have = {k: flat_config.get(k, defaults[k]) for k in self.keys}
-        for arm, settings in self.settings.items():
-            if all(_float_same(have[k], settings.get(k, defaults[k])) for k in self.keys):
-                return arm
-        detail = ", ".join(f"{k}={have[k]!r}" for k in self.keys if have[k] != defaults[k]) or "the defaults"
+        keys = [k for k in self.keys if k != CODE]
+        have = {k: flat_config.get(k, defaults[k]) for k in keys}
+        fits = [a for a, s in self.settings.items() if all(_float_same(have[k], s.get(k, defaults[k])) for k in keys)]
+        commit = flat_config.get(CODE)
+        ranked = [a for a in fits if commit and self.code(a) == commit] + [a for a in fits if self.code(a) is None]
+        if ranked:
+            return ranked[0]
+        detail = ", ".join(f"{k}={have[k]!r}" for k in keys if have[k] != defaults[k]) or "the defaults"
         raise UserError(
             f"{where} has {detail}, which is none of the arms ({', '.join(self.settings)}): "
             "compare runs trained by compare.py or with one arm's settings"
@@ -195,14 +211,19 @@ def _check_name(name: str, where: str) -> str:
 def parse_arm(text: str) -> tuple[str, dict[str, object]]:
     """``"dropout:model.dropout=0.1,train.weight_decay=0"`` -> ``("dropout", {"model.dropout": 0.1, ...})``.
 
-    ``"base:"`` is an arm with no settings of its own (the config as given).  Raises
+    ``"base:"`` is an arm with no settings of its own (the config as given); ``"before@HEAD~1"`` an
+    arm trained with the code of that revision (``{"code": <commit>}``, :mod:`experiment.code_arms`),
+    which may take settings too (``"before@HEAD~1:model.dropout=0.1"``).  Raises
     :class:`UserError` for another shape, an unknown or refused key, or a badly typed value.
     """
-    name, sep, rest = text.partition(":")
+    head, sep, rest = text.partition(":")
+    name, at, rev = head.partition("@")
     where = f"--arm {text!r}"
-    if not sep:
-        raise UserError(f"{where} is not NAME:KEY=VALUE[,KEY=VALUE...]: e.g. --arm dropout:model.dropout=0.1")
-    settings = {}
+    if not sep and not at:
+        raise UserError(
+            f"{where} is not NAME:KEY=VALUE[,KEY=VALUE...] or NAME@REVISION: e.g. --arm dropout:model.dropout=0.1"
+        )
+    settings: dict[str, object] = {CODE: code_arms.resolve(rev.strip())} if at else {}
     for part in (p.strip() for p in rest.split(",") if p.strip()):
         key, eq, value = part.partition("=")
         if not eq:
@@ -249,6 +270,8 @@ def define_arms(names: list[str] | None, defined: dict[str, dict[str, object]]) 
     if len(set(chosen)) != len(chosen):
         raise UserError(f"--arms names an arm twice ({','.join(chosen)}): give each once")
     arms = pool.select(chosen)
+    if any(arms.code(n) for n in chosen):
+        code_arms.check_clean()
     if len(chosen) < 2:
         raise UserError(f"{','.join(chosen)} is one arm: a comparison needs two, e.g. --arms tied,untied")
     seen: dict[tuple, str] = {}

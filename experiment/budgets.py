@@ -106,6 +106,8 @@ def trunk_arm(arm: str, arm_set: ArmSet = PRESETS) -> str:
 
 def check_arms(arms: list[str], arm_set: ArmSet = PRESETS) -> None:
     """Refuse arms whose switch sits at a fraction of the run (``train.untie_at``): it would fall inside the trunk."""
+    if any(arm_set.code(a) for a in arms):
+        raise UserError("--budgets does not train arms from code (NAME@REV): compare revisions without --budgets")
     bad = [a for a in arms if "train.untie_at" in arm_set.settings[a]]
     if bad:
         raise UserError(

@@ -65,12 +65,13 @@ def run_forwarding_signals(cmd: list[str]) -> tuple[int, int | None]:
 
 
 def arm_command(
-    base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str]
+    base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str], train_py: str = TRAIN_PY
 ) -> list[str] | None:
     """The ``train.py`` argv that brings the run ``out_dir/name`` to its end, or None when it is finished.
 
     A finished run (``summary.json``) is reused, an interrupted one (``ckpt_last.pt``) resumed
-    with ``resume_argv`` (bookkeeping overrides only), a missing one trained from scratch.  A
+    with ``resume_argv`` (bookkeeping overrides only), a missing one trained from scratch, all with
+    ``train_py`` (an arm from code: its worktree's, :mod:`experiment.code_arms`).  A
     branch (:mod:`training.branch`) whose trunk changed since it branched is refused.  Raises
     :class:`UserError` for a folder whose first start failed before its first checkpoint.
     """
@@ -79,23 +80,25 @@ def arm_command(
     if (run_dir / "summary.json").is_file():
         return None
     if (run_dir / "ckpt_last.pt").is_file():
-        return [sys.executable, TRAIN_PY, "--resume", "--run-name", name, f"--train.out_dir={out_dir}", *resume_argv]
+        return [sys.executable, train_py, "--resume", "--run-name", name, f"--train.out_dir={out_dir}", *resume_argv]
     if run_dir.exists():
         raise UserError(
             f"{run_dir} exists but holds no checkpoint (its first start failed before training): "
             "delete that folder and run the same compare.py command again"
         )
-    return [sys.executable, TRAIN_PY, *base_argv, *extra, "--run-name", name, f"--train.out_dir={out_dir}"]
+    return [sys.executable, train_py, *base_argv, *extra, "--run-name", name, f"--train.out_dir={out_dir}"]
 
 
-def run_arm(base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str]) -> Path:
+def run_arm(
+    base_argv: list[str], out_dir: Path, name: str, extra: list[str], resume_argv: list[str], train_py: str = TRAIN_PY
+) -> Path:
     """Train (or resume, or reuse) one run ``out_dir/name`` through ``train.py`` (:func:`arm_command`); returns its folder."""
     run_dir = out_dir / name
     if (run_dir / ".lock").is_file():  # a train.py still at work here (its compare.py was killed): let it end
         busy = file_lock(run_dir / ".lock")
         acquire_or_wait(busy, f"[compare] {run_dir}: waiting for the train.py that still holds it ...")
         busy.release()
-    cmd = arm_command(base_argv, out_dir, name, extra, resume_argv)
+    cmd = arm_command(base_argv, out_dir, name, extra, resume_argv, train_py)
     if cmd is None:
         print(f"[compare] {run_dir}: finished earlier, reused", flush=True)
         return run_dir

@@ -26,7 +26,7 @@ import torch
 from core.errors import UserError
 from core.files import read_json
 from experiment import schedules, stats
-from experiment.arms import PRESETS, ArmSet, arms_from_differences, with_recorded
+from experiment.arms import CODE, PRESETS, ArmSet, arms_from_differences, with_recorded
 from training import config
 from training.runs import load_run_config, read_metrics
 
@@ -180,7 +180,8 @@ def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
     needed = ("parameters", "non_embedding_parameters", "tokens_per_s_median")
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), (int, float)) for k in needed):
         raise UserError(f"{path / 'summary.json'} lacks {', '.join(needed)}: re-run the run's last step with train.py")
-    arm = arms.of(flatten(config), str(path))
+    env = read_json(path / "env.json", "run environment") if (path / "env.json").is_file() else {}
+    arm = arms.of({**flatten(config), CODE: env.get("git_commit")}, str(path))
     return Run(
         path,
         config,
@@ -205,7 +206,8 @@ def arms_of_runs(paths: list[Path], reference: str | None) -> tuple[ArmSet, str]
     The presets and any arms the folders' experiment recorded (``experiment.json`` beside or
     above them) name the runs when the runs differ in nothing else (bar a tuned learning rate,
     an equal-parameter size and bookkeeping); otherwise the keys they differ in are the arms
-    (:func:`experiment.arms.arms_from_differences`), e.g. two runs that differ in dropout.  The
+    (:func:`experiment.arms.arms_from_differences`), e.g. two runs that differ in dropout, and
+    runs of the same settings are told apart by the commit they trained from (``code``).  The
     reference defaults to ``tied`` if given, else the first run's arm.
     """
     configs = [flatten(load_run_config(Path(p)).to_dict()) for p in paths]
@@ -215,7 +217,19 @@ def arms_of_runs(paths: list[Path], reference: str | None) -> tuple[ArmSet, str]
             if (folder / "experiment.json").is_file():
                 recorded.update(read_json(folder / "experiment.json", "experiment settings").get("arms") or {})
     pool = with_recorded(recorded)
-    derived, names = arms_from_differences(configs) if len(configs) > 1 else (None, [])
+    commits = [
+        read_json(Path(p) / "env.json", "run environment").get("git_commit")
+        if (Path(p) / "env.json").is_file()
+        else None
+        for p in paths
+    ]
+    derived, names = None, []
+    if len(configs) > 1:
+        try:
+            derived, names = arms_from_differences(configs)
+        except UserError:  # the same settings: the runs may differ in the code they trained with
+            configs = [{**c, CODE: commit} for c, commit in zip(configs, commits)]
+            derived, names = arms_from_differences(configs)
     differing = {k for s in derived.settings.values() for k in s} if derived else set()
     if derived is None or differing <= set(pool.keys) | TUNED_KEYS | SIZE_KEYS | {"train.min_lr"}:
         named = [pool.of(c, str(p)) for c, p in zip(configs, paths)]

@@ -21,7 +21,7 @@ from core.files import read_json, write_text_atomic
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import adopt, budgets, figures, launch, report, report_markdown
+from experiment import adopt, budgets, code_arms, figures, launch, report, report_markdown
 from experiment.arms import PRESETS, ArmSet
 from experiment.plan import PlannedRun, RunsBar, measure_step_seconds, plan_line, run_state, time_per_run
 from experiment.record import remember_settings
@@ -63,6 +63,7 @@ class Commands:
     arm_flags: dict[str, list[str]]  # each arm's settings (and its size, with --equal-params)
     resume_argv: list[str]  # the overrides a resume may take (bookkeeping)
     group: list[str]  # the wandb group flag
+    train_py: dict[str, str] = field(default_factory=dict)  # arm -> the train.py of an arm from code
 
     def reported(self, arm: str, i: int, lr: float | None = None) -> tuple[str, list[str]]:
         """``(run name, train.py flags)`` of ``arm`` on seed ``train.seed + i``, at the tuned rate ``lr`` if any."""
@@ -75,9 +76,10 @@ class Commands:
         ]
         return f"{arm}{'' if lr is None else f'-lr{lr:g}'}-s{i}", extra
 
-    def job(self, name: str, extra: list[str]) -> Callable[[], Path]:
-        """Train (or resume, or reuse) the run ``name`` with flags ``extra`` (:func:`experiment.launch.run_arm`)."""
-        return lambda: launch.run_arm(self.base_argv, self.out_dir, name, extra, self.resume_argv)
+    def job(self, arm: str, name: str, extra: list[str]) -> Callable[[], Path]:
+        """Train (or resume, or reuse) ``arm``'s run ``name`` with flags ``extra`` (:func:`experiment.launch.run_arm`)."""
+        train_py = self.train_py.get(arm, launch.TRAIN_PY)
+        return lambda: launch.run_arm(self.base_argv, self.out_dir, name, extra, self.resume_argv, train_py)
 
     def grid_point(self, arm: str, lr: float) -> Callable[[], Path | None]:
         """The tuning run of ``arm`` at ``lr`` on the tuning seed; a failure is a point with no result (None)."""
@@ -91,7 +93,8 @@ class Commands:
                 *self.group,
             ]
             try:
-                return launch.run_arm(self.base_argv, self.out_dir, f"tune-{arm}-lr{lr:g}", extra, self.resume_argv)
+                name, train_py = f"tune-{arm}-lr{lr:g}", self.train_py.get(arm, launch.TRAIN_PY)
+                return launch.run_arm(self.base_argv, self.out_dir, name, extra, self.resume_argv, train_py)
             except UserError as e:  # e.g. a learning rate that diverges: a grid point with no result, not the end
                 print(f"[compare] {arm} at learning rate {lr:g} failed, counted as no result: {e}", flush=True)
                 return None
@@ -128,6 +131,7 @@ def _commands(plan: Plan, cfg: RunConfig, name: str) -> Commands:
         arm_flags,
         resume_argv,
         [f"--wandb.group={cfg.wandb.group or name}"],
+        {arm: str(code_arms.worktree(sha) / "train.py") for arm in plan.arms if (sha := plan.arm_set.code(arm))},
     )
 
 
@@ -182,8 +186,9 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
         if plan.lr_grid:
             _adopt(plan, cmds, adopting, sha, best)
         jobs = [
-            (n, cmds.job(n, extra))
-            for n, extra in (cmds.reported(arm, i, best.get(arm)) for i in range(plan.seeds) for arm in plan.arms)
+            (cmds.reported(arm, i, best.get(arm))[0], cmds.job(arm, *cmds.reported(arm, i, best.get(arm))))
+            for i in range(plan.seeds)
+            for arm in plan.arms
         ]
         seeds = f"{plan.seeds} seed{'s' if plan.seeds != 1 else ''}"
         print(_progress(out_dir, [n for n, _ in jobs], f"reported runs ({len(plan.arms)} arms x {seeds})"), flush=True)
