@@ -6,12 +6,20 @@ Run: ``python -m pytest -q tests/test_own_arms.py`` (CPU, offline; the end-to-en
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from fake_runs import fake_run
 from helpers import error_line
 
 import compare
+from core.errors import UserError
+from experiment import code_arms
+from experiment.arms import define_arms, parse_arm
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _dropout_runs(root, finals: dict[float, list[float]]) -> list:
@@ -99,3 +107,66 @@ def test_compare_trains_arms_of_your_own_settings_and_remembers_them(tmp_path, c
     capsys.readouterr()
     assert compare.main([*base, "--arm", "base:", "--arm", "drop:model.dropout=0.2"]) == 2
     assert "the settings of arm drop" in error_line(capsys)
+
+
+# ----------------------------------------------------------------------------- arms from code
+
+
+@pytest.fixture
+def clone(tmp_path, monkeypatch):
+    """A clone of this repository with one throwaway commit on top (the default init std 0.02 -> 0.05),
+    which experiment.code_arms works in."""
+    path = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(path)], check=True)
+    gpt = path / "model" / "gpt.py"
+    gpt.write_text(
+        gpt.read_text().replace(
+            "nn.init.normal_(module.weight, mean=0.0, std=0.02)", "nn.init.normal_(module.weight, mean=0.0, std=0.05)"
+        )
+    )
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "commit", "-qam", "a throwaway change"], check=True)
+    monkeypatch.setattr(code_arms, "REPO_ROOT", path)
+    return path
+
+
+def test_an_arm_from_code_names_a_known_revision_of_a_clean_checkout(clone):
+    """NAME@REV resolves REV to its commit; an unknown revision, the checkout's own commit and a dirty
+    checkout are each one error naming the fix."""
+    name, settings = parse_arm("before@HEAD~1")
+    head = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD~1"], capture_output=True, text=True).stdout
+    assert name == "before" and settings == {"code": head.strip()}
+    with pytest.raises(UserError, match="unknown revision 'nope'"):
+        parse_arm("x@nope")
+    with pytest.raises(UserError, match="the checkout's own commit"):
+        parse_arm("x@HEAD")
+    (clone / "train.py").write_text("# changed\n")
+    with pytest.raises(UserError, match="uncommitted changes"):
+        define_arms(None, {"base": {}, "before": settings})
+
+
+@pytest.mark.slow
+def test_compare_trains_an_arm_from_an_earlier_revision_and_tells_the_runs_apart(clone, tmp_path):
+    """In a clone whose last commit widens the init: --arm new: --arm old@HEAD~1 trains old with HEAD~1's
+    train.py (its runs record that commit), the report compares the two, and old's runs are its own."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
+    argv = [
+        *(sys.executable, "compare.py", "--config", "configs/debug.toml", "--name", "exp", "--seeds", "2"),
+        *(f"--data.source={corpus}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}"),
+        *(f"--train.out_dir={tmp_path / 'runs'}", "--train.max_iters=6", "--train.sample_tokens=0"),
+        *("--arm", "new:", "--arm", "old@HEAD~1"),
+    ]
+    done = subprocess.run(argv, cwd=clone, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    exp = tmp_path / "runs" / "exp"
+    commits = {
+        n: json.loads((exp / n / "env.json").read_text())["git_commit"]
+        for n in ("new-s0", "new-s1", "old-s0", "old-s1")
+    }
+    log = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD", "HEAD~1"], capture_output=True, text=True)
+    head, before = log.stdout.split()
+    assert commits == {"new-s0": head, "new-s1": head, "old-s0": before, "old-s1": before}
+    md = (exp / "report.md").read_text()
+    assert md.startswith("# new vs old: exp") and "- old vs new: **" in md
+    assert f"trained with the code of commit {before[:12]}" in md
