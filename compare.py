@@ -101,7 +101,9 @@ def _add_experiment_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help='Arms from a TOML file, one table each: [dropout] then "model.dropout" = 0.1.',
     )
-    p.add_argument("--reference", help="The arm every other arm is compared with (default: the first arm).")
+    p.add_argument(
+        "--reference", help="The arm every other arm is compared with (default: tied if it is an arm, else the first)."
+    )
     p.add_argument(
         "--seeds",
         type=int,
@@ -277,7 +279,7 @@ def _check_arms(args: argparse.Namespace) -> None:
     args.arm_set = define_arms(parse_arms(args.arms) if args.arms is not None else None, defined)
     args.arms = args.arm_set.names
     if args.reference is None and not args.runs:  # a report on run folders picks its own (arms_of_runs)
-        args.reference = args.arms[0]
+        args.reference = "tied" if "tied" in args.arms else args.arms[0]
 
 
 def _check_budgets(args: argparse.Namespace, overrides: dict) -> None:
@@ -297,6 +299,8 @@ def _check_budgets(args: argparse.Namespace, overrides: dict) -> None:
         )
     if overrides.get("train", {}).get("lr_schedule", "wsd") != "wsd":
         raise UserError("--budgets branches cooldowns from a warmup-stable-decay trunk: drop --train.lr_schedule")
+    if args.margin_bpb is not None:
+        raise UserError("--budgets reads bits per byte already, at --margin (in bits per byte): drop --margin-bpb")
     overrides.setdefault("train", {})["lr_schedule"] = "wsd"
     args.budgets = parse_budgets(args.budgets)
 
@@ -411,7 +415,8 @@ def _gate(verdict_path: Path, fail_on: str | None) -> int:
     if fail_on is None:
         return 0
     record = read_json(verdict_path, "verdict")
-    found = record.get("comparisons_bpb", record["comparisons"])
+    bpb = record.get("comparisons_bpb")
+    found = bpb if bpb and len(bpb) == len(record["comparisons"]) else record["comparisons"]  # bpb only if complete
     failing = [c for c in found if c["verdict"] == "worse" or (fail_on == "not-better" and c["verdict"] != "better")]
     for c in failing:
         print(f"[compare] --fail-on {fail_on}: {c['arm']} is {c['verdict']} against {c['reference']}", file=sys.stderr)
@@ -439,6 +444,12 @@ def main(argv: list[str] | None = None) -> int:
             _print_grid_report(write_grid_report(args.runs[0], command=command, readout=args.readout))
             return 0
         if len(args.runs) == 1 and _is_budget_folder(args.runs[0]):  # a budget axis: its report alone
+            given = [f for f, v in (("--margin", args.margin), ("--margin-bpb", args.margin_bpb)) if v is not None]
+            if given or args.report_dir:
+                raise UserError(
+                    f"a --budgets folder's report reads the margin its experiment.json declared, into the folder "
+                    f"itself: drop {', '.join(given) or '--report-dir'}"
+                )
             _print_budget_report(write_budget_report(args.runs[0], args.reference or "tied", command))
             return 0
         given = [f for f, v in (("--contrast", args.contrast), ("--slope-within", args.slope_within)) if v]

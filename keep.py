@@ -42,9 +42,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def finished_runs(folders: list[Path]) -> list[Path]:
-    """Run folders (``config.json`` and ``summary.json``, no live lock) at or under ``folders``, sorted."""
+    """Run folders (``config.json`` and ``summary.json``, no live lock) at or under ``folders``, sorted;
+    not a WSD trunk that may train on (it keeps its checkpoints and stopped before its horizon: its
+    next stage appends to its metrics, and its branches copy them)."""
     found = {p.parent for f in folders for p in [f / "summary.json", *f.rglob("summary.json")] if p.is_file()}
-    return sorted(r for r in found if (r / "config.json").is_file() and not lock_is_live(r))
+    return sorted(r for r in found if (r / "config.json").is_file() and not lock_is_live(r) and not _growing(r))
+
+
+def _growing(run: Path) -> bool:
+    """A trunk with its checkpoints, short of its schedule's horizon (:mod:`training.branch`)."""
+    if not (run / "ckpt_last.pt").is_file():
+        return False
+    tc = json.loads((run / "config.json").read_text()).get("train", {})
+    return bool(tc.get("save_at")) and tc.get("max_iters", 0) < tc.get("lr_decay_iters", 0)
 
 
 def main(argv: list[str] | None = None) -> int:

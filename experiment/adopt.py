@@ -32,6 +32,7 @@ import filelock
 from core.errors import UserError
 from core.files import file_lock, read_json, write_json
 from experiment import report, schedules
+from experiment.arms import PRESETS, ArmSet
 from training.config import RunConfig
 from training.schedule import get_lr
 
@@ -57,12 +58,14 @@ def parse_adopt(text: str | None) -> list[Path]:
     return [Path(t.strip()) for t in (text or "").split(",") if t.strip()]
 
 
-def identify(sources: list[Path], base_seed: int, arms: list[str], seeds: int) -> list[Candidate]:
+def identify(
+    sources: list[Path], base_seed: int, arms: list[str], seeds: int, arm_set: ArmSet = PRESETS
+) -> list[Candidate]:
     """Each folder as a :class:`Candidate`; UserError for one unfinished or malformed, of an arm not compared,
     on a seed the experiment does not use, or two standing for the same arm and seed."""
     out: list[Candidate] = []
     for source in sources:
-        run = report.load_run(source)
+        run = report.load_run(source, arm_set)
         index = run.seed - base_seed
         if run.arm not in arms:
             raise UserError(

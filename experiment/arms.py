@@ -275,8 +275,9 @@ def define_arms(names: list[str] | None, defined: dict[str, dict[str, object]]) 
     if len(chosen) < 2:
         raise UserError(f"{','.join(chosen)} is one arm: a comparison needs two, e.g. --arms tied,untied")
     seen: dict[tuple, str] = {}
-    for n in chosen:
-        full = tuple(sorted((k, repr(arms.settings[n].get(k))) for k in arms.keys))
+    defaults = {**_defaults(), CODE: None}
+    for n in chosen:  # compared with the defaults filled in: "base:" is "tied"
+        full = tuple(sorted((k, repr(arms.settings[n].get(k, defaults[k]))) for k in arms.keys))
         if full in seen:
             raise UserError(f"arms {seen[full]} and {n} have the same settings: they would train the same runs")
         seen[full] = n

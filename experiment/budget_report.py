@@ -87,8 +87,8 @@ class BudgetRow:
 
     budget: str
     tokens: int
-    seeds: list[int]
-    means: dict[str, dict[float, float]]  # arm -> rate -> mean bpb over ``seeds``
+    seeds: dict[str, list[int]]  # arm -> the seeds it is read on against the reference
+    means: dict[str, dict[float, float]]  # arm -> rate -> mean bpb over its seeds
     best: dict[str, BestVsBest] = field(default_factory=dict)  # arm -> best vs best
     shared: dict[str, dict[float, stats.Comparison]] = field(default_factory=dict)  # arm -> rate -> paired Δ
 
@@ -117,7 +117,10 @@ def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score
             summary = read_json(summary_path, "run summary")
             bpb = summary.get("final_val_bpb")
             if not isinstance(bpb, (int, float)) or not math.isfinite(bpb):
-                raise UserError(f"{summary_path} has no finite final_val_bpb: the budget report reads bits per byte")
+                raise UserError(
+                    f"{summary_path} has no finite final_val_bpb (the budget report reads bits per byte): "
+                    "delete that run folder and run the experiment's command again to retrain it"
+                )
             tc = config["train"]
             tokens = tc["max_iters"] * tc["batch_size"] * tc["grad_accum_steps"] * config["model"]["block_size"]
             arm = arm_set.of(flatten(config), str(run))
@@ -183,11 +186,13 @@ def best_vs_best(scores: list[Score], arm: str, reference: str, margin: float) -
     return BestVsBest(arm, scores[0].budget, delta, se, ci, ci90, p, p_tost, {reference: lr_r, arm: lr_a})
 
 
-def holm_verdicts(results: list[BestVsBest]) -> list[BestVsBest]:
-    """Fill ``p_holm`` (Holm across ``results``: one arm's budgets) and the verdict (module docstring)."""
+def holm_verdicts(results: list[BestVsBest], family: int | None = None) -> list[BestVsBest]:
+    """Fill ``p_holm`` (Holm across ``results``: one arm's budgets, a family of ``family`` budgets in all,
+    the unread ones counted as p = 1) and the verdict (module docstring)."""
     if not results:
         return []
-    adjusted = multipletests([r.p for r in results], method="holm")[1]
+    padding = [1.0] * max(0, (family or len(results)) - len(results))
+    adjusted = multipletests([r.p for r in results] + padding, method="holm")[1][: len(results)]
     for r, p_holm in zip(results, adjusted):
         r.p_holm = float(p_holm)
         if p_holm < ALPHA and r.ci[1] < 0:
@@ -212,7 +217,7 @@ def shared_rate(scores: list[Score], arm: str, reference: str, lr: float, margin
 
 
 def _complete_seeds(scores: list[Score], arms: list[str], rates: list[float]) -> list[int]:
-    """The seeds that finished every arm at every rate (the ones a budget is read on)."""
+    """The seeds that finished each of ``arms`` at every rate."""
     have: dict[int, set] = {}
     for s in scores:
         have.setdefault(s.seed, set()).add((s.arm, s.lr))
@@ -223,6 +228,9 @@ def _complete_seeds(scores: list[Score], arms: list[str], rates: list[float]) ->
 def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, arm_set: ArmSet) -> BudgetReadout:
     """Both readouts at every budget of the experiment in ``out_dir`` (``experiment.json``'s budgets).
 
+    Each arm is read against the reference on the seeds where both finished every rate; an arm
+    with fewer than 2 such seeds at a budget waits.  Holm adjusts over every declared budget (a
+    budget not read yet counts as p = 1), so an early verdict is no less strict than the last.
     Raises :class:`UserError` when no branch has finished, or the reference arm trained none.
     """
     labels = [label(t) for t in budgets]
@@ -236,23 +244,26 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
     rows, waiting = [], {}
     for lab, tokens in zip(labels, budgets):
         here = [s for s in scores if s.budget == lab]
-        seeds = _complete_seeds(here, all_arms, rates)
-        if len(seeds) < 2:
-            waiting[lab] = f"{len(seeds)} seed(s) with every arm at every rate; at least 2 needed"
+        seeds = {a: _complete_seeds(here, [reference, a], rates) for a in arms}
+        short = [f"{a} {len(seeds[a])}" for a in arms if len(seeds[a]) < 2]
+        if short:
+            waiting[lab] = f"seeds with the arm and {reference} at every rate: {', '.join(short)}; 2 needed"
+        readable = [a for a in arms if len(seeds[a]) >= 2]
+        if not readable:
             continue
-        used = [s for s in here if s.seed in seeds]
-        means = {
-            a: {r: float(np.mean([s.bpb for s in used if s.arm == a and s.lr == r])) for r in rates} for a in all_arms
-        }
-        row = BudgetRow(lab, tokens, seeds, means)
-        for a in arms:
+        ref_seeds = _complete_seeds(here, [reference], rates)
+        means = {reference: _means(here, reference, rates, ref_seeds)}
+        means.update({a: _means(here, a, rates, seeds[a]) for a in readable})
+        row = BudgetRow(lab, tokens, {a: seeds[a] for a in readable}, means)
+        for a in readable:
+            used = [s for s in here if s.seed in seeds[a] and s.arm in (a, reference)]
             row.best[a] = best_vs_best(used, a, reference, margin)
             row.shared[a] = {r: c for r in rates if (c := shared_rate(used, a, reference, r, margin)) is not None}
         rows.append(row)
     for a in arms:
-        holm_verdicts([row.best[a] for row in rows])
+        holm_verdicts([row.best[a] for row in rows if a in row.best], len(budgets))
         for r in rates:
-            family = [row for row in rows if r in row.shared[a]]
+            family = [row for row in rows if r in row.shared.get(a, {})]
             for row, adjusted in zip(family, stats.holm([row.shared[a][r] for row in family])):
                 row.shared[a][r] = adjusted
     params = {a: max(s.params for s in scores if s.arm == a) for a in all_arms}
@@ -260,11 +271,16 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
     return BudgetReadout(reference, arms, rates, margin, rows, waiting, params, split)
 
 
+def _means(scores: list[Score], arm: str, rates: list[float], seeds: list[int]) -> dict[float, float]:
+    """``arm``'s mean final bpb at each rate over ``seeds``."""
+    return {r: float(np.mean([s.bpb for s in scores if s.arm == arm and s.lr == r and s.seed in seeds])) for r in rates}
+
+
 def disagreements(ro: BudgetReadout) -> list[str]:
     """One line for each budget and arm where a shared-rate verdict differs from the best-vs-best one."""
     out = []
     for row in ro.rows:
-        for a in ro.arms:
+        for a in [a for a in ro.arms if a in row.best]:
             best = row.best[a].verdict
             other = {f"{r:g}": c.verdict for r, c in row.shared[a].items() if c.verdict != best}
             if other:
@@ -302,10 +318,12 @@ def delta_figure(ro: BudgetReadout) -> Figure | None:
     ax.axhspan(-ro.margin, ro.margin, color="0.9", label=f"±{ro.margin:g} bpb (declared margin)")
     ax.axhline(0, color="0.4", linewidth=0.8)
     for k, a in enumerate(ro.arms):
-        d = np.array([row.best[a].delta for row in ro.rows])
-        lo = d - np.array([row.best[a].ci[0] for row in ro.rows])
-        hi = np.array([row.best[a].ci[1] for row in ro.rows]) - d
-        shift = x * (1 + 0.04 * (k - (len(ro.arms) - 1) / 2))  # side by side, not on top of each other
+        rows = [row for row in ro.rows if a in row.best]
+        d = np.array([row.best[a].delta for row in rows])
+        lo = d - np.array([row.best[a].ci[0] for row in rows])
+        hi = np.array([row.best[a].ci[1] for row in rows]) - d
+        xs = np.array([row.tokens for row in rows], dtype=float)
+        shift = xs * (1 + 0.04 * (k - (len(ro.arms) - 1) / 2))  # side by side, not on top of each other
         ax.errorbar(shift, d, yerr=[lo, hi], marker="o", capsize=3, label=f"{a} − {ro.reference}, best vs best")
     ax.set_xscale("log")
     ax.set_xticks(x, [row.budget for row in ro.rows], minor=False)
@@ -321,7 +339,7 @@ def delta_figure(ro: BudgetReadout) -> Figure | None:
     low.set_xticks(x / split, [f"{v:.2g}" for v in x / split], minor=False)
     low.set_xticks([], minor=True)
     low.set_xlabel(f"epochs of the training split ({split / 1e6:.2f}M tokens)")
-    seeds = sorted({len(row.seeds) for row in ro.rows})
+    seeds = sorted({len(s) for row in ro.rows for s in row.seeds.values()})
     ax.set_title(f"Does the tying answer change with the budget? ({'/'.join(map(str, seeds))} paired seeds)")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize="small")
@@ -353,12 +371,12 @@ def _verdict_table(ro: BudgetReadout) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in ro.rows:
-        for a in ro.arms:
+        for a in [a for a in ro.arms if a in row.best]:
             b = row.best[a]
             lr = f"{b.best_lr[ro.reference]:.2g} / {b.best_lr[a]:.2g}"
             lines.append(
                 f"| {row.budget} | {row.tokens / ro.params[ro.reference]:.3g} | {row.tokens / ro.train_tokens:.3g} | "
-                f"{len(row.seeds)} | {a} | {lr} | {_fmt(b.delta)} | {_interval(b.ci)} | {_interval(b.ci90)} | "
+                f"{len(row.seeds[a])} | {a} | {lr} | {_fmt(b.delta)} | {_interval(b.ci)} | {_interval(b.ci90)} | "
                 f"{_p(b.p_holm)} | {_verdict(b, ro.margin)} |"
             )
     return lines
@@ -369,7 +387,7 @@ def _shared_table(ro: BudgetReadout) -> list[str]:
     head = " | ".join(f"lr {r:g}" for r in ro.rates)
     lines = [f"| budget | arm | {head} |", "|---|---|" + "---|" * len(ro.rates)]
     for row in ro.rows:
-        for a in ro.arms:
+        for a in [a for a in ro.arms if a in row.shared]:
             cells = []
             for r in ro.rates:
                 c = row.shared[a].get(r)
@@ -387,7 +405,7 @@ def _means_table(ro: BudgetReadout) -> list[str]:
     ]
     edges = []
     for row in ro.rows:
-        for a in arms:
+        for a in [a for a in arms if a in row.means]:
             m = row.means[a]
             low = min(m, key=m.get)
             if low in (ro.rates[0], ro.rates[-1]) and len(ro.rates) >= 3:
@@ -413,7 +431,7 @@ def render(ro: BudgetReadout, title: str, command: str, figure: str | None) -> s
         "",
         f"Δ = arm − {ro.reference} in final val bits per byte (negative: the arm is better). Each arm's best is "
         "the minimum of a quadratic fit of its mean bpb against log10 learning rate; the interval is the "
-        "leave-one-seed-out jackknife (t, n − 1 df); p is Holm-adjusted across budgets. Better or worse: the "
+        "leave-one-seed-out jackknife (t, n − 1 df); p is Holm-adjusted across all the declared budgets (one not read yet counts as p = 1). Better or worse: the "
         f"95% interval excludes 0 and Holm p < 0.05; equivalent: the 90% interval lies inside ±{ro.margin:g} "
         "bpb (TOST); otherwise inconclusive.",
         "",
@@ -428,7 +446,12 @@ def render(ro: BudgetReadout, title: str, command: str, figure: str | None) -> s
             "axis gives tokens per parameter of the reference arm; epochs are tokens over the training split.",
             "",
         ]
-    md += ["## At each shared learning rate", "", "Δ paired by seed, 95% t interval, Holm across budgets.", ""]
+    md += [
+        "## At each shared learning rate",
+        "",
+        "Δ paired by seed, 95% t interval, Holm across the budgets read so far.",
+        "",
+    ]
     md += [*_shared_table(ro), "", "## Mean final val bpb", "", *_means_table(ro), ""]
     md += ["## Rebuild this report", "", "```bash", command, "```", ""]
     return "\n".join(md)

@@ -22,6 +22,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json
 from experiment import report
+from experiment.arms import with_recorded
 from experiment.grid import GRID_FILE, Axis, Cell, cells_of
 from experiment.report import Experiment
 from experiment.tuning import best_lr, score as tuning_score
@@ -72,14 +73,16 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
     if len(tuning) == len(folders):  # still on its learning-rate grid: no reported run has finished
         cell.error = f"in progress: only learning-rate grid runs have finished ({len(tuning)})"
         return GridCell(cell, None)
+    saved = cell.folder / "experiment.json"
+    arm_set = with_recorded(read_json(saved, "experiment settings").get("arms") if saved.is_file() else None)
     try:
-        tuned = report.load_runs(tuning)
-        runs = at_best_rates(report.load_runs([p for p in folders if p not in tuning]), tuned)
+        tuned = report.load_runs(tuning, arm_set)
+        runs = at_best_rates(report.load_runs([p for p in folders if p not in tuning], arm_set), tuned)
         waiting = sorted({r.arm for r in tuned} - {r.arm for r in runs})
         if waiting:  # tuned, but its reported seeds have not trained yet
             cell.error = f"in progress: no reported run of {', '.join(waiting)} at its tuned rate yet"
             return GridCell(cell, None)
-        exp = report.check_experiment(runs, reference, margin, tuned)
+        exp = report.check_experiment(runs, reference, margin, tuned, arm_set)
     except UserError as e:
         cell.error = str(e)
         return GridCell(cell, None)

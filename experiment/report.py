@@ -26,7 +26,7 @@ import torch
 from core.errors import UserError
 from core.files import read_json
 from experiment import schedules, stats
-from experiment.arms import CODE, PRESETS, ArmSet, arms_from_differences, with_recorded
+from experiment.arms import CODE, PRESETS, REFUSED, ArmSet, arms_from_differences, with_recorded
 from training import config
 from training.runs import load_run_config, read_metrics
 
@@ -180,8 +180,7 @@ def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
     needed = ("parameters", "non_embedding_parameters", "tokens_per_s_median")
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), (int, float)) for k in needed):
         raise UserError(f"{path / 'summary.json'} lacks {', '.join(needed)}: re-run the run's last step with train.py")
-    env = read_json(path / "env.json", "run environment") if (path / "env.json").is_file() else {}
-    arm = arms.of({**flatten(config), CODE: env.get("git_commit")}, str(path))
+    arm = arms.of({**flatten(config), CODE: _commit(path)}, str(path))
     return Run(
         path,
         config,
@@ -208,34 +207,48 @@ def arms_of_runs(paths: list[Path], reference: str | None) -> tuple[ArmSet, str]
     an equal-parameter size and bookkeeping); otherwise the keys they differ in are the arms
     (:func:`experiment.arms.arms_from_differences`), e.g. two runs that differ in dropout, and
     runs of the same settings are told apart by the commit they trained from (``code``).  The
-    reference defaults to ``tied`` if given, else the first run's arm.
+    reference defaults to ``tied`` if given, else the first run's arm.  Raises :class:`UserError`
+    when the runs differ in a key no comparison may differ in (:data:`experiment.arms.REFUSED`).
     """
     configs = [flatten(load_run_config(Path(p)).to_dict()) for p in paths]
-    recorded = {}
-    for p in paths:
-        for folder in (Path(p).parent, Path(p).parent.parent):
-            if (folder / "experiment.json").is_file():
-                recorded.update(read_json(folder / "experiment.json", "experiment settings").get("arms") or {})
-    pool = with_recorded(recorded)
-    commits = [
-        read_json(Path(p) / "env.json", "run environment").get("git_commit")
-        if (Path(p) / "env.json").is_file()
-        else None
-        for p in paths
-    ]
+    pool = with_recorded(_recorded_arms(paths))
     derived, names = None, []
     if len(configs) > 1:
         try:
             derived, names = arms_from_differences(configs)
         except UserError:  # the same settings: the runs may differ in the code they trained with
-            configs = [{**c, CODE: commit} for c, commit in zip(configs, commits)]
-            derived, names = arms_from_differences(configs)
-    differing = {k for s in derived.settings.values() for k in s} if derived else set()
-    if derived is None or differing <= set(pool.keys) | TUNED_KEYS | SIZE_KEYS | {"train.min_lr"}:
-        named = [pool.of(c, str(p)) for c, p in zip(configs, paths)]
-        default = "tied" if "tied" in named else named[0]
-        return pool.select([a for a in pool.names if a in named]), reference or default
-    return derived, reference or names[0]
+            derived, names = arms_from_differences([{**c, CODE: _commit(p)} for c, p in zip(configs, paths)])
+        differing = {k for settings in derived.settings.values() for k in settings}
+        refused = sorted(differing & set(REFUSED))
+        if refused:
+            raise UserError(
+                f"the runs differ in {refused[0]}, which no comparison may ({REFUSED[refused[0]]}): compare others"
+            )
+        if not differing <= set(pool.keys) | TUNED_KEYS | SIZE_KEYS | {"train.min_lr"}:
+            return derived, reference or names[0]
+    try:
+        named = [pool.of({**c, CODE: _commit(p)}, str(p)) for c, p in zip(configs, paths)]
+    except UserError:  # e.g. untied runs with and without an lm_head bias: compared by the keys they differ in
+        if derived is None:
+            raise
+        return derived, reference or names[0]
+    return pool.select([a for a in pool.names if a in named]), reference or ("tied" if "tied" in named else named[0])
+
+
+def _recorded_arms(paths: list[Path]) -> dict:
+    """The arms recorded by the experiment folders (``experiment.json``) beside or above ``paths``."""
+    recorded = {}
+    for p in paths:
+        for folder in (Path(p).parent, Path(p).parent.parent):
+            if (folder / "experiment.json").is_file():
+                recorded.update(read_json(folder / "experiment.json", "experiment settings").get("arms") or {})
+    return recorded
+
+
+def _commit(path: Path) -> str | None:
+    """The git commit a run trained from (``env.json``), or None."""
+    env = Path(path) / "env.json"
+    return read_json(env, "run environment").get("git_commit") if env.is_file() else None
 
 
 def _same_config(members: list[Run], what: str) -> None:

@@ -173,7 +173,7 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     out_dir = cmds.out_dir
     settings = remember_settings(out_dir, cfg, plan)
     sha = data.meta.get("source_sha256")
-    adopting = adopt.identify(plan.adopt, cfg.train.seed, plan.arms, plan.seeds)
+    adopting = adopt.identify(plan.adopt, cfg.train.seed, plan.arms, plan.seeds, plan.arm_set)
     _adopt(plan, cmds, adopting, sha)
     bar = _announce(plan, cmds, data, adopting)
     try:

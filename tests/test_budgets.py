@@ -217,10 +217,13 @@ def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_reado
     md = path.read_text()
     assert md.index("The two readouts disagree") < md.index("## Verdicts")
     assert "- 0.5M: untied is better best against best, but equivalent at lr 0.001, equivalent at lr 0.002" in md
-    assert "Not read yet: 1M (0 seed(s) with every arm at every rate" in md
+    assert "Not read yet: 1M (seeds with the arm and tied at every rate: untied 0; 2 needed)" in md
     assert "](delta_vs_tokens.png)" in md and (tmp_path / "delta_vs_tokens.png").is_file()
     row = next(line for line in md.splitlines() if line.startswith("| 0.5M | 500 | 0.36 | 3 | untied |"))
     assert row.endswith("| **better**, by less than the margin not ruled out |")  # 500k / 1000 tied parameters
+    # Holm over both declared budgets, the unread 1M counted as p = 1: twice the raw p here
+    ro = budget_report.readout(tmp_path, [500_000, 1_000_000], "tied", 0.01, budget_report.with_recorded(None))
+    assert ro.rows[0].best["untied"].p_holm == pytest.approx(min(1.0, 2 * ro.rows[0].best["untied"].p))
 
 
 def test_compare_on_a_budget_folder_writes_its_report(tmp_path, capsys):

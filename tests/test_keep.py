@@ -82,3 +82,14 @@ def test_bad_input_is_one_error_line(tmp_path, capsys):
     assert "not a folder" in error_line(capsys)
     assert keep.main([str(tmp_path), "--train-rows", "1"]) == 2
     assert "--train-rows must be >= 2" in error_line(capsys)
+
+
+def test_a_trunk_that_may_train_on_is_left_alone(tmp_path, capsys):
+    """A WSD trunk with its checkpoints, stopped short of its horizon, grows at its next stage: not thinned."""
+    _run(tmp_path / "trunk", _rows(1000))
+    (tmp_path / "trunk" / "config.json").write_text(
+        json.dumps({"train": {"save_at": [500, 1000], "max_iters": 1000, "lr_decay_iters": 1250}})
+    )
+    (tmp_path / "trunk" / "ckpt_last.pt").write_bytes(b"")
+    assert keep.main([str(tmp_path), "--train-rows", "5"]) == 0
+    assert len(read_metrics(tmp_path / "trunk" / "metrics.jsonl")) == len(_rows(1000))

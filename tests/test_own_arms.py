@@ -170,3 +170,37 @@ def test_compare_trains_an_arm_from_an_earlier_revision_and_tells_the_runs_apart
     md = (exp / "report.md").read_text()
     assert md.startswith("# new vs old: exp") and "- old vs new: **" in md
     assert f"trained with the code of commit {before[:12]}" in md
+
+
+def test_runs_that_differ_in_the_validation_data_are_refused(tmp_path, capsys):
+    """Run folders that differ in a key no comparison may differ in (the tokenizer) are one error line."""
+    paths = [
+        fake_run(tmp_path, f"{tok}-s{s}", True, 1337 + s, 3.0, settings={"data.tokenizer": tok})
+        for tok in ("gpt2", "char")
+        for s in range(2)
+    ]
+    assert compare.main([str(p) for p in paths]) == 2
+    assert "the runs differ in data.tokenizer, which no comparison may" in error_line(capsys)
+
+
+def test_runs_that_no_preset_names_fall_back_to_the_keys_they_differ_in(tmp_path):
+    """Untied runs with and without an lm_head bias (no preset is 'untied with a bias'): arms by lm_head_bias."""
+    paths = [
+        fake_run(tmp_path, f"b{b}-s{s}", False, 1337 + s, 3.0 + s / 10 + b / 100, settings={"model.lm_head_bias": b})
+        for b in (False, True)
+        for s in range(2)
+    ]
+    assert compare.main([str(p) for p in paths]) == 0
+    assert "- model.lm_head_bias=True vs model.lm_head_bias=False: **" in (tmp_path / "report.md").read_text()
+
+
+def test_an_arm_that_equals_a_preset_is_refused():
+    """'base:' trains exactly what 'tied' trains: both in one experiment would be the same runs."""
+    with pytest.raises(UserError, match="same settings"):
+        define_arms(["tied", "base"], {"base": {}})
+
+
+def test_fail_on_with_a_bpb_margin_falls_back_to_nats_when_runs_lack_bpb(tmp_path, capsys):
+    """Runs without final_val_bpb: --margin-bpb has nothing to gate on, so the nats verdict (worse) gates."""
+    paths = _dropout_runs(tmp_path, {0.0: [3.00, 3.01, 3.02], 0.1: [3.05, 3.06, 3.07]})
+    assert compare.main([str(p) for p in paths] + ["--fail-on", "worse", "--margin-bpb", "0.02"]) == 1
