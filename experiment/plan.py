@@ -14,6 +14,7 @@ each time a run ends, so it never shares a line with what ``train.py`` prints.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import sys
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from core.files import read_json
+from experiment import stats
 from training.config import RunConfig
 from training.runs import Unreadable, read_metrics
 
@@ -229,3 +231,49 @@ class RunsBar:
     def close(self) -> None:
         """Stop the bar (its last line stays printed above)."""
         self._bar.close()
+
+
+def power_line(out_dir: Path, arms: list[str], reference: str, seeds: int, margin: float) -> str:
+    """The line after the plan: the smallest difference ``seeds`` paired seeds can detect, from the
+    seed-to-seed spread of the finished runs in ``out_dir`` (:func:`experiment.stats.detectable_difference`;
+    80% power, 5% two-sided), against the declared ``margin``; or how to learn the spread.
+
+    Each arm's spread is the sample sd of its per-seed final val loss minus the reference's, over
+    the seeds both finished here (named ``<arm>[-lr<rate>]-s<i>``); the largest sd speaks for all.
+    """
+    finals = {arm: _finished_scores(out_dir, arm) for arm in arms}
+    spreads = {}
+    for arm in arms:
+        paired = sorted(finals[arm].keys() & finals[reference].keys()) if arm != reference else []
+        if len(paired) >= 2:
+            spreads[arm] = (statistics.stdev(finals[arm][i] - finals[reference][i] for i in paired), len(paired))
+    if not spreads:
+        return (
+            "[compare] power: no two paired seeds have finished here, so the seed-to-seed spread is unknown: a "
+            "pilot (--seeds 3) measures it, and this line then gives the smallest difference the seeds can detect"
+        )
+    arm, (sd, n) = max(spreads.items(), key=lambda kv: kv[1][0])
+    found = stats.detectable_difference(sd, seeds)
+    need = stats.seeds_for(margin, sd)
+    line = (
+        f"[compare] power: {arm} − {reference} spreads by {sd:.4f} nats a seed ({n} paired seeds finished here); "
+        f"{seeds} seeds detect a difference of about {found:.4f} nats (80% power, 5% two-sided)"
+        if found is not None
+        else f"[compare] power: {arm} − {reference} spreads by {sd:.4f} nats a seed ({n} paired seeds finished here)"
+    )
+    if need is not None and need > seeds:
+        line += f"; the declared margin ±{margin:g} needs about {need} seeds: raise --seeds"
+    return line
+
+
+def _finished_scores(out_dir: Path, arm: str) -> dict[int, float]:
+    """``{seed index: final val loss}`` of ``arm``'s finished reported runs in ``out_dir``."""
+    pattern = re.compile(rf"{re.escape(arm)}(?:-lr[0-9.e+-]+)?-s(\d+)")
+    out = {}
+    for summary in sorted(out_dir.glob("*/summary.json")) if out_dir.is_dir() else []:
+        match = pattern.fullmatch(summary.parent.name)
+        if match:
+            value = read_json(summary, "run summary").get("final_val_loss")
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                out.setdefault(int(match[1]), float(value))
+    return out

@@ -23,7 +23,7 @@ from data.loader import TokenData
 from data.prepare import prepare_from_config
 from experiment import adopt, budgets, code_arms, figures, launch, report, report_markdown
 from experiment.arms import PRESETS, ArmSet
-from experiment.plan import PlannedRun, RunsBar, measure_step_seconds, plan_line, run_state, time_per_run
+from experiment.plan import PlannedRun, RunsBar, measure_step_seconds, plan_line, power_line, run_state, time_per_run
 from experiment.record import remember_settings
 from experiment.sizing import arm_params, equal_params_config
 from experiment.tuning import TUNING_SEED_OFFSET, best_lr, lr_flags, next_rates, score
@@ -235,6 +235,7 @@ def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.
         what += f"; up to {2 * plan.lr_widen * len(plan.arms)} more past the grid's edges" if plan.lr_widen else ""
     params = {arm: arm_params(cmds.cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
     print(plan_line(cmds.out_dir, runs, states, params, cmds.cfg.train.max_iters, timing, what), flush=True)
+    print(power_line(cmds.out_dir, plan.arms, plan.reference, plan.seeds, plan.margin), flush=True)
     return RunsBar(len(runs), sum(s in ("finished", "adopted") for s in states))
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
 from core.errors import UserError
@@ -307,3 +308,32 @@ def compute_equivalent(ref_final: float, steps: Sequence[int], arm_curve: Sequen
     frac = (y[i - 1] - ref_final) / (y[i - 1] - y[i])  # y[i-1] > ref_final >= y[i]
     step = s[i - 1] + frac * (s[i] - s[i - 1])
     return float(step / s[-1])
+
+
+def detectable_difference(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float | None:
+    """The smallest mean paired difference ``n`` seeds would detect (two-sided paired t test at ``alpha``,
+    with probability ``power``), if the per-seed differences spread with standard deviation ``sd``.
+
+    Effect size from statsmodels' ``TTestPower.solve_power`` (a one-sample t test on the differences),
+    times ``sd``; same units as ``sd``.  None for ``n`` < 2 or an ``sd`` that is not finite and > 0.
+    """
+    if n < 2 or not (math.isfinite(sd) and sd > 0):
+        return None
+    return float(TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power)) * sd
+
+
+def seeds_for(difference: float, sd: float, alpha: float = 0.05, power: float = 0.8, max_n: int = 1000) -> int | None:
+    """The fewest seeds (>= 2) whose :func:`detectable_difference` is at most ``difference`` (bisection:
+    it falls as n grows); None when ``sd`` or ``difference`` is not > 0, or more than ``max_n`` are needed."""
+    if not (math.isfinite(sd) and sd > 0 and difference > 0):
+        return None
+    if detectable_difference(sd, max_n, alpha, power) > difference:
+        return None
+    lo, hi = 2, max_n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if detectable_difference(sd, mid, alpha, power) <= difference:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

@@ -4,6 +4,7 @@ Run: ``python -m pytest -q tests/test_plan.py``  (CPU, offline, seconds; one rea
 """
 
 import json
+import statistics
 
 import pytest
 from helpers import tiny_args
@@ -12,7 +13,7 @@ import compare
 import train
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import launch, plan, sizing
+from experiment import launch, plan, sizing, stats
 from training.config import parse_config
 
 
@@ -140,3 +141,18 @@ def test_the_disk_rule_is_what_a_run_writes(tmp_path, corpus):
     assert (
         params * plan.CHECKPOINT_BYTES_PER_PARAM <= written <= params * plan.CHECKPOINT_BYTES_PER_PARAM * 1.05 + 100_000
     )
+
+
+def test_the_power_line_gives_what_the_seeds_can_detect_from_the_spread_seen(tmp_path):
+    """Three paired seeds finished: the spread of untied − tied, what --seeds 5 detects, and how many seeds the
+    margin needs; with no paired seeds, how to measure the spread."""
+    for i, (t, u) in enumerate([(3.00, 3.02), (3.10, 3.09), (3.05, 3.08)]):
+        for arm, final in (("tied", t), ("untied", u)):
+            (tmp_path / f"{arm}-s{i}").mkdir()
+            (tmp_path / f"{arm}-s{i}" / "summary.json").write_text(json.dumps({"final_val_loss": final}))
+    line = plan.power_line(tmp_path, ["tied", "untied"], "tied", 5, 0.01)
+    sd = statistics.stdev([0.02, -0.01, 0.03])
+    assert f"untied − tied spreads by {sd:.4f} nats a seed (3 paired seeds finished here)" in line
+    assert f"5 seeds detect a difference of about {stats.detectable_difference(sd, 5):.4f} nats" in line
+    assert f"the declared margin ±0.01 needs about {stats.seeds_for(0.01, sd)} seeds: raise --seeds" in line
+    assert "a pilot (--seeds 3) measures it" in plan.power_line(tmp_path / "none", ["tied", "untied"], "tied", 5, 0.01)

@@ -11,6 +11,7 @@ import math
 import pytest
 
 from core.errors import UserError
+from experiment import stats
 from experiment.stats import Comparison, compare_paired, compute_equivalent, holm, seeds_needed
 
 REF5 = [3.50, 3.52, 3.48, 3.51, 3.49]
@@ -162,3 +163,18 @@ def test_compute_equivalent_rejects_mismatched_or_unsorted_steps():
         compute_equivalent(3.0, [100, 200], [3.5])
     with pytest.raises(UserError):
         compute_equivalent(3.0, [200, 100], [3.5, 3.0])
+
+
+def test_the_detectable_difference_is_the_t_test_power_effect_times_the_spread():
+    """5 paired seeds, 80% power, 5% two-sided: 1.682 sd (statsmodels' TTestPower); doubling sd doubles it."""
+    assert stats.detectable_difference(0.01, 5) == pytest.approx(0.016820, rel=1e-3)
+    assert stats.detectable_difference(0.02, 5) == pytest.approx(2 * stats.detectable_difference(0.01, 5))
+    assert stats.detectable_difference(0.01, 1) is None and stats.detectable_difference(0.0, 5) is None
+
+
+def test_seeds_for_a_difference_is_the_fewest_that_detect_it():
+    """seeds_for(d, sd) = n with detectable(n) <= d < detectable(n - 1); None past max_n or for sd 0."""
+    n = stats.seeds_for(0.01, 0.012)
+    assert stats.detectable_difference(0.012, n) <= 0.01 < stats.detectable_difference(0.012, n - 1)
+    assert stats.seeds_for(0.01, 1.0, max_n=50) is None and stats.seeds_for(0.01, 0.0) is None
+    assert stats.seeds_for(0.01, 0.0001) == 2
