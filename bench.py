@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from core import hardware
-from core.flops import mfu, peak_flops
+from core.flops import checked_peak, mfu, peak_flops
 from core.cli import ArgumentParser, run_command
 from core.errors import UserError
 from experiment.grid import cell_overrides, cells_of, parse_axes
@@ -216,7 +216,11 @@ def bench_training(args, cfg) -> dict:
     kind = "CUDA allocated" if device.type == "cuda" else "process max RSS"
     peak_mem = hardware.peak_memory_mib(device)
     flops = model.flops_per_token(mc.block_size)
-    peak = peak_flops(device, s.amp_dtype, remeasure=args.measure_peak)
+    peak = (
+        peak_flops(device, s.amp_dtype, remeasure=True)
+        if args.measure_peak
+        else checked_peak(flops * tokens_per_s, device, s.amp_dtype)
+    )
     name = device_name(device)
     print(
         f"device:          {device} ({name}), autocast {s.amp_dtype}, compile {tc.compile}, head loss {tc.head_loss}, "
@@ -234,7 +238,7 @@ def bench_training(args, cfg) -> dict:
     print(f"tokens/s:        {tokens_per_s:,.0f}")
     print(f"peak memory:     {peak_mem:,.0f} MiB ({kind})")
     print(f"MFU:             {mfu(flops, tokens_per_s, peak)}; {flops / 1e6:.1f} MFLOP/token, 6N + 12LHQT", flush=True)
-    share = None if peak is None else 100 * flops * tokens_per_s / peak.flops
+    share = None if peak is None or flops * tokens_per_s > peak.flops else 100 * flops * tokens_per_s / peak.flops
     return {"ms_per_iter": ms, "tokens_per_s": tokens_per_s, "mfu_percent": share, "peak_memory_mib": peak_mem}
 
 

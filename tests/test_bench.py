@@ -30,7 +30,7 @@ def tiny_bench_args(tmp_path, *extra: str) -> list[str]:
 def test_bench_prints_every_figure(tmp_path, capsys, monkeypatch):
     """Each line is printed once; tokens/s equals tokens/step divided by the median step time; on a CPU the MFU
     is a number against the measured matmul peak, which the line names."""
-    monkeypatch.setattr(bench, "peak_flops", lambda device, amp, remeasure=False: Peak(1e11, "a stub CPU peak"))
+    monkeypatch.setattr(bench, "checked_peak", lambda achieved, device, amp: Peak(1e11, "a stub CPU peak"))
     code = bench.main(
         tiny_bench_args(tmp_path, "--model.block_size=32", "--train.batch_size=4", "--iters", "3", "--warmup", "1")
     )
@@ -79,7 +79,7 @@ def test_bench_generate_times_both_paths_and_checks_their_tokens(tmp_path, capsy
 
 def test_bench_grid_times_every_variant_and_tabulates_them(tmp_path, capsys, monkeypatch):
     """--grid times one set-up per combination of values (here 2 x 2) and ends with a table row for each."""
-    monkeypatch.setattr(bench, "peak_flops", lambda device, amp, remeasure=False: Peak(1e11, "stub"))
+    monkeypatch.setattr(bench, "checked_peak", lambda achieved, device, amp: Peak(1e11, "stub"))
     code = bench.main(
         tiny_bench_args(
             tmp_path,
@@ -103,7 +103,7 @@ def test_bench_grid_times_every_variant_and_tabulates_them(tmp_path, capsys, mon
 
 def test_bench_profile_reports_the_matmul_share(tmp_path, capsys, monkeypatch):
     """--profile prints the share of the step's self time inside matmuls and the top ops."""
-    monkeypatch.setattr(bench, "peak_flops", lambda device, amp, remeasure=False: None)
+    monkeypatch.setattr(bench, "checked_peak", lambda achieved, device, amp: None)
     assert (
         bench.main(tiny_bench_args(tmp_path, "--model.block_size=16", "--iters", "2", "--warmup", "1", "--profile"))
         == 0

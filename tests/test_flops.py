@@ -31,14 +31,16 @@ def test_cpu_peak_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatc
     """The probe runs on the first call for a dtype; later calls read the cached figure, which names the
     dtype, size, threads and date; --measure-peak (remeasure) replaces it."""
     calls = []
-    monkeypatch.setattr(flops, "_measure_mm", lambda dtype: calls.append(dtype) or 4.2e11)
+    monkeypatch.setattr(flops, "_measure_mm", lambda dtype: calls.append(dtype) or (4.2e11, 4.1e11))
     first = flops.cpu_matmul_peak(torch.bfloat16, cache_dir=tmp_path)
     again = flops.cpu_matmul_peak(torch.bfloat16, cache_dir=tmp_path)
     assert calls == [torch.bfloat16] and first == again and first.flops == 4.2e11
-    assert f"bfloat16 matmul 2048x2048, {torch.get_num_threads()} threads, measured on this CPU" in first.source
+    threads = torch.get_num_threads()
+    assert f"bfloat16 matmul 2048x2048, {threads} threads, best of 7 on this CPU on " in first.source
+    assert first.source.endswith("median 2% slower")
     flops.cpu_matmul_peak(torch.float32, cache_dir=tmp_path)
     assert calls == [torch.bfloat16, torch.float32]  # another dtype is another figure
-    monkeypatch.setattr(flops, "_measure_mm", lambda dtype: 5e11)
+    monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (5e11, 5e11))
     assert flops.cpu_matmul_peak(torch.bfloat16, cache_dir=tmp_path, remeasure=True).flops == 5e11
     assert len(json.loads((tmp_path / "cpu_matmul_peak.json").read_text())) == 2
 
@@ -46,7 +48,7 @@ def test_cpu_peak_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatc
 def test_an_unreadable_cache_is_measured_again(tmp_path, monkeypatch):
     """A corrupt cache file is only a cache: the peak is measured and the file rewritten."""
     (tmp_path / "cpu_matmul_peak.json").write_text("{not json")
-    monkeypatch.setattr(flops, "_measure_mm", lambda dtype: 1e11)
+    monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (1e11, 1e11))
     assert flops.cpu_matmul_peak(torch.float32, cache_dir=tmp_path).flops == 1e11
     assert json.loads((tmp_path / "cpu_matmul_peak.json").read_text())
 
@@ -66,3 +68,27 @@ def test_a_job_of_several_devices_is_measured_against_their_summed_peak(monkeypa
     four = flops.mfu_record(1e6, 4e5, torch.device("cuda"), torch.bfloat16, devices=4)
     assert one["mfu_percent"] == pytest.approx(40.0) and four["mfu_percent"] == pytest.approx(10.0)
     assert flops.mfu_record(1e6, None, torch.device("cuda"), None) == {}
+
+
+def test_a_probe_on_a_busy_machine_is_used_once_and_not_cached(tmp_path, monkeypatch):
+    """A probe whose median lagged its best by more than BUSY_SPREAD is returned, said so, and not written."""
+    monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (4e11, 2e11))
+    peak = flops.cpu_matmul_peak(torch.bfloat16, cache_dir=tmp_path)
+    assert peak.flops == 4e11 and "median 100% slower, not cached: the machine was busy" in peak.source
+    assert not (tmp_path / "cpu_matmul_peak.json").exists()
+
+
+def test_a_poisoned_cached_peak_is_measured_again_and_never_printed_above_100_percent(tmp_path, monkeypatch):
+    """A cached CPU peak below what a run achieved is replaced by a new probe; if the run still beats the
+    new one, MFU reads n/a with the fix, never a figure above 100%."""
+    monkeypatch.setattr(flops.platformdirs, "user_cache_dir", lambda name: str(tmp_path))
+    monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (4e10, 4e10))  # probed while the machine was loaded
+    flops.cpu_matmul_peak(torch.bfloat16)
+    monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (4e11, 3.9e11))  # the quiet machine's truth
+    record = flops.mfu_record(44e6, 4000, torch.device("cpu"), torch.bfloat16)  # 1.76e11 FLOP/s achieved
+    assert record["mfu_percent"] == pytest.approx(44.0) and record["mfu_peak_flops"] == 4e11
+    monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (1e11, 1e11))  # still below what the run did
+    cached = json.loads((tmp_path / "cpu_matmul_peak.json").read_text())
+    (tmp_path / "cpu_matmul_peak.json").write_text(json.dumps({k: {**v, "flops": 1e10} for k, v in cached.items()}))
+    again = flops.mfu_record(44e6, 4000, torch.device("cpu"), torch.bfloat16)
+    assert "mfu_percent" not in again and again["mfu"].startswith("n/a (the run beat the measured peak")
