@@ -66,8 +66,15 @@ def ctrl_c_stops_the_suite(monkeypatch):
     main in-process would turn the Ctrl-C meant for pytest into one failed test while the rest of
     the suite ran on.  Such a Ctrl-C is raised again as KeyboardInterrupt after the test, which
     ends the run the way pytest ends it on Ctrl-C.
+
+    A suite started in the background by a script (``pytest &``, nohup) inherits SIGINT ignored,
+    and a run keeps an ignored SIGINT ignored (as it should for a user): the tests that send
+    themselves a Ctrl-C would then see it do nothing.  So each test starts with Python's default
+    SIGINT handler, whatever the suite inherited, and the inherited one comes back after it.
     """
     before = {sig: signal.getsignal(sig) for sig in StopSignals.SIGNALS}
+    if before[signal.SIGINT] is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     guard = ForwardedCtrlC(launch.run_forwarding_signals)
     monkeypatch.setattr(launch, "run_forwarding_signals", guard)
     yield guard
