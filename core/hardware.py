@@ -125,6 +125,28 @@ def peak_memory_mib(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def thread_contention(threads: int) -> str | None:
+    """A note when other processes hold the cores a CPU run's ``threads`` want, else None.
+
+    Judged from the 1-minute load average (``os.getloadavg``): more than one thread, and the
+    load plus the threads above the cores.  Threads that wait for a busy core slow every step,
+    often several times over; fewer threads then run faster.  None where the load is unknown.
+    """
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):  # no load average on this platform
+        return None
+    cores = os.cpu_count() or 1
+    if threads < 2 or load + threads <= cores + 0.5:
+        return None
+    free = max(1, min(threads - 1, round(cores - load)))
+    return (
+        f"note: the load on this machine is {load:.1f} on {cores} cores, so this run's {threads} threads compete "
+        f"with other processes and each step may take several times longer; with OMP_NUM_THREADS={free} it uses "
+        "only the cores that are free"
+    )
+
+
 def cpu_model() -> str | None:
     """The CPU's name with its family and model numbers from ``/proc/cpuinfo`` (Linux), else ``platform.processor()``.
 

@@ -67,3 +67,18 @@ def test_env_records_the_script_relative_to_the_repository(monkeypatch):
         "--data.cache_dir=/data/cache",
     ]
     assert hardware.recorded_argv(["/elsewhere/tool.py", "-q"]) == ["/elsewhere/tool.py", "-q"]
+
+
+@pytest.mark.parametrize(
+    "load, threads, cores, noted",
+    [(1.0, 2, 2, True), (0.1, 2, 2, False), (1.9, 1, 2, False), (3.0, 4, 8, False), (6.0, 4, 8, True)],
+)
+def test_threads_that_compete_with_other_processes_are_noted(monkeypatch, load, threads, cores, noted):
+    """A run whose threads plus the machine's load exceed its cores gets a note with a thread count that
+    fits the free cores; one thread, or a quiet machine, gets none."""
+    monkeypatch.setattr(hardware.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(hardware.os, "cpu_count", lambda: cores)
+    note = hardware.thread_contention(threads)
+    assert (note is not None) == noted
+    if noted:
+        assert f"this run's {threads} threads compete" in note and "OMP_NUM_THREADS=" in note

@@ -59,6 +59,9 @@ def announce(t: Trainer) -> float:
         f"ranks={t.dist.world_size}",
         flush=True,
     )
+    note = hardware.thread_contention(torch.get_num_threads()) if s.device.type == "cpu" else None
+    if note:
+        t.say(note, flush=True)
     return unigram
 
 
