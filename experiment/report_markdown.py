@@ -93,8 +93,10 @@ def _verdict_line(c: stats.Comparison) -> str:
     n = len(c.diffs)
     head = f"- {c.arm} vs {c.reference}: "
     if c.verdict in ("better", "worse"):
+        near = c.ci[1] if c.verdict == "better" else c.ci[0]  # the interval's end nearest no difference
+        within = f", by less than the ±{c.margin:g} margin not ruled out" if abs(near) < c.margin else ""
         return (
-            head + f"**{c.verdict}** — final val loss {'lower' if c.mean < 0 else 'higher'} by "
+            head + f"**{c.verdict}**{within} — final val loss {'lower' if c.mean < 0 else 'higher'} by "
             f"{_num(abs(c.mean))} nats (95% CI {_ci(c)}; perplexity ×{c.ppl_ratio:.3f}; {n} seeds; "
             f"Holm-adjusted p = {_p(c.p_holm)})"
         )
@@ -151,11 +153,27 @@ def _user_budget_sentence(exp: Experiment) -> str:
     return "The arms differ in budget or size: " + "; ".join(f"{a}: {w}" for a, w in words.items()) + "."
 
 
+def _untuned_caveat(exp: Experiment) -> str:
+    """The line a verdict without tuned learning rates leads with: the rate may decide it, not the arm."""
+    used = {arm: members[0].learning_rate for arm, members in exp.runs.items()}
+    rates = (
+        f"every arm trained at {next(iter(used.values())):g}"
+        if len(set(used.values())) == 1
+        else "the arms trained at " + ", ".join(f"{arm} {lr:g}" for arm, lr in used.items())
+    )
+    return (
+        f"**Learning rates not tuned:** {rates}, tuned for none of them, so a verdict may be the rate's "
+        "rather than the arm's (`--lr-grid` tunes each arm)."
+    )
+
+
 def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: bool) -> list[str]:
     """``## Verdict``: one line per non-reference arm, then the budget held fixed."""
     lines = ["## Verdict", ""]
     if warned:
         lines += ["Not meaningful: see the warning above.", ""]
+    if not exp.tuning:
+        lines += [_untuned_caveat(exp), ""]
     lines += [_verdict_line(c) for c in comps]
     return lines + ["", _budget_sentence(exp), ""]
 

@@ -51,6 +51,20 @@ def test_clearly_better_arm_gets_a_bold_better_with_its_numbers(tmp_path):
     ) in _section(md, "Verdict")
 
 
+def test_a_gain_whose_interval_reaches_inside_the_margin_says_so(tmp_path):
+    """Better on every seed, but the 95% interval's end nearest 0 lies inside ±margin: the verdict says a
+    difference smaller than the margin is not ruled out."""
+    verdict = _section(_md(_exp(tmp_path, [(3.0, 2.996), (3.1, 3.094), (3.2, 3.195), (3.05, 3.045)])), "Verdict")
+    assert "- untied vs tied: **better**, by less than the ±0.01 margin not ruled out — " in verdict
+
+
+def test_a_verdict_without_tuned_rates_leads_with_that_caveat(tmp_path):
+    """No tuning runs: the verdict section opens with the rate every arm used, tuned for none of them."""
+    verdict = _section(_md(_exp(tmp_path, CLEAR)), "Verdict")
+    first = next(line for line in verdict.splitlines()[1:] if line.strip())
+    assert first.startswith("**Learning rates not tuned:** every arm trained at ") and "`--lr-grid`" in first
+
+
 def test_inconclusive_arm_says_how_many_seeds_would_settle_it(tmp_path):
     """Noisy differences: '**inconclusive**' and the rough seeds-needed figure from stats, called an estimate."""
     exp = _exp(tmp_path, NOISY)
