@@ -125,25 +125,51 @@ def peak_memory_mib(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def others_running() -> int | None:
+    """Threads of other processes running or ready to run now: the kernel's count of runnable
+    threads (``/proc/loadavg``'s fourth field) less this process's own (its OpenMP threads may
+    still spin after a matmul), the least of 3 looks 10 ms apart (a passing blip is not load).
+    None where the kernel does not say (not Linux)."""
+    counts = []
+    for i in range(3):
+        try:
+            running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+            counts.append(running - _own_running())
+        except (OSError, IndexError, ValueError):
+            return None
+        if i < 2:
+            time.sleep(0.01)
+    return max(0, min(counts))
+
+
+def _own_running() -> int:
+    """This process's threads in the running state (``/proc/self/task/*/stat``), at least 1: the reader."""
+    own = 0
+    for stat in Path("/proc/self/task").glob("*/stat"):
+        try:
+            own += stat.read_text().rsplit(")", 1)[1].split()[0] == "R"
+        except (OSError, IndexError):
+            continue
+    return max(1, own)
+
+
 def thread_contention(threads: int) -> str | None:
     """A note when other processes hold the cores a CPU run's ``threads`` want, else None.
 
-    Judged from the 1-minute load average (``os.getloadavg``): more than one thread, and the
-    load plus the threads above the cores.  Threads that wait for a busy core slow every step,
-    often several times over; fewer threads then run faster.  None where the load is unknown.
+    Judged from :func:`others_running` (what runs now, not a lagging load average that still
+    counts the run that just ended): more than one thread, and the others plus the threads above
+    the cores.  Threads that wait for a busy core slow every step, often several times over;
+    fewer threads then run faster.  None where the kernel does not say.
     """
-    try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):  # no load average on this platform
-        return None
+    others = others_running()
     cores = os.cpu_count() or 1
-    if threads < 2 or load + threads <= cores + 0.5:
+    if others is None or threads < 2 or others + threads <= cores:
         return None
-    free = max(1, min(threads - 1, round(cores - load)))
+    free = max(1, min(threads - 1, cores - others))
     return (
-        f"note: the load on this machine is {load:.1f} on {cores} cores, so this run's {threads} threads compete "
-        f"with other processes and each step may take several times longer; with OMP_NUM_THREADS={free} it uses "
-        "only the cores that are free"
+        f"note: {others} thread(s) of other processes are running on this machine's {cores} cores, so this run's "
+        f"{threads} threads compete with them and each step may take several times longer; with "
+        f"OMP_NUM_THREADS={free} it uses only the cores that are free"
     )
 
 

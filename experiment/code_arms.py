@@ -11,11 +11,12 @@ the code they ran.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
 from core.errors import UserError
-from core.files import REPO_ROOT
+from core.files import REPO_ROOT, file_lock
 
 WORKTREES = REPO_ROOT / ".worktrees"
 
@@ -40,14 +41,20 @@ def resolve(rev: str) -> str:
             f"unknown revision {rev!r}: give a commit, branch or tag of this repository (git log --oneline)"
         )
     sha = done.stdout.strip()
-    if sha == _git("rev-parse", "HEAD").stdout.strip():
+    if sha == head():
         raise UserError(f"{rev} is the checkout's own commit: the checkout's arms train it already; compare another")
     return sha
 
 
+def head() -> str:
+    """The checkout's own commit (the code its arms train with)."""
+    return _git("rev-parse", "HEAD").stdout.strip()
+
+
 def check_clean() -> None:
-    """Refuse a checkout with uncommitted changes to its code (``results/`` aside)."""
-    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results").stdout.strip()
+    """Refuse a checkout with uncommitted changes or untracked files (``results/`` and what ``.gitignore``
+    keeps out aside): a run records only the commit it trained from."""
+    status = _git("status", "--porcelain", "--untracked-files=normal", "--", ".", ":!results").stdout.strip()
     if status:
         changed = ", ".join(line[3:] for line in status.splitlines()[:3])
         raise UserError(
@@ -57,10 +64,27 @@ def check_clean() -> None:
 
 
 def worktree(sha: str) -> Path:
-    """The worktree of commit ``sha`` (``.worktrees/<sha[:12]>``), added on first use; its ``train.py``'s folder."""
+    """The worktree of commit ``sha`` (``.worktrees/<sha[:12]>``), added on first use and checked on reuse
+    (at ``sha``, unchanged); its ``train.py``'s folder.  Under a lock, so two compare.py add it once; a
+    half-made one (an add cut short) is removed and added again.  Raises :class:`UserError` when git fails."""
     path = WORKTREES / sha[:12]
-    if not (path / "train.py").is_file():
+    WORKTREES.mkdir(parents=True, exist_ok=True)
+    with file_lock(WORKTREES / ".lock"):
+        if (path / "train.py").is_file() and _is_clean_at(path, sha):
+            return path
+        if path.exists():
+            _git("worktree", "remove", "--force", str(path))
+            shutil.rmtree(path, ignore_errors=True)
+            _git("worktree", "prune")
         done = _git("worktree", "add", "--detach", "--force", str(path), sha)
         if done.returncode != 0:
-            raise UserError(f"git worktree add {path} {sha[:12]} failed: {done.stderr.strip().splitlines()[-1]}")
+            why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            raise UserError(f"git worktree add {path} {sha[:12]} failed: {why}")
     return path
+
+
+def _is_clean_at(path: Path, sha: str) -> bool:
+    """Whether the worktree at ``path`` is at commit ``sha`` with no changes."""
+    head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True)
+    status = subprocess.run(["git", "-C", str(path), "status", "--porcelain"], capture_output=True, text=True)
+    return head.stdout.strip() == sha and not status.stdout.strip()

@@ -236,7 +236,8 @@ class RunsBar:
 def power_line(out_dir: Path, arms: list[str], reference: str, seeds: int, margin: float) -> str:
     """The line after the plan: the smallest difference ``seeds`` paired seeds can detect, from the
     seed-to-seed spread of the finished runs in ``out_dir`` (:func:`experiment.stats.detectable_difference`;
-    80% power, 5% two-sided), against the declared ``margin``; or how to learn the spread.
+    80% power, at 5% two-sided divided by the arms compared with the reference: Holm's strictest
+    step), against the declared ``margin``; or how to learn the spread.
 
     Each arm's spread is the sample sd of its per-seed final val loss minus the reference's, over
     the seeds both finished here (named ``<arm>[-lr<rate>]-s<i>``); the largest sd speaks for all.
@@ -253,11 +254,12 @@ def power_line(out_dir: Path, arms: list[str], reference: str, seeds: int, margi
             "pilot (--seeds 3) measures it, and this line then gives the smallest difference the seeds can detect"
         )
     arm, (sd, n) = max(spreads.items(), key=lambda kv: kv[1][0])
-    found = stats.detectable_difference(sd, seeds)
-    need = stats.seeds_for(margin, sd)
+    alpha = 0.05 / max(1, len(arms) - 1)  # Holm's strictest step over the arms compared with the reference
+    found = stats.detectable_difference(sd, seeds, alpha)
+    need = stats.seeds_for(margin, sd, alpha)
     line = (
         f"[compare] power: {arm} − {reference} spreads by {sd:.4f} nats a seed ({n} paired seeds finished here); "
-        f"{seeds} seeds detect a difference of about {found:.4f} nats (80% power, 5% two-sided)"
+        f"{seeds} seeds detect a difference of about {found:.4f} nats (80% power, {100 * alpha:.3g}% two-sided)"
         if found is not None
         else f"[compare] power: {arm} − {reference} spreads by {sd:.4f} nats a seed ({n} paired seeds finished here)"
     )
@@ -273,7 +275,8 @@ def _finished_scores(out_dir: Path, arm: str) -> dict[int, float]:
     for summary in sorted(out_dir.glob("*/summary.json")) if out_dir.is_dir() else []:
         match = pattern.fullmatch(summary.parent.name)
         if match:
-            value = read_json(summary, "run summary").get("final_val_loss")
+            record = read_json(summary, "run summary")
+            value = record.get("final_val_loss") if isinstance(record, dict) else None
             if isinstance(value, (int, float)) and math.isfinite(value):
                 out.setdefault(int(match[1]), float(value))
     return out

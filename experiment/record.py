@@ -13,7 +13,7 @@ from pathlib import Path
 
 from core.errors import UserError
 from core.files import file_lock, read_json, write_json
-from experiment import report
+from experiment import code_arms, report
 from experiment.arms import ARMS
 from experiment.tuning import lr_grid_refusals
 from training.config import RunConfig
@@ -46,14 +46,20 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
     defined = {n: s for n, s in plan.arm_set.settings.items() if n not in ARMS}
     if defined:  # arms defined by settings (--arm): a report reads the run folders' arms from these
         settings["arms"] = defined
+    if any(plan.arm_set.code(n) for n in plan.arms):  # the other arms train with the checkout's code: pin it
+        settings["checkout"] = code_arms.head()
     saved = out_dir / "experiment.json"
     if saved.is_file():
         before = read_json(saved, "experiment settings")
         now = json.loads(json.dumps(settings))
         changed = report.config_changes(before.get("config", {}), settings["config"])
         # Older folders recorded no grid (none was run) and no margin (any may be declared now).
-        was = {"equal_params": before.get("equal_params"), "margin": before.get("margin", now["margin"])}
-        changed += [k for k, v in was.items() if v != now[k]]
+        was = {
+            "equal_params": before.get("equal_params"),
+            "margin": before.get("margin", now["margin"]),
+            "checkout": before.get("checkout", now.get("checkout")),
+        }
+        changed += [k for k, v in was.items() if v != now.get(k)]
         gone = sorted(set(before.get("budgets", [])) - set(plan.budgets))
         changed += [f"budgets (without {', '.join(map(str, gone))} tokens)"] if gone else []
         had = before.get("arms", {})

@@ -248,7 +248,11 @@ def _recorded_arms(paths: list[Path]) -> dict:
 def _commit(path: Path) -> str | None:
     """The git commit a run trained from (``env.json``), or None."""
     env = Path(path) / "env.json"
-    return read_json(env, "run environment").get("git_commit") if env.is_file() else None
+    try:
+        record = read_json(env, "run environment") if env.is_file() else {}
+    except UserError:  # an unreadable env.json names no commit; the report needs nothing else from it
+        return None
+    return record.get("git_commit") if isinstance(record, dict) else None
 
 
 def _same_config(members: list[Run], what: str) -> None:

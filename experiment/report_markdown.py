@@ -162,8 +162,8 @@ def _untuned_caveat(exp: Experiment) -> str:
         else "the arms trained at " + ", ".join(f"{arm} {lr:g}" for arm, lr in used.items())
     )
     return (
-        f"**Learning rates not tuned:** {rates}, tuned for none of them, so a verdict may be the rate's "
-        "rather than the arm's (`--lr-grid` tunes each arm)."
+        f"**Learning rates:** no tuning runs came with these runs ({rates}): where a rate was tuned for "
+        "no arm, a verdict may be the rate's rather than the arm's (`--lr-grid` tunes each arm)."
     )
 
 

@@ -28,15 +28,16 @@ def test_gpu_peaks_come_from_the_datasheet_table(monkeypatch):
 
 
 def test_cpu_peak_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
-    """The probe runs on the first call for a dtype; later calls read the cached figure, which names the
+    """Whatever else runs on the machine (others_running stubbed), The probe runs on the first call for a dtype; later calls read the cached figure, which names the
     dtype, size, threads and date; --measure-peak (remeasure) replaces it."""
     calls = []
+    monkeypatch.setattr(flops.hardware, "others_running", lambda: 0)
     monkeypatch.setattr(flops, "_measure_mm", lambda dtype: calls.append(dtype) or (4.2e11, 4.1e11))
     first = flops.cpu_matmul_peak(torch.bfloat16, cache_dir=tmp_path)
     again = flops.cpu_matmul_peak(torch.bfloat16, cache_dir=tmp_path)
     assert calls == [torch.bfloat16] and first == again and first.flops == 4.2e11
     threads = torch.get_num_threads()
-    assert f"bfloat16 matmul 2048x2048, {threads} threads, best of 7 on this CPU on " in first.source
+    assert f"bfloat16 matmul 2048x2048, {threads} threads, best of 7, measured on this CPU on " in first.source
     assert first.source.endswith("median 2% slower")
     flops.cpu_matmul_peak(torch.float32, cache_dir=tmp_path)
     assert calls == [torch.bfloat16, torch.float32]  # another dtype is another figure
@@ -48,6 +49,7 @@ def test_cpu_peak_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatc
 def test_an_unreadable_cache_is_measured_again(tmp_path, monkeypatch):
     """A corrupt cache file is only a cache: the peak is measured and the file rewritten."""
     (tmp_path / "cpu_matmul_peak.json").write_text("{not json")
+    monkeypatch.setattr(flops.hardware, "others_running", lambda: 0)
     monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (1e11, 1e11))
     assert flops.cpu_matmul_peak(torch.float32, cache_dir=tmp_path).flops == 1e11
     assert json.loads((tmp_path / "cpu_matmul_peak.json").read_text())
@@ -71,10 +73,16 @@ def test_a_job_of_several_devices_is_measured_against_their_summed_peak(monkeypa
 
 
 def test_a_probe_on_a_busy_machine_is_used_once_and_not_cached(tmp_path, monkeypatch):
-    """A probe whose median lagged its best by more than BUSY_SPREAD is returned, said so, and not written."""
+    """A probe whose median lagged its best by more than BUSY_SPREAD, or taken while other processes ran, is
+    returned, said so, and not written."""
+    monkeypatch.setattr(flops.hardware, "others_running", lambda: 0)
     monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (4e11, 2e11))
     peak = flops.cpu_matmul_peak(torch.bfloat16, cache_dir=tmp_path)
     assert peak.flops == 4e11 and "median 100% slower, not cached: the machine was busy" in peak.source
+    assert not (tmp_path / "cpu_matmul_peak.json").exists()
+    monkeypatch.setattr(flops.hardware, "others_running", lambda: 2)
+    monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (4e11, 3.9e11))
+    assert "not cached: the machine was busy" in flops.cpu_matmul_peak(torch.bfloat16, cache_dir=tmp_path).source
     assert not (tmp_path / "cpu_matmul_peak.json").exists()
 
 
@@ -82,6 +90,7 @@ def test_a_poisoned_cached_peak_is_measured_again_and_never_printed_above_100_pe
     """A cached CPU peak below what a run achieved is replaced by a new probe; if the run still beats the
     new one, MFU reads n/a with the fix, never a figure above 100%."""
     monkeypatch.setattr(flops.platformdirs, "user_cache_dir", lambda name: str(tmp_path))
+    monkeypatch.setattr(flops.hardware, "others_running", lambda: 0)
     monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (4e10, 4e10))  # probed while the machine was loaded
     flops.cpu_matmul_peak(torch.bfloat16)
     monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (4e11, 3.9e11))  # the quiet machine's truth

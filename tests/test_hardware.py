@@ -70,15 +70,26 @@ def test_env_records_the_script_relative_to_the_repository(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "load, threads, cores, noted",
-    [(1.0, 2, 2, True), (0.1, 2, 2, False), (1.9, 1, 2, False), (3.0, 4, 8, False), (6.0, 4, 8, True)],
+    "others, threads, cores, noted",
+    [(1, 2, 2, True), (0, 2, 2, False), (2, 1, 2, False), (3, 4, 8, False), (6, 4, 8, True), (None, 2, 2, False)],
 )
-def test_threads_that_compete_with_other_processes_are_noted(monkeypatch, load, threads, cores, noted):
-    """A run whose threads plus the machine's load exceed its cores gets a note with a thread count that
-    fits the free cores; one thread, or a quiet machine, gets none."""
-    monkeypatch.setattr(hardware.os, "getloadavg", lambda: (load, load, load))
+def test_threads_that_compete_with_other_processes_are_noted(monkeypatch, others, threads, cores, noted):
+    """A run whose threads plus the threads running elsewhere now exceed its cores gets a note with a thread
+    count that fits the free cores; one thread, a quiet machine or an unknown load gets none."""
+    monkeypatch.setattr(hardware, "others_running", lambda: others)
     monkeypatch.setattr(hardware.os, "cpu_count", lambda: cores)
     note = hardware.thread_contention(threads)
     assert (note is not None) == noted
     if noted:
         assert f"this run's {threads} threads compete" in note and "OMP_NUM_THREADS=" in note
+
+
+def test_others_running_reads_the_kernels_runnable_count_less_the_reader(monkeypatch, tmp_path):
+    """/proc/loadavg's fourth field counts runnable threads, this process's included: 3/410 with one
+    of its own running is 2 others."""
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("1.50 1.20 0.90 3/410 12345\n")
+    real = hardware.Path
+    monkeypatch.setattr(hardware, "Path", lambda p: loadavg if p == "/proc/loadavg" else real(p))
+    monkeypatch.setattr(hardware, "_own_running", lambda: 1)
+    assert hardware.others_running() == 2

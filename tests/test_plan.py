@@ -153,6 +153,6 @@ def test_the_power_line_gives_what_the_seeds_can_detect_from_the_spread_seen(tmp
     line = plan.power_line(tmp_path, ["tied", "untied"], "tied", 5, 0.01)
     sd = statistics.stdev([0.02, -0.01, 0.03])
     assert f"untied − tied spreads by {sd:.4f} nats a seed (3 paired seeds finished here)" in line
-    assert f"5 seeds detect a difference of about {stats.detectable_difference(sd, 5):.4f} nats" in line
+    assert f"5 seeds detect a difference of about {stats.detectable_difference(sd, 5):.4f} nats (80% power, 5% " in line
     assert f"the declared margin ±0.01 needs about {stats.seeds_for(0.01, sd)} seeds: raise --seeds" in line
     assert "a pilot (--seeds 3) measures it" in plan.power_line(tmp_path / "none", ["tied", "untied"], "tied", 5, 0.01)

@@ -59,10 +59,11 @@ def test_a_gain_whose_interval_reaches_inside_the_margin_says_so(tmp_path):
 
 
 def test_a_verdict_without_tuned_rates_leads_with_that_caveat(tmp_path):
-    """No tuning runs: the verdict section opens with the rate every arm used, tuned for none of them."""
+    """No tuning runs: the verdict section opens with the rate every arm used and what an untuned rate means."""
     verdict = _section(_md(_exp(tmp_path, CLEAR)), "Verdict")
     first = next(line for line in verdict.splitlines() if line.strip() and not line.startswith("#"))
-    assert first.startswith("**Learning rates not tuned:** every arm trained at ") and "`--lr-grid`" in first
+    assert first.startswith("**Learning rates:** no tuning runs came with these runs (every arm trained at ")
+    assert "`--lr-grid`" in first
 
 
 def test_inconclusive_arm_says_how_many_seeds_would_settle_it(tmp_path):

@@ -71,7 +71,7 @@ def fake_experiment(tmp_path, monkeypatch):
     corpus.write_text("To be, or not to be: that is the question.\n" * 300)
     state = {"fail_above": math.inf, "on_run": None}
 
-    def fake_run_arm(base_argv, out_dir, name, extra, resume_argv):
+    def fake_run_arm(base_argv, out_dir, name, extra, resume_argv, train_py=launch.TRAIN_PY):
         lr = float(next(a for a in extra if a.startswith("--train.learning_rate=")).split("=")[1])
         if lr > state["fail_above"]:
             raise UserError(f"training {name} failed (diverged)")
