@@ -29,7 +29,6 @@ from core.errors import UserError
 from model.config import GPTConfig
 from model.head_loss import fused_linear_cross_entropy, linear_cross_entropy, padded_head
 from model.kv_cache import KVCache
-from model.param_groups import adamw_groups
 from model.sampling import check_sampling, row_generators, sample_next
 from model.sdpa import causal_attention
 
@@ -296,8 +295,42 @@ class GPT(nn.Module):
         embedding_lr_scale: float = 1.0,
         head_lr_scale: float = 1.0,
     ) -> list[dict]:
-        """AdamW parameter groups (``weight_decay``, ``lr_scale`` each): :func:`model.param_groups.adamw_groups`."""
-        return adamw_groups(self, weight_decay, embedding_weight_decay, embedding_lr_scale, head_lr_scale)
+        """AdamW parameter groups: decay weights with ``dim >= 2``; never biases or LayerNorm gains.
+
+        ``embedding_weight_decay`` sets the policy for the embedding matrices -- ``wte``, ``wpe``
+        and ``lm_head`` (the output embedding), tied or not, so both arms of a comparison get the
+        same treatment: True decays them (nanoGPT), False does not (minGPT).  ``named_parameters()``
+        de-duplicates shared parameters, so a tied matrix lands in exactly one group, once.
+
+        Each group carries ``lr_scale``, its learning rate as a multiple of the schedule's.  With
+        both scales 1 there are two groups (decayed, not decayed).  Otherwise ``wte`` (the tied
+        matrix, if tied) gets a group at ``embedding_lr_scale`` and an untied ``lm_head.weight``
+        one at ``head_lr_scale`` (nanochat's separate embedding / unembedding learning rates).
+        """
+        embeddings = {id(self.wte.weight), id(self.wpe.weight), id(self.lm_head.weight)}
+        params = [p for _, p in self.named_parameters() if p.requires_grad]
+
+        def decays(p: torch.Tensor) -> bool:
+            return p.dim() >= 2 and (embedding_weight_decay or id(p) not in embeddings)
+
+        def group(ps: list, scale: float = 1.0) -> dict:
+            return {"params": ps, "weight_decay": weight_decay if decays(ps[0]) else 0.0, "lr_scale": scale}
+
+        if embedding_lr_scale == 1.0 and head_lr_scale == 1.0:
+            return [
+                {"params": [p for p in params if decays(p)], "weight_decay": weight_decay, "lr_scale": 1.0},
+                {"params": [p for p in params if not decays(p)], "weight_decay": 0.0, "lr_scale": 1.0},
+            ]
+        own = {id(self.wte.weight), id(self.lm_head.weight)}
+        body = [p for p in params if id(p) not in own]
+        groups = [
+            {"params": [p for p in body if decays(p)], "weight_decay": weight_decay, "lr_scale": 1.0},
+            {"params": [p for p in body if not decays(p)], "weight_decay": 0.0, "lr_scale": 1.0},
+            group([self.wte.weight], embedding_lr_scale),
+        ]
+        if not self.tied:
+            groups.append(group([self.lm_head.weight], head_lr_scale))
+        return groups
 
     def flops_per_token(self, seq_len: int | None = None) -> float:
         """Training FLOPs per token: ``6 N + 12 L H Q T`` (PaLM appendix B, as in nanoGPT).
