@@ -25,35 +25,16 @@ import argparse
 import sys
 import time
 
-from core.cli import ArgumentParser, os_error_message
+from core.cli import os_error_message
 from core.errors import Interrupted, UserError
 from training import ddp
-from training.config import parse_cli
 from training.loop import train
-from training.setup import setup_run
+from training.setup import parse_train_args, setup_run
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     """Parse the command line into (fixed flags, typed ``--section.key`` overrides)."""
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="TOML file of config overrides, e.g. configs/shakespeare.toml.")
-    parser.add_argument(
-        "--run-name", help="Run folder name under train.out_dir (default: <config>-<tied|untied>-<time>)."
-    )
-    parser.add_argument("--resume", action="store_true", help="Continue the run --run-name from its ckpt_last.pt.")
-    parser.add_argument(
-        "--branch-from",
-        metavar="RUN@STEP",
-        help="Start the new run --run-name from a WSD trunk's checkpoint at STEP (kept by its train.save_at) and "
-        "run its own cooldown to --train.max_iters, e.g. --branch-from runs/trunk@781 --train.max_iters=977.",
-    )
-    parser.add_argument(
-        "--init-from",
-        metavar="FOLDER",
-        help="Start from GPT-2 weights: a Hugging Face folder "
-        "(save_pretrained) or hub id; the model shape comes from its config (needs transformers).",
-    )
-    return parse_cli(parser, argv)
+    return parse_train_args(argv, __doc__)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,7 @@ from core.files import file_lock, read_json, write_json
 from experiment import report, schedules
 from experiment.arms import PRESETS, ArmSet
 from training.config import RunConfig
+from training.setup import parse_train_args, resolve_new
 from training.schedule import get_lr
 
 ADOPTED_FILE = "adopted.json"
@@ -89,10 +90,7 @@ def identify(
 def expected_config(argv: list[str], vocab_size: int) -> RunConfig:
     """The config ``train.py ARGV`` would write to ``config.json`` for a new run (settings it derives resolved)."""
     # The command line the experiment runs, read as train.py reads it.
-    from train import parse_args
-    from training.setup import resolve_new
-
-    args, overrides = parse_args(argv)
+    args, overrides = parse_train_args(argv)
     cfg = resolve_new(args.config, overrides)
     cfg.model.vocab_size = vocab_size  # set from the tokenizer when the run starts
     return cfg

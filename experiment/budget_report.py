@@ -25,7 +25,6 @@ its first lines.  A budget is read on the seeds that finished every arm at every
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +36,11 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
 from core.errors import UserError
-from core.files import atomic_write_bytes, read_json, write_text_atomic
+from core.files import read_json, write_text_atomic
 from experiment import stats
 from experiment.arms import ArmSet, with_recorded
 from experiment.budgets import label
+from experiment.figures import save_figure
 from experiment.report import flatten
 
 matplotlib.use("Agg")
@@ -346,16 +346,6 @@ def delta_figure(ro: BudgetReadout) -> Figure | None:
     return fig
 
 
-def _save(fig: Figure | None, out_dir: Path) -> str | None:
-    """Write ``fig`` to ``out_dir/delta_vs_tokens.png`` (96 dpi, atomically); its name, or None."""
-    if fig is None:
-        return None
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=96)
-    atomic_write_bytes(out_dir / DELTA_FIGURE, buf.getvalue())
-    return DELTA_FIGURE
-
-
 def _verdict(b: BestVsBest, margin: float) -> str:
     """The verdict in bold, and when better or worse, whether a difference inside the margin is ruled out."""
     near = b.ci[1] if b.verdict == "better" else b.ci[0]
@@ -467,7 +457,7 @@ def write_budget_report(out_dir: Path, reference: str, command: str) -> Path:
         raise UserError(f"{out_dir} is not a --budgets experiment (its experiment.json lists no budgets)")
     margin = settings.get("margin_bpb", settings.get("margin"))
     ro = readout(out_dir, settings["budgets"], reference, margin, with_recorded(settings.get("arms")))
-    figure = _save(delta_figure(ro), out_dir)
+    figure = save_figure(delta_figure(ro), out_dir, DELTA_FIGURE)
     title = f"Does the answer change with the training budget? {out_dir.name}"
     path = out_dir / REPORT
     write_text_atomic(path, render(ro, title, command, figure))

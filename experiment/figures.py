@@ -53,7 +53,7 @@ def _colour(exp: Experiment, arm: str) -> str:
     return f"C{exp.arms.index(arm) % 10}"
 
 
-def _log_x(ax) -> None:
+def log_x(ax) -> None:
     """A log-scale x axis with plain tick labels (``6``, ``20``, ``2e-03``) on the major and, over a
     narrow range, the minor ticks."""
     ax.set_xscale("log")
@@ -131,7 +131,7 @@ def val_loss_figure(exp: Experiment) -> Figure | None:
     low, high = min(plotted), max(plotted)
     pad = 0.04 * (high - low) or 0.05
     ax.set_ylim(low - pad, high + pad)
-    _log_x(ax)
+    log_x(ax)
     ax.set_xlabel(_step_label(exp, fig.get_figwidth()))
     ax.set_ylabel("val loss (nats/token)")
     ax.set_title(f"Val loss vs step, {len(exp.arms)} arms × {len(exp.seeds)} seeds (periodic evals)")
@@ -175,7 +175,7 @@ def _paired_panel(ax, exp: Experiment, arm: str) -> bool:
         linewidth=0,
         label=f"equivalence margin ±δ (δ = {exp.margin:g} nats)",
     )
-    _log_x(ax)
+    log_x(ax)
     ax.set_title(f"{arm} − {exp.reference}")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize="small")
@@ -234,7 +234,7 @@ def loss_vs_lr_figure(exp: Experiment) -> Figure | None:
         label="chosen learning rate",
     )
     seeds = sorted({r.seed for members in exp.tuning.values() for r in members})
-    _log_x(ax)
+    log_x(ax)
     ax.set_xlabel("peak learning rate (log scale)")
     ax.set_ylabel("final val loss (nats/token)")
     ax.set_title(f"Learning-rate grid: tuning-seed runs only (seed {', '.join(map(str, seeds))})")
@@ -243,7 +243,7 @@ def loss_vs_lr_figure(exp: Experiment) -> Figure | None:
     return fig
 
 
-def _save(fig: Figure | None, out_dir: Path, name: str) -> str | None:
+def save_figure(fig: Figure | None, out_dir: Path, name: str) -> str | None:
     """Write ``fig`` to ``out_dir/name`` as PNG; the name, or None when there is no figure."""
     if fig is None:
         return None
@@ -256,17 +256,17 @@ def _save(fig: Figure | None, out_dir: Path, name: str) -> str | None:
 
 def plot_val_loss(exp: Experiment, out_dir: Path) -> str | None:
     """Write ``val_loss_vs_step.png`` (:func:`val_loss_figure`); its name, or None."""
-    return _save(val_loss_figure(exp), out_dir, VAL_LOSS)
+    return save_figure(val_loss_figure(exp), out_dir, VAL_LOSS)
 
 
 def plot_paired_difference(exp: Experiment, out_dir: Path) -> str | None:
     """Write ``paired_difference_vs_step.png`` (:func:`paired_difference_figure`); its name, or None."""
-    return _save(paired_difference_figure(exp), out_dir, PAIRED)
+    return save_figure(paired_difference_figure(exp), out_dir, PAIRED)
 
 
 def plot_loss_vs_lr(exp: Experiment, out_dir: Path) -> str | None:
     """Write ``loss_vs_lr.png`` (:func:`loss_vs_lr_figure`); its name, or None without tuning runs."""
-    return _save(loss_vs_lr_figure(exp), out_dir, LOSS_VS_LR)
+    return save_figure(loss_vs_lr_figure(exp), out_dir, LOSS_VS_LR)
 
 
 def plot_all(exp: Experiment, out_dir: Path) -> list[str]:

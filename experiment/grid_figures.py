@@ -14,7 +14,7 @@ from pathlib import Path
 import matplotlib
 from matplotlib.figure import Figure
 
-from experiment.figures import _log_x, _save
+from experiment.figures import log_x, save_figure
 from experiment.grid_report import GridCell
 
 matplotlib.use("Agg")
@@ -89,7 +89,7 @@ def gap_figure(rows: list[dict]) -> Figure | None:
             band = mine[0].get("band_bpb", mine[0]["margin"] * mine[0]["bpb_per_nat"])
             for sign in (1, -1):
                 ax.axhline(sign * band, color=f"C{j}", linestyle=":", linewidth=1)
-        _log_x(ax)
+        log_x(ax)
         ax.set_xlabel("non-embedding parameters (log scale)")
         ax.set_ylabel(f"Δ val bits per byte ({arm} − {rows[0]['reference']})")
         ax.set_title(f"{arm} vs {rows[0]['reference']}: below 0, {arm} is better")
@@ -128,7 +128,7 @@ def loss_figure(rows: list[dict], cells: list[GridCell]) -> Figure | None:
             linewidth=1.2,
             label=f"{tok} · {arm}",
         )
-    _log_x(ax)
+    log_x(ax)
     ax.set_xlabel("parameters (log scale; a tied matrix counted once)")
     ax.set_ylabel("final val bits per byte (mean over seeds)")
     ax.set_title("Val bits per byte against parameters: every arm, every size, every tokenizer")
@@ -139,5 +139,8 @@ def loss_figure(rows: list[dict], cells: list[GridCell]) -> Figure | None:
 
 def plot_grid(rows: list[dict], cells: list[GridCell], out_dir: Path) -> list[str]:
     """Write the grid's figures into ``out_dir``; the names of those drawn."""
-    names = [_save(gap_figure(rows), out_dir, GAP), _save(loss_figure(rows, cells), out_dir, LOSS_VS_PARAMS)]
+    names = [
+        save_figure(gap_figure(rows), out_dir, GAP),
+        save_figure(loss_figure(rows, cells), out_dir, LOSS_VS_PARAMS),
+    ]
     return [n for n in names if n]

@@ -19,6 +19,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from core import hardware
+from core.cli import ArgumentParser
 from core.errors import UserError
 from data.loader import TokenData
 from data.prepare import prepare_from_config
@@ -27,7 +28,7 @@ from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
 from training import ddp, faults, runs
 from training.branch import branch_config, check_trunk, parse_branch_from
-from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, parse_config
+from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, parse_cli, parse_config
 from training.gpt2 import init_from_overrides
 from training.schedule import schedule_note
 from training.step import configure_head, resolve_head_loss
@@ -155,6 +156,33 @@ def resolve_new(config: str | None, overrides: dict) -> RunConfig:
     if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
         tc.dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
     return cfg
+
+
+def parse_train_args(argv: list[str] | None, description: str | None = None) -> tuple[argparse.Namespace, dict]:
+    """``train.py``'s command line: ``(fixed flags, typed --section.key overrides)``.
+
+    Here rather than in ``train.py`` so that what reads a run's command line as ``train.py`` does
+    (``compare.py --adopt``) need not import a command.
+    """
+    parser = ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="TOML file of config overrides, e.g. configs/shakespeare.toml.")
+    parser.add_argument(
+        "--run-name", help="Run folder name under train.out_dir (default: <config>-<tied|untied>-<time>)."
+    )
+    parser.add_argument("--resume", action="store_true", help="Continue the run --run-name from its ckpt_last.pt.")
+    parser.add_argument(
+        "--branch-from",
+        metavar="RUN@STEP",
+        help="Start the new run --run-name from a WSD trunk's checkpoint at STEP (kept by its train.save_at) and "
+        "run its own cooldown to --train.max_iters, e.g. --branch-from runs/trunk@781 --train.max_iters=977.",
+    )
+    parser.add_argument(
+        "--init-from",
+        metavar="FOLDER",
+        help="Start from GPT-2 weights: a Hugging Face folder "
+        "(save_pretrained) or hub id; the model shape comes from its config (needs transformers).",
+    )
+    return parse_cli(parser, argv)
 
 
 @dataclass
