@@ -48,7 +48,7 @@ from experiment.budgets import parse_budgets
 from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
 from experiment.grid_readout import Readout, parse_contrast, parse_slope_within
-from experiment.report import arms_of_runs
+from experiment.report import OUTCOMES, arms_of_runs
 from experiment.runner import VERDICT_FILE, Plan, run_budget_experiment, run_experiment, write_report
 from training.config import parse_cli
 
@@ -204,6 +204,13 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
         "e.g. --slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128.",
     )
     p.add_argument(
+        "--outcome",
+        choices=tuple(OUTCOMES),
+        help="What the verdict reads, declared before the runs: loss (the final val loss, default) or tokens-per-s "
+        "(a systems change: each run's median tokens/s, the arms of a seed trained one after another; --margin is "
+        "then a fraction, e.g. 0.02 for ±2%%).",
+    )
+    p.add_argument(
         "--fail-on",
         choices=("worse", "not-better"),
         help="Exit 1 when an arm is worse than the reference (worse), or anything but better (not-better), "
@@ -234,6 +241,8 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
             "give either run folders to report on, or --config/--name/--lr-grid/overrides to train: not both"
         )
     _check_budgets(args, overrides)
+    if args.outcome == "tokens-per-s" and (args.grid or args.budgets):
+        raise UserError("--outcome tokens-per-s reads one experiment's speed: --grid and --budgets read bits per byte")
     if args.fail_on and (args.grid or args.budgets):
         raise UserError("--fail-on gates one experiment's verdict: drop --grid / --budgets, or read their reports")
     args.adopt = parse_adopt(args.adopt)
@@ -332,6 +341,15 @@ def declared_margin(out_dir: Path, given: float | None) -> tuple[float, bool]:
     if declared is not None:
         return declared, True
     return (given if given is not None else DEFAULT_MARGIN), False
+
+
+def declared_outcome(out_dir: Path, given: str | None) -> str:
+    """The outcome the experiment folder declared (experiment.json), checked against ``--outcome`` if given."""
+    saved = out_dir / "experiment.json"
+    declared = read_json(saved, "experiment settings").get("outcome", "loss") if saved.is_file() else None
+    if declared is not None and given is not None and given != declared:
+        raise UserError(f"{saved} declared --outcome {declared} before the runs: report with it (drop --outcome)")
+    return declared or given or "loss"
 
 
 def check_run_folders(paths: list[Path]) -> None:
@@ -465,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
             reported = [p for p in args.runs if p not in tuning]
             margin, declared = declared_margin(Path(args.runs[0]).resolve().parent, args.margin)
             arm_set, reference = arms_of_runs([*reported, *tuning], args.reference)
+            outcome = declared_outcome(Path(args.runs[0]).resolve().parent, args.outcome)
         else:
             margin, declared = (DEFAULT_MARGIN if args.margin is None else args.margin), True
             plan = Plan(
@@ -482,13 +501,14 @@ def main(argv: list[str] | None = None) -> int:
                 args.budgets,
                 args.jobs or 0,
                 args.arm_set,
+                args.outcome or "loss",
             )
             if args.budgets:
                 return _budgets(plan, command)
             if args.grid:
                 return _grid(plan, args.grid, prompts, command, Readout(args.margin_bpb))
             reported, tuning, out_dir = run_experiment(plan)
-            arm_set, reference = plan.arm_set, plan.reference
+            arm_set, reference, outcome = plan.arm_set, plan.reference, plan.outcome
         path, meaningful = write_report(
             reported,
             tuning,
@@ -501,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
             args.margin_bpb,
             arm_set,
             declared,
+            outcome,
         )
         print(path.read_text())
         print(f"[compare] report: {path}")

@@ -41,6 +41,8 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
         "lr_widen": plan.lr_widen,
         "margin": plan.margin,
     }
+    if plan.outcome != "loss":  # what the verdict reads, declared before the runs
+        settings["outcome"] = plan.outcome
     if plan.budgets:  # the budget axis (its trunks may grow to a larger last budget; no budget may go)
         settings["budgets"] = plan.budgets
     defined = {n: s for n, s in plan.arm_set.settings.items() if n not in ARMS}
@@ -58,6 +60,7 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
             "equal_params": before.get("equal_params"),
             "margin": before.get("margin", now["margin"]),
             "checkout": before.get("checkout", now.get("checkout")),
+            "outcome": before.get("outcome"),
         }
         changed += [k for k, v in was.items() if v != now.get(k)]
         gone = sorted(set(before.get("budgets", [])) - set(plan.budgets))

@@ -107,6 +107,7 @@ class Experiment:
     bookkeeping: dict[str, tuple] = field(default_factory=dict)  # differences with no effect on the maths
     tuning: dict[str, list[Run]] = field(default_factory=dict)  # arm -> learning-rate grid runs (tuning seed)
     arm_set: ArmSet = PRESETS  # what each arm is (its settings, a description)
+    outcome: str = "loss"  # what the verdict reads (OUTCOMES), declared before the runs
 
     @property
     def arms(self) -> list[str]:
@@ -298,6 +299,7 @@ def check_experiment(
     margin: float = 0.01,
     tuning: list[Run] | None = None,
     arm_set: ArmSet = PRESETS,
+    outcome: str = "loss",
 ) -> Experiment:
     """Group runs into a fair multi-arm experiment, or raise :class:`UserError` saying why not.
 
@@ -342,7 +344,7 @@ def check_experiment(
     _check_sizes(arms, {arm: {k: v for k, v in d.items() if k not in arm_set.keys} for arm, d in differences.items()})
     schedules.check_schedules([r for members in arms.values() for r in members] + (tuning or []))
     grid = _check_tuning(tuning or [], seeds, arms)
-    return Experiment(arms, seeds, reference, margin, differences, bookkeeping, grid, arm_set)
+    return Experiment(arms, seeds, reference, margin, differences, bookkeeping, grid, arm_set, outcome)
 
 
 def _check_sizes(arms: dict[str, list[Run]], differences: dict[str, dict]) -> None:
@@ -372,11 +374,24 @@ def _check_tuning(tuning: list[Run], seeds: list[int], arms: dict[str, list[Run]
     return {arm: sorted(members, key=lambda r: r.learning_rate) for arm, members in grid.items()}
 
 
+# What a verdict may read, declared before the runs (``compare.py --outcome``): the final val loss
+# (nats/token), or a systems change's speed: each run's median tokens/s, compared as -ln(tokens/s) so
+# that lower is better and a difference is a ratio (-0.02: 2% faster); its margin is a fraction.
+OUTCOMES = {"loss": "final val loss (nats/token)", "tokens-per-s": "speed (-ln of the median tokens/s)"}
+
+
+def outcome_value(run: Run, outcome: str) -> float:
+    """``run``'s value of ``outcome`` (:data:`OUTCOMES`), lower is better."""
+    if outcome == "tokens-per-s":
+        return -math.log(run.summary["tokens_per_s_median"])
+    return run.score
+
+
 def comparisons(exp: Experiment) -> list[stats.Comparison]:
-    """Each arm against the reference on the final score, paired by seed; Holm-adjusted over the arms."""
-    ref = [r.score for r in exp.runs[exp.reference]]
+    """Each arm against the reference on the declared outcome, paired by seed; Holm-adjusted over the arms."""
+    ref = [outcome_value(r, exp.outcome) for r in exp.runs[exp.reference]]
     found = [
-        stats.compare_paired(arm, exp.reference, [r.score for r in members], ref, exp.margin)
+        stats.compare_paired(arm, exp.reference, [outcome_value(r, exp.outcome) for r in members], ref, exp.margin)
         for arm, members in exp.runs.items()
         if arm != exp.reference
     ]
@@ -426,15 +441,15 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
     tuned = bool(exp.tuning)
     record = {
         "schema": VERDICT_SCHEMA,
-        "outcome": "final_val_loss",
-        "unit": "nats/token",
+        "outcome": "final_val_loss" if exp.outcome == "loss" else "tokens_per_s",
+        "unit": "nats/token" if exp.outcome == "loss" else "-ln(tokens/s): lower is faster",
         "reference": exp.reference,
         "arms": {arm: exp.arm_set.settings.get(arm, {}) for arm in exp.arms},
         "seeds": exp.seeds,
         "margin": exp.margin,
         "margin_declared": margin_declared,
         "learning_rates_tuned": tuned,
-        "values": {arm: [r.score for r in members] for arm, members in exp.runs.items()},
+        "values": {arm: [outcome_value(r, exp.outcome) for r in members] for arm, members in exp.runs.items()},
         "comparisons": [_comparison_record(c) for c in comparisons(exp)],
     }
     if margin_bpb is not None:

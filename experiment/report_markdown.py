@@ -18,6 +18,7 @@ the arm's loss is lower (better).
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from pathlib import Path
@@ -85,6 +86,26 @@ def baseline_warning(exp: Experiment) -> str | None:
         f"that knows only how often each token occurs: {detail}. They have not learned from context yet, so the "
         f"verdicts below say nothing about the arms. Train longer (raise --train.max_iters) or check the config "
         f"(learning rate, warmup, data), then compare again."
+    )
+
+
+def _speed_line(c: stats.Comparison) -> str:
+    """A speed comparison (``--outcome tokens-per-s``) in words: Δ of -ln(tokens/s) read back as a percentage."""
+
+    def pct(x: float) -> str:  # a Δ of -ln(tokens/s) as the arm's speed relative to the reference
+        return f"{100 * (math.exp(-x) - 1):+.1f}%".replace("-", "−")
+
+    n = len(c.diffs)
+    ci = "n/a" if not all(map(math.isfinite, c.ci)) else f"[{pct(c.ci[1])}, {pct(c.ci[0])}]"
+    word = {"better": "faster", "worse": "slower"}.get(c.verdict)
+    verdict = (
+        f"**{word}**"
+        if word
+        else (f"**as fast within ±{100 * c.margin:g}%**" if c.verdict == "equivalent" else "**inconclusive**")
+    )
+    return (
+        f"- {c.arm} vs {c.reference}: {verdict} — tokens/s {pct(c.mean)} (95% CI {ci}; Holm-adjusted p = "
+        f"{_p(c.p_holm)}; TOST p at ±{100 * c.margin:g}% = {_p(c.p_tost)}; {n} interleaved seed pair{'s' if n != 1 else ''})"
     )
 
 
@@ -174,17 +195,20 @@ def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: boo
         lines += ["Not meaningful: see the warning above.", ""]
     if not exp.tuning:
         lines += [_untuned_caveat(exp), ""]
-    lines += [_verdict_line(c) for c in comps]
+    lines += [_speed_line(c) if exp.outcome == "tokens-per-s" else _verdict_line(c) for c in comps]
     return lines + ["", _budget_sentence(exp), ""]
 
 
 def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
     """``## Paired statistics``: one row per non-reference arm, and how each number was computed."""
+    speed = exp.outcome == "tokens-per-s"
     lines = [
-        "## Paired statistics (final val loss, arm − reference, paired by seed)",
+        "## Paired statistics ("
+        + ("−ln tokens/s" if speed else "final val loss")
+        + ", arm − reference, paired by seed)",
         "",
         "| arm | per seed | mean | 95% CI | paired t p | Holm p | Wilcoxon p | sign-test p | d_z | "
-        f"perplexity ratio | TOST p (±{exp.margin:g}) | verdict | seeds needed |",
+        f"{'time-per-token ratio' if speed else 'perplexity ratio'} | TOST p (±{exp.margin:g}) | verdict | seeds needed |",
         "|" + "---|" * 13,
     ]
     for c in comps:
@@ -194,11 +218,17 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
             f"{_p(c.p_holm)} | {_p(c.p_wilcoxon)} | {_p(c.p_sign)} | {_num(c.d_z, 2)} | {c.ppl_ratio:.4f} | "
             f"{_p(c.p_tost)} | {c.verdict} | {needed} |"
         )
+    unit = (
+        "−ln tokens/s (negative = the arm is faster; −0.02 is about 2% faster), the runs of a seed trained one "
+        "after another so machine noise hits both alike"
+        if speed
+        else "nats/token (negative = the arm is better)"
+    )
     return lines + [
         "",
         (
-            f"Differences are arm − reference in nats/token (negative = the arm is better). The equivalence margin "
-            f"±{exp.margin:g} nats was declared before the runs. The CI is the paired t interval "
+            f"Differences are arm − reference in {unit}. The equivalence margin "
+            f"±{exp.margin:g} {'(a fraction of the speed)' if speed else 'nats'} was declared before the runs. The CI is the paired t interval "
             "(`scipy.stats.ttest_rel`, n − 1 degrees of freedom); TOST is statsmodels' `ttost_paired` at ±margin; "
             'the Holm adjustment over the arms is statsmodels\' `multipletests(method="holm")`; the Wilcoxon '
             "signed-rank and exact sign tests are scipy's; d_z is mean / sd of the differences; the perplexity ratio "
@@ -346,7 +376,7 @@ def render_markdown(
     lines += _verdict_section(exp, comps, warning is not None)
     lines += _bpb_section(exp, margin_bpb) if margin_bpb is not None else []
     lines += _stats_section(exp, comps)
-    lines += _compute_section(exp, comps)
+    lines += _compute_section(exp, comps) if exp.outcome == "loss" else []
     lines += _lr_section(exp)
     lines += setup_section(exp)
     lines += arm_section(exp)

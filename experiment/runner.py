@@ -51,6 +51,7 @@ class Plan:
     budgets: list[int] = field(default_factory=list)  # token budgets (--budgets): a WSD trunk and a branch per budget
     jobs: int = 1  # train.py processes at once (--jobs)
     arm_set: ArmSet = PRESETS  # what each of ``arms`` sets (presets, or arms defined with --arm)
+    outcome: str = "loss"  # what the verdict reads (experiment.report.OUTCOMES), declared before the runs
 
 
 @dataclass
@@ -235,7 +236,8 @@ def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.
         what += f"; up to {2 * plan.lr_widen * len(plan.arms)} more past the grid's edges" if plan.lr_widen else ""
     params = {arm: arm_params(cmds.cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
     print(plan_line(cmds.out_dir, runs, states, params, cmds.cfg.train.max_iters, timing, what), flush=True)
-    print(power_line(cmds.out_dir, plan.arms, plan.reference, plan.seeds, plan.margin), flush=True)
+    if plan.outcome == "loss":  # the spread it reads is of the final val loss
+        print(power_line(cmds.out_dir, plan.arms, plan.reference, plan.seeds, plan.margin), flush=True)
     return RunsBar(len(runs), sum(s in ("finished", "adopted") for s in states))
 
 
@@ -327,6 +329,7 @@ def write_report(
     margin_bpb: float | None = None,
     arm_set: ArmSet = PRESETS,
     margin_declared: bool = True,
+    outcome: str = "loss",
 ) -> tuple[Path, bool]:
     """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures) and
     ``out_dir/verdict.json`` (:func:`report.verdict_record`; ``margin_declared`` goes into it).
@@ -338,7 +341,7 @@ def write_report(
     :func:`report_markdown.baseline_warning` (a run did not beat the unigram baseline).
     """
     exp = report.check_experiment(
-        report.load_runs(paths, arm_set), reference, margin, report.load_runs(tuning, arm_set), arm_set
+        report.load_runs(paths, arm_set), reference, margin, report.load_runs(tuning, arm_set), arm_set, outcome
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     names = figures.plot_all(exp, out_dir)

@@ -204,3 +204,30 @@ def test_fail_on_with_a_bpb_margin_falls_back_to_nats_when_runs_lack_bpb(tmp_pat
     """Runs without final_val_bpb: --margin-bpb has nothing to gate on, so the nats verdict (worse) gates."""
     paths = _dropout_runs(tmp_path, {0.0: [3.00, 3.01, 3.02], 0.1: [3.05, 3.06, 3.07]})
     assert compare.main([str(p) for p in paths] + ["--fail-on", "worse", "--margin-bpb", "0.02"]) == 1
+
+
+def _speed_runs(root, speeds: dict[str, list[float]]) -> list:
+    """Tied runs of two code arms' worth of speed: the same loss, median tokens/s as given, per seed."""
+    return [
+        fake_run(root, f"{name}-s{s}", True, 1337 + s, 3.0, summary={"tokens_per_s_median": tps}, settings=settings)
+        for name, settings in (("a", {"model.dropout": 0.0}), ("b", {"model.dropout": 0.1}))
+        for s, tps in enumerate(speeds[name])
+    ]
+
+
+def test_the_speed_outcome_reads_tokens_per_s_as_a_ratio(tmp_path):
+    """--outcome tokens-per-s: each pair's -ln tokens/s difference; b 5% faster on every seed is 'faster' by
+    about 5%, in the verdict line and in verdict.json's outcome."""
+    paths = _speed_runs(tmp_path, {"a": [1000, 1100, 900, 1050], "b": [1050, 1156, 944, 1103]})
+    assert compare.main([str(p) for p in paths] + ["--outcome", "tokens-per-s", "--margin", "0.02"]) == 0
+    md = (tmp_path / "report.md").read_text()
+    line = next(x for x in md.splitlines() if x.startswith("- model.dropout=0.1 vs model.dropout=0.0:"))
+    assert "**faster** — tokens/s +5.0%" in line and "4 interleaved seed pairs" in line
+    record = json.loads((tmp_path / "verdict.json").read_text())
+    assert record["outcome"] == "tokens_per_s" and record["comparisons"][0]["verdict"] == "better"
+
+
+def test_the_outcome_is_refused_where_it_means_nothing(capsys):
+    """The speed outcome with --budgets (which reads bits per byte) is one error line."""
+    assert compare.main(["--config", "configs/debug.toml", "--budgets", "1M", "--outcome", "tokens-per-s"]) == 2
+    assert "--outcome tokens-per-s reads one experiment's speed" in error_line(capsys)
