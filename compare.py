@@ -49,7 +49,8 @@ from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
 from experiment.grid_readout import Readout, parse_contrast, parse_slope_within
 from experiment.report import OUTCOMES, arms_of_runs
-from experiment.runner import VERDICT_FILE, Plan, run_budget_experiment, run_experiment, write_report
+from experiment.runner import VERDICT_FILE, Plan, run_budget_experiment, run_experiment, run_sequential, write_report
+from experiment.stats import look_alpha, sequential_looks
 from training.config import parse_cli
 
 # Config keys compare.py sets for each run itself (the arm's settings, the seed from --seeds): not
@@ -106,9 +107,16 @@ def _add_experiment_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--seeds",
+        default="5",
+        help="Seeds per arm, paired across arms: run i trains with the config's train.seed + i. 'auto' adds seeds "
+        "in looks (3, 5, 7, ... up to --max-seeds) until every verdict is decided, each look tested at 0.05 over "
+        "the number of looks (Bonferroni), so the error rate stays at 5%%.",
+    )
+    p.add_argument(
+        "--max-seeds",
         type=int,
-        default=5,
-        help="Seeds per arm, paired across arms: run i trains with the config's train.seed + i.",
+        metavar="N",
+        help="With --seeds auto: the most seeds a sequential experiment may reach (declared before the runs).",
     )
     p.add_argument(
         "--lr-grid",
@@ -255,8 +263,7 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
         raise UserError("--report-dir is for reports on existing runs; a new experiment reports into its own folder")
     if args.prompt is not None and not all(args.prompt):
         raise UserError("an empty --prompt: give some text (e.g. --prompt 'ROMEO:')")
-    if args.seeds < 1:
-        raise UserError(f"--seeds must be >= 1, got {args.seeds}")
+    _check_seeds(args)
     if args.margin is not None and not (math.isfinite(args.margin) and args.margin > 0):
         raise UserError(f"--margin must be a finite number > 0 nats, got {args.margin}: e.g. --margin 0.01")
     if args.margin_bpb is not None and not (math.isfinite(args.margin_bpb) and args.margin_bpb > 0):
@@ -268,6 +275,28 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
     )
     if not args.runs and args.reference not in args.arms:
         raise UserError(f"--reference {args.reference} is not among --arms {','.join(args.arms)}: add it")
+
+
+def _check_seeds(args: argparse.Namespace) -> None:
+    """``args.seeds`` as a count (the first look's with ``auto``) and ``args.max_seeds`` (0: fixed); UserError if bad."""
+    if args.seeds == "auto":
+        if args.max_seeds is None or args.runs or args.grid or args.budgets:
+            raise UserError(
+                "--seeds auto trains one new experiment in looks up to a declared --max-seeds: "
+                "e.g. --seeds auto --max-seeds 9 (not with run folders, --grid or --budgets)"
+            )
+        looks = sequential_looks(args.max_seeds)
+        args.seeds, args.max_seeds = looks[0], args.max_seeds
+        return
+    try:
+        args.seeds = int(args.seeds)
+    except ValueError:
+        raise UserError(f"--seeds must be a count or auto, got {args.seeds!r}: e.g. --seeds 5") from None
+    if args.seeds < 1:
+        raise UserError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.max_seeds is not None:
+        raise UserError("--max-seeds bounds --seeds auto: add --seeds auto, or drop --max-seeds")
+    args.max_seeds = 0
 
 
 def _check_arms(args: argparse.Namespace) -> None:
@@ -350,6 +379,21 @@ def declared_outcome(out_dir: Path, given: str | None) -> str:
     if declared is not None and given is not None and given != declared:
         raise UserError(f"{saved} declared --outcome {declared} before the runs: report with it (drop --outcome)")
     return declared or given or "loss"
+
+
+def declared_sequential(out_dir: Path) -> tuple[float, str]:
+    """``(alpha, words)`` for runs of a sequential experiment folder (its experiment.json's max_seeds), else
+    ``(0.05, "")``: a report on its runs tests at the looks' level, as its verdict did."""
+    saved = out_dir / "experiment.json"
+    max_seeds = read_json(saved, "experiment settings").get("max_seeds") if saved.is_file() else None
+    if not max_seeds:
+        return 0.05, ""
+    looks = sequential_looks(max_seeds)
+    alpha = look_alpha(looks)
+    return alpha, (
+        f"from a sequential experiment of up to {max_seeds} seeds in looks of {', '.join(map(str, looks))}; "
+        f"every look tests at α = {alpha:.4g} (0.05 over {len(looks)} looks, Bonferroni)"
+    )
 
 
 def check_run_folders(paths: list[Path]) -> None:
@@ -484,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
             margin, declared = declared_margin(Path(args.runs[0]).resolve().parent, args.margin)
             arm_set, reference = arms_of_runs([*reported, *tuning], args.reference)
             outcome = declared_outcome(Path(args.runs[0]).resolve().parent, args.outcome)
+            sequential = declared_sequential(Path(args.runs[0]).resolve().parent)
         else:
             margin, declared = (DEFAULT_MARGIN if args.margin is None else args.margin), True
             plan = Plan(
@@ -502,12 +547,16 @@ def main(argv: list[str] | None = None) -> int:
                 args.jobs or 0,
                 args.arm_set,
                 args.outcome or "loss",
+                args.max_seeds,
             )
             if args.budgets:
                 return _budgets(plan, command)
             if args.grid:
                 return _grid(plan, args.grid, prompts, command, Readout(args.margin_bpb))
-            reported, tuning, out_dir = run_experiment(plan)
+            if plan.max_seeds:
+                reported, tuning, out_dir, sequential = run_sequential(plan)
+            else:
+                (reported, tuning, out_dir), sequential = run_experiment(plan), (0.05, "")
             arm_set, reference, outcome = plan.arm_set, plan.reference, plan.outcome
         path, meaningful = write_report(
             reported,
@@ -522,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
             arm_set,
             declared,
             outcome,
+            sequential,
         )
         print(path.read_text())
         print(f"[compare] report: {path}")

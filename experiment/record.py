@@ -41,6 +41,8 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
         "lr_widen": plan.lr_widen,
         "margin": plan.margin,
     }
+    if plan.max_seeds:  # --seeds auto: the looks, fixed before the runs
+        settings["max_seeds"] = plan.max_seeds
     if plan.outcome != "loss":  # what the verdict reads, declared before the runs
         settings["outcome"] = plan.outcome
     if plan.budgets:  # the budget axis (its trunks may grow to a larger last budget; no budget may go)
@@ -61,6 +63,7 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
             "margin": before.get("margin", now["margin"]),
             "checkout": before.get("checkout", now.get("checkout")),
             "outcome": before.get("outcome"),
+            "max_seeds": before.get("max_seeds"),
         }
         changed += [k for k, v in was.items() if v != now.get(k)]
         gone = sorted(set(before.get("budgets", [])) - set(plan.budgets))

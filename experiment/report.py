@@ -108,6 +108,8 @@ class Experiment:
     tuning: dict[str, list[Run]] = field(default_factory=dict)  # arm -> learning-rate grid runs (tuning seed)
     arm_set: ArmSet = PRESETS  # what each arm is (its settings, a description)
     outcome: str = "loss"  # what the verdict reads (OUTCOMES), declared before the runs
+    alpha: float = 0.05  # the level the verdicts test at (lower at each look of a sequential experiment)
+    sequential: str = ""  # for a sequential experiment (--seeds auto), which look it stopped at, in words
 
     @property
     def arms(self) -> list[str]:
@@ -395,7 +397,7 @@ def comparisons(exp: Experiment) -> list[stats.Comparison]:
         for arm, members in exp.runs.items()
         if arm != exp.reference
     ]
-    return stats.holm(found)
+    return stats.holm(found, exp.alpha)
 
 
 def bpb_comparison(exp: Experiment, arm: str, margin_bpb: float) -> stats.Comparison | None:
@@ -449,6 +451,8 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
         "margin": exp.margin,
         "margin_declared": margin_declared,
         "learning_rates_tuned": tuned,
+        "alpha": exp.alpha,
+        "sequential": exp.sequential or None,
         "values": {arm: [outcome_value(r, exp.outcome) for r in members] for arm, members in exp.runs.items()},
         "comparisons": [_comparison_record(c) for c in comparisons(exp)],
     }

@@ -195,6 +195,8 @@ def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: boo
         lines += ["Not meaningful: see the warning above.", ""]
     if not exp.tuning:
         lines += [_untuned_caveat(exp), ""]
+    if exp.sequential:
+        lines += [f"**Sequential:** {exp.sequential}.", ""]
     lines += [_speed_line(c) if exp.outcome == "tokens-per-s" else _verdict_line(c) for c in comps]
     return lines + ["", _budget_sentence(exp), ""]
 

@@ -21,7 +21,7 @@ from core.files import read_json, write_text_atomic
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import adopt, budgets, code_arms, figures, launch, report, report_markdown
+from experiment import adopt, budgets, code_arms, figures, launch, report, report_markdown, stats
 from experiment.arms import PRESETS, ArmSet
 from experiment.plan import PlannedRun, RunsBar, measure_step_seconds, plan_line, power_line, run_state, time_per_run
 from experiment.record import remember_settings
@@ -52,6 +52,7 @@ class Plan:
     jobs: int = 1  # train.py processes at once (--jobs)
     arm_set: ArmSet = PRESETS  # what each of ``arms`` sets (presets, or arms defined with --arm)
     outcome: str = "loss"  # what the verdict reads (experiment.report.OUTCOMES), declared before the runs
+    max_seeds: int = 0  # with --seeds auto: the most seeds a sequential experiment may reach (0: seeds fixed)
 
 
 @dataclass
@@ -330,6 +331,7 @@ def write_report(
     arm_set: ArmSet = PRESETS,
     margin_declared: bool = True,
     outcome: str = "loss",
+    sequential: tuple[float, str] = (0.05, ""),
 ) -> tuple[Path, bool]:
     """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures) and
     ``out_dir/verdict.json`` (:func:`report.verdict_record`; ``margin_declared`` goes into it).
@@ -343,6 +345,7 @@ def write_report(
     exp = report.check_experiment(
         report.load_runs(paths, arm_set), reference, margin, report.load_runs(tuning, arm_set), arm_set, outcome
     )
+    exp = dataclasses.replace(exp, alpha=sequential[0], sequential=sequential[1])
     out_dir.mkdir(parents=True, exist_ok=True)
     names = figures.plot_all(exp, out_dir)
     texts = report.samples(exp, prompts) if prompts else {}
@@ -420,3 +423,37 @@ def _seconds_per_token(cfg: RunConfig, threads: int) -> tuple[float | None, str]
         torch.set_num_threads(before)
     per_token = per_step / budgets.tokens_per_step(cfg)
     return per_token, f"training steps timed here at {per_token * 1e6:.0f} µs a token on {threads} thread(s)"
+
+
+def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[float, str]]:
+    """``--seeds auto``: train the experiment a look at a time (:func:`stats.sequential_looks` up to
+    ``plan.max_seeds``) and stop at the first look where every arm's verdict is decided.
+
+    Every look tests at :func:`stats.look_alpha` (Bonferroni over the looks), so adding seeds until
+    a verdict appears cannot raise the chance of a false one above 5%.  Returns what
+    :func:`run_experiment` returns at the last look, and ``(alpha, what happened in words)`` for the report.
+    """
+    looks = stats.sequential_looks(plan.max_seeds)
+    alpha = stats.look_alpha(looks)
+    for k, n in enumerate(looks, 1):
+        reported, tuning, out_dir = run_experiment(dataclasses.replace(plan, seeds=n))
+        exp = report.check_experiment(
+            report.load_runs(reported, plan.arm_set),
+            plan.reference,
+            plan.margin,
+            report.load_runs(tuning, plan.arm_set),
+            plan.arm_set,
+            plan.outcome,
+        )
+        verdicts = [c.verdict for c in report.comparisons(dataclasses.replace(exp, alpha=alpha))]
+        decided = "inconclusive" not in verdicts
+        print(f"[compare] look {k} of {len(looks)} ({n} seeds, alpha {alpha:.4g}): {', '.join(verdicts)}", flush=True)
+        if decided or k == len(looks):
+            how = "every verdict decided" if decided else f"the most seeds, --max-seeds {plan.max_seeds}, reached"
+            words = (
+                f"seeds added in looks of {', '.join(map(str, looks))} seeds, stopped at look {k} of {len(looks)} "
+                f"({n} seeds: {how}); every look tests at α = {alpha:.4g} (0.05 over {len(looks)} looks, "
+                "Bonferroni), so the chance of a false verdict stays at most 5%"
+            )
+            return reported, tuning, out_dir, (alpha, words)
+    raise AssertionError("unreachable: the last look returns")

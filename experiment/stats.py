@@ -337,3 +337,21 @@ def seeds_for(difference: float, sd: float, alpha: float = 0.05, power: float = 
         else:
             lo = mid + 1
     return lo
+
+
+FIRST_LOOK = 3  # seeds at the first look of a sequential experiment (compare.py --seeds auto)
+
+
+def sequential_looks(max_seeds: int, first: int = FIRST_LOOK, step: int = 2) -> list[int]:
+    """The seed counts at which a sequential experiment looks: ``first``, then every ``step`` more, and
+    ``max_seeds`` last (``3, 5, 7, 8`` for 8).  Raises :class:`UserError` when ``max_seeds < first``."""
+    if max_seeds < first:
+        raise UserError(f"--max-seeds {max_seeds} is below the first look's {first} seeds: give {first} or more")
+    return [*range(first, max_seeds, step), max_seeds]
+
+
+def look_alpha(looks: list[int], alpha: float = 0.05) -> float:
+    """The level each look tests at so that the chance of any false verdict over all ``looks`` stays at
+    most ``alpha``: ``alpha / len(looks)`` (Bonferroni over the looks; valid however the looks'
+    statistics are correlated, and more conservative than a Pocock or O'Brien-Fleming design)."""
+    return alpha / len(looks)

@@ -16,8 +16,9 @@ from helpers import error_line
 
 import compare
 from core.errors import UserError
-from experiment import code_arms
+from experiment import code_arms, runner
 from experiment.arms import define_arms, parse_arm
+from experiment.stats import look_alpha, sequential_looks
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -231,3 +232,52 @@ def test_the_outcome_is_refused_where_it_means_nothing(capsys):
     """The speed outcome with --budgets (which reads bits per byte) is one error line."""
     assert compare.main(["--config", "configs/debug.toml", "--budgets", "1M", "--outcome", "tokens-per-s"]) == 2
     assert "--outcome tokens-per-s reads one experiment's speed" in error_line(capsys)
+
+
+def _looks(tmp_path, monkeypatch, gap: float) -> list[int]:
+    """run_sequential over fake looks (drop − base = gap on every seed, plus alternating ±0.02 noise);
+    returns the seed counts it asked for."""
+    asked = []
+
+    def fake_run_experiment(plan):
+        asked.append(plan.seeds)
+        root = tmp_path / f"look{plan.seeds}"
+        paths = [
+            fake_run(root, f"{arm}-s{i}", True, 1337 + i, 3.0 + i / 10 + d, settings={"model.dropout": p})
+            for i in range(plan.seeds)
+            for arm, p, d in (("base", 0.0, 0.0), ("drop", 0.1, gap + (0.02 if i % 2 else -0.02)))
+        ]
+        return paths, [], root
+
+    monkeypatch.setattr(runner, "run_experiment", fake_run_experiment)
+    arms = define_arms(None, {"base": {}, "drop": {"model.dropout": 0.1}})
+    plan = runner.Plan(None, {}, arms.names, 3, reference="base", arm_set=arms, max_seeds=8)
+    *_, (alpha, words) = runner.run_sequential(plan)
+    assert alpha == pytest.approx(0.05 / 4) and "0.05 over 4 looks, Bonferroni" in words
+    return asked
+
+
+def test_seeds_auto_stops_at_the_first_look_that_decides(tmp_path, monkeypatch):
+    """A clear difference: decided at the first look (3 seeds), tested at 0.05 over the 4 looks to 8 seeds."""
+    assert _looks(tmp_path, monkeypatch, 0.5) == [3]
+
+
+def test_seeds_auto_adds_seeds_up_to_the_declared_most_when_nothing_is_decided(tmp_path, monkeypatch):
+    """No difference and a spread too wide for equivalence: looks at 3, 5, 7 and 8 seeds, then stops."""
+    assert _looks(tmp_path, monkeypatch, 0.0) == [3, 5, 7, 8]
+
+
+def test_sequential_looks_and_their_level():
+    """Looks every 2 seeds from 3, the most last; each at 0.05 over the number of looks."""
+    assert sequential_looks(8) == [3, 5, 7, 8] and sequential_looks(3) == [3] and sequential_looks(9) == [3, 5, 7, 9]
+    assert look_alpha([3, 5, 7, 8]) == pytest.approx(0.0125)
+    with pytest.raises(UserError, match="below the first look"):
+        sequential_looks(2)
+
+
+def test_seeds_auto_needs_a_declared_most(capsys):
+    """--seeds auto without --max-seeds, and --max-seeds without auto, are each one error line."""
+    assert compare.main(["--config", "configs/debug.toml", "--seeds", "auto"]) == 2
+    assert "--seeds auto trains one new experiment in looks" in error_line(capsys)
+    assert compare.main(["--config", "configs/debug.toml", "--max-seeds", "9"]) == 2
+    assert "--max-seeds bounds --seeds auto" in error_line(capsys)
