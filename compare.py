@@ -48,7 +48,7 @@ from experiment.budgets import parse_budgets
 from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
 from experiment.grid_readout import Readout, parse_contrast, parse_slope_within
-from experiment.report import OUTCOMES, arms_of_runs
+from experiment.report import arms_of_runs, parse_outcome
 from experiment.runner import VERDICT_FILE, Plan, run_budget_experiment, run_experiment, run_sequential, write_report
 from experiment.stats import look_alpha, sequential_looks
 from training.config import parse_cli
@@ -213,10 +213,10 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--outcome",
-        choices=tuple(OUTCOMES),
-        help="What the verdict reads, declared before the runs: loss (the final val loss, default) or tokens-per-s "
-        "(a systems change: each run's median tokens/s, the arms of a seed trained one after another; --margin is "
-        "then a fraction, e.g. 0.02 for ±2%%).",
+        help="What the verdict reads, declared before the runs: loss (the final val loss, default); tokens-per-s "
+        "(a systems change: each run's median tokens/s, the arms of a seed trained one after another); or "
+        "tokens-to:LOSS (the training tokens to reach val loss LOSS, between periodic evals). For the last two "
+        "--margin is a fraction, e.g. 0.02 for ±2%%.",
     )
     p.add_argument(
         "--fail-on",
@@ -249,8 +249,9 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
             "give either run folders to report on, or --config/--name/--lr-grid/overrides to train: not both"
         )
     _check_budgets(args, overrides)
-    if args.outcome == "tokens-per-s" and (args.grid or args.budgets):
-        raise UserError("--outcome tokens-per-s reads one experiment's speed: --grid and --budgets read bits per byte")
+    args.outcome = parse_outcome(args.outcome) if args.outcome is not None else None
+    if args.outcome not in (None, "loss") and (args.grid or args.budgets):
+        raise UserError(f"--outcome {args.outcome} reads one experiment: --grid and --budgets read bits per byte")
     if args.fail_on and (args.grid or args.budgets):
         raise UserError("--fail-on gates one experiment's verdict: drop --grid / --budgets, or read their reports")
     args.adopt = parse_adopt(args.adopt)

@@ -16,6 +16,7 @@ last periodic eval for runs older than that).  ``experiment.report_tables`` sums
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -377,20 +378,76 @@ def _check_tuning(tuning: list[Run], seeds: list[int], arms: dict[str, list[Run]
 
 
 # What a verdict may read, declared before the runs (``compare.py --outcome``): the final val loss
-# (nats/token), or a systems change's speed: each run's median tokens/s, compared as -ln(tokens/s) so
-# that lower is better and a difference is a ratio (-0.02: 2% faster); its margin is a fraction.
-OUTCOMES = {"loss": "final val loss (nats/token)", "tokens-per-s": "speed (-ln of the median tokens/s)"}
+# (nats/token); a systems change's speed: each run's median tokens/s, compared as -ln(tokens/s) so
+# that lower is better and a difference is a ratio (-0.02: 2% faster); or the training tokens a run
+# needs to reach a val loss (``tokens-to:4.5``), compared as ln(tokens).  Their margins are fractions.
+OUTCOMES = {
+    "loss": "final val loss (nats/token)",
+    "tokens-per-s": "speed (-ln of the median tokens/s)",
+    "tokens-to:LOSS": "ln of the training tokens to reach val loss LOSS",
+}
+
+
+def parse_outcome(text: str) -> str:
+    """``loss``, ``tokens-per-s`` or ``tokens-to:<val loss>``; :class:`UserError` for anything else."""
+    if text in ("loss", "tokens-per-s"):
+        return text
+    head, _, target = text.partition(":")
+    try:
+        if head == "tokens-to" and float(target) > 0:
+            return f"tokens-to:{float(target):g}"
+    except ValueError:
+        pass
+    raise UserError(f"--outcome {text!r}: choose loss, tokens-per-s or tokens-to:<val loss>, e.g. tokens-to:4.5")
+
+
+def tokens_to(run: Run, target: float) -> float:
+    """The training tokens at which ``run``'s periodic val loss first reaches ``target`` (nats/token), linear
+    between the last eval above it and the first at or below it; ``math.inf`` when it never does."""
+    before = None
+    for r in run.evals:
+        if r["val_loss"] <= target:
+            if before is None or before["val_loss"] == r["val_loss"]:
+                return float(r["tokens"])
+            share = (before["val_loss"] - target) / (before["val_loss"] - r["val_loss"])
+            return before["tokens"] + share * (r["tokens"] - before["tokens"])
+        before = r
+    return math.inf
 
 
 def outcome_value(run: Run, outcome: str) -> float:
-    """``run``'s value of ``outcome`` (:data:`OUTCOMES`), lower is better."""
+    """``run``'s value of ``outcome`` (:data:`OUTCOMES`), lower is better; ``inf`` for a target never reached."""
     if outcome == "tokens-per-s":
         return -math.log(run.summary["tokens_per_s_median"])
+    if outcome.startswith("tokens-to:"):
+        tokens = tokens_to(run, float(outcome.split(":")[1]))
+        return math.log(tokens) if 0 < tokens < math.inf else (math.inf if tokens == math.inf else 0.0)
     return run.score
 
 
+def never_reached(exp: Experiment) -> dict[str, list[int]]:
+    """With a ``tokens-to`` outcome, each arm's seeds whose runs never reached the target ({} otherwise)."""
+    if not exp.outcome.startswith("tokens-to:"):
+        return {}
+    out = {
+        arm: [r.seed for r in members if outcome_value(r, exp.outcome) == math.inf] for arm, members in exp.runs.items()
+    }
+    return {arm: seeds for arm, seeds in out.items() if seeds}
+
+
 def comparisons(exp: Experiment) -> list[stats.Comparison]:
-    """Each arm against the reference on the declared outcome, paired by seed; Holm-adjusted over the arms."""
+    """Each arm against the reference on the declared outcome, paired by seed; Holm-adjusted over the arms.
+
+    With a ``tokens-to`` outcome a run that never reached the target has no value: every arm is then
+    compared on the seeds where it and the reference both reached it, and the report names the rest
+    (:func:`never_reached`) first, as a pairing on the runs that reached it may favour either arm.
+    """
+    if never_reached(exp):
+        missing = {s for seeds in never_reached(exp).values() for s in seeds}
+        kept = {arm: [r for r in members if r.seed not in missing] for arm, members in exp.runs.items()}
+        if len(kept[exp.reference]) < 1:
+            return []
+        exp = dataclasses.replace(exp, runs=kept, seeds=[s for s in exp.seeds if s not in missing])
     ref = [outcome_value(r, exp.outcome) for r in exp.runs[exp.reference]]
     found = [
         stats.compare_paired(arm, exp.reference, [outcome_value(r, exp.outcome) for r in members], ref, exp.margin)
@@ -443,8 +500,11 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
     tuned = bool(exp.tuning)
     record = {
         "schema": VERDICT_SCHEMA,
-        "outcome": "final_val_loss" if exp.outcome == "loss" else "tokens_per_s",
-        "unit": "nats/token" if exp.outcome == "loss" else "-ln(tokens/s): lower is faster",
+        "outcome": {"loss": "final_val_loss", "tokens-per-s": "tokens_per_s"}.get(exp.outcome, exp.outcome),
+        "unit": {"loss": "nats/token", "tokens-per-s": "-ln(tokens/s): lower is faster"}.get(
+            exp.outcome, "ln(training tokens to the target): lower is sooner"
+        ),
+        "never_reached": never_reached(exp),
         "reference": exp.reference,
         "arms": {arm: exp.arm_set.settings.get(arm, {}) for arm in exp.arms},
         "seeds": exp.seeds,

@@ -27,7 +27,7 @@ import torch
 
 from experiment import stats
 from experiment.arms import ARM_KEYS
-from experiment.report import SIZE_KEYS, Experiment, bpb_comparison, comparisons
+from experiment.report import SIZE_KEYS, Experiment, bpb_comparison, comparisons, never_reached
 from experiment.report_sections import (
     arm_section,
     figures_section,
@@ -106,6 +106,34 @@ def _speed_line(c: stats.Comparison) -> str:
     return (
         f"- {c.arm} vs {c.reference}: {verdict} — tokens/s {pct(c.mean)} (95% CI {ci}; Holm-adjusted p = "
         f"{_p(c.p_holm)}; TOST p at ±{100 * c.margin:g}% = {_p(c.p_tost)}; {n} interleaved seed pair{'s' if n != 1 else ''})"
+    )
+
+
+def _target_line(c: stats.Comparison, target: str) -> str:
+    """A ``tokens-to`` comparison in words: Δ ln(tokens) read back as a percentage of the reference's tokens."""
+
+    def pct(x: float) -> str:  # a Δ of ln(tokens) as the arm's tokens relative to the reference's
+        return f"{100 * (math.exp(x) - 1):+.1f}%".replace("-", "−")
+
+    n = len(c.diffs)
+    ci = "n/a" if not all(map(math.isfinite, c.ci)) else f"[{pct(c.ci[0])}, {pct(c.ci[1])}]"
+    verdict = f"**{c.verdict}**" + (f" within ±{100 * c.margin:g}%" if c.verdict == "equivalent" else "")
+    return (
+        f"- {c.arm} vs {c.reference}: {verdict} — tokens to reach val loss {target} {pct(c.mean)} (95% CI {ci}; "
+        f"Holm-adjusted p = {_p(c.p_holm)}; TOST p at ±{100 * c.margin:g}% = {_p(c.p_tost)}; {n} seeds)"
+    )
+
+
+def _never_reached_line(exp: Experiment) -> str | None:
+    """With a ``tokens-to`` outcome, the runs that never reached the target, named before any verdict."""
+    missing = never_reached(exp)
+    if not missing:
+        return None
+    who = "; ".join(f"{arm} on seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}" for arm, s in missing.items())
+    return (
+        f"**Never reached val loss {exp.outcome.split(':')[1]}:** {who}. Those seeds are left out of every "
+        "comparison below; a run that never reached it needed more tokens than any that did, so the comparison "
+        "on the other seeds may favour the arm that missed more. Train longer or choose a higher target."
     )
 
 
@@ -197,17 +225,22 @@ def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: boo
         lines += [_untuned_caveat(exp), ""]
     if exp.sequential:
         lines += [f"**Sequential:** {exp.sequential}.", ""]
-    lines += [_speed_line(c) if exp.outcome == "tokens-per-s" else _verdict_line(c) for c in comps]
+    missing = _never_reached_line(exp)
+    lines += [missing, ""] if missing else []
+    if exp.outcome.startswith("tokens-to:"):
+        lines += [_target_line(c, exp.outcome.split(":")[1]) for c in comps]
+    else:
+        lines += [_speed_line(c) if exp.outcome == "tokens-per-s" else _verdict_line(c) for c in comps]
     return lines + ["", _budget_sentence(exp), ""]
 
 
 def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
     """``## Paired statistics``: one row per non-reference arm, and how each number was computed."""
     speed = exp.outcome == "tokens-per-s"
+    target = exp.outcome.split(":")[1] if exp.outcome.startswith("tokens-to:") else None
+    what = "−ln tokens/s" if speed else (f"ln tokens to val loss {target}" if target else "final val loss")
     lines = [
-        "## Paired statistics ("
-        + ("−ln tokens/s" if speed else "final val loss")
-        + ", arm − reference, paired by seed)",
+        f"## Paired statistics ({what}, arm − reference, paired by seed)",
         "",
         "| arm | per seed | mean | 95% CI | paired t p | Holm p | Wilcoxon p | sign-test p | d_z | "
         f"{'time-per-token ratio' if speed else 'perplexity ratio'} | TOST p (±{exp.margin:g}) | verdict | seeds needed |",
@@ -224,13 +257,18 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
         "−ln tokens/s (negative = the arm is faster; −0.02 is about 2% faster), the runs of a seed trained one "
         "after another so machine noise hits both alike"
         if speed
-        else "nats/token (negative = the arm is better)"
+        else (
+            f"ln of the training tokens to reach val loss {target}, interpolated between periodic evals "
+            "(negative = the arm needs fewer)"
+            if target
+            else "nats/token (negative = the arm is better)"
+        )
     )
     return lines + [
         "",
         (
             f"Differences are arm − reference in {unit}. The equivalence margin "
-            f"±{exp.margin:g} {'(a fraction of the speed)' if speed else 'nats'} was declared before the runs. The CI is the paired t interval "
+            f"±{exp.margin:g} {'(a fraction)' if speed or target else 'nats'} was declared before the runs. The CI is the paired t interval "
             "(`scipy.stats.ttest_rel`, n − 1 degrees of freedom); TOST is statsmodels' `ttost_paired` at ±margin; "
             'the Holm adjustment over the arms is statsmodels\' `multipletests(method="holm")`; the Wilcoxon '
             "signed-rank and exact sign tests are scipy's; d_z is mean / sd of the differences; the perplexity ratio "

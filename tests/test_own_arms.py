@@ -231,7 +231,7 @@ def test_the_speed_outcome_reads_tokens_per_s_as_a_ratio(tmp_path):
 def test_the_outcome_is_refused_where_it_means_nothing(capsys):
     """The speed outcome with --budgets (which reads bits per byte) is one error line."""
     assert compare.main(["--config", "configs/debug.toml", "--budgets", "1M", "--outcome", "tokens-per-s"]) == 2
-    assert "--outcome tokens-per-s reads one experiment's speed" in error_line(capsys)
+    assert "--outcome tokens-per-s reads one experiment: --grid and --budgets read bits per byte" in error_line(capsys)
 
 
 def _looks(tmp_path, monkeypatch, gap: float) -> list[int]:
@@ -281,3 +281,35 @@ def test_seeds_auto_needs_a_declared_most(capsys):
     assert "--seeds auto trains one new experiment in looks" in error_line(capsys)
     assert compare.main(["--config", "configs/debug.toml", "--max-seeds", "9"]) == 2
     assert "--max-seeds bounds --seeds auto" in error_line(capsys)
+
+
+def test_tokens_to_a_target_loss_interpolates_between_evals():
+    """Val loss 3.5 at 1,000 tokens and 3.0 at 2,000: 3.25 is reached at 1,500; 2.0 never (inf)."""
+    from experiment.report import tokens_to
+
+    class R:
+        evals = [{"tokens": 0, "val_loss": 10.8}, {"tokens": 1000, "val_loss": 3.5}, {"tokens": 2000, "val_loss": 3.0}]
+
+    assert tokens_to(R, 3.25) == 1500 and tokens_to(R, 3.5) == 1000 and tokens_to(R, 2.0) == float("inf")
+
+
+def test_the_tokens_to_target_outcome_names_runs_that_never_reached_it_first(tmp_path):
+    """--outcome tokens-to:3.25: drop reaches it sooner on two seeds; on the third its run never does, which
+    the report says before the verdicts, leaving that seed out; verdict.json lists it."""
+    paths = [
+        fake_run(tmp_path, f"{arm}-s{s}", True, 1337 + s, final, settings={"model.dropout": p})
+        for s, (base, drop) in enumerate([(3.0, 2.8), (3.0, 2.78), (3.0, 3.3)])
+        for arm, p, final in (("base", 0.0, base), ("drop", 0.1, drop))
+    ]
+    assert compare.main([str(x) for x in paths] + ["--outcome", "tokens-to:3.25", "--margin", "0.05"]) == 0
+    md = (tmp_path / "report.md").read_text()
+    assert md.index("**Never reached val loss 3.25:** model.dropout=0.1 on seed 1339") < md.index("- model.dropout")
+    assert "tokens to reach val loss 3.25 −" in md and "2 seeds)" in md
+    record = json.loads((tmp_path / "verdict.json").read_text())
+    assert record["outcome"] == "tokens-to:3.25" and record["never_reached"] == {"model.dropout=0.1": [1339]}
+
+
+def test_a_bad_outcome_is_one_error_line(capsys):
+    """An outcome that is none of loss, tokens-per-s, tokens-to:<loss> names the three."""
+    assert compare.main(["--config", "configs/debug.toml", "--outcome", "tokens-to:soon"]) == 2
+    assert "choose loss, tokens-per-s or tokens-to:<val loss>" in error_line(capsys)
