@@ -250,6 +250,15 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
         )
     _check_budgets(args, overrides)
     args.outcome = parse_outcome(args.outcome) if args.outcome is not None else None
+    if args.outcome not in (None, "loss") and args.margin_bpb is not None:
+        raise UserError(
+            f"--margin-bpb adds verdicts on the loss in bits per byte: drop it with --outcome {args.outcome}"
+        )
+    if args.adopt and (args.seeds == "auto" or args.outcome == "tokens-per-s"):
+        raise UserError(
+            "--adopt takes runs trained elsewhere: not for --seeds auto (its looks are its own) or --outcome "
+            "tokens-per-s (adopted runs were not timed beside the experiment's)"
+        )
     if args.outcome not in (None, "loss") and (args.grid or args.budgets):
         raise UserError(f"--outcome {args.outcome} reads one experiment: --grid and --budgets read bits per byte")
     if args.fail_on and (args.grid or args.budgets):
@@ -480,6 +489,9 @@ def _gate(verdict_path: Path, fail_on: str | None) -> int:
     record = read_json(verdict_path, "verdict")
     bpb = record.get("comparisons_bpb")
     found = bpb if bpb and len(bpb) == len(record["comparisons"]) else record["comparisons"]  # bpb only if complete
+    if len(found) < len(record["arms"]) - 1:  # an arm with no verdict at all (every seed missed a target)
+        print(f"[compare] --fail-on {fail_on}: an arm has no verdict to gate on", file=sys.stderr)
+        return 1
     failing = [c for c in found if c["verdict"] == "worse" or (fail_on == "not-better" and c["verdict"] != "better")]
     for c in failing:
         print(f"[compare] --fail-on {fail_on}: {c['arm']} is {c['verdict']} against {c['reference']}", file=sys.stderr)

@@ -421,7 +421,11 @@ def outcome_value(run: Run, outcome: str) -> float:
         return -math.log(run.summary["tokens_per_s_median"])
     if outcome.startswith("tokens-to:"):
         tokens = tokens_to(run, float(outcome.split(":")[1]))
-        return math.log(tokens) if 0 < tokens < math.inf else (math.inf if tokens == math.inf else 0.0)
+        if tokens <= 0:
+            raise UserError(
+                f"{run.path} is at val loss {outcome.split(':')[1]} or below before training (step 0): choose a lower target"
+            )
+        return math.log(tokens)
     return run.score
 
 
@@ -439,7 +443,7 @@ def comparisons(exp: Experiment) -> list[stats.Comparison]:
     """Each arm against the reference on the declared outcome, paired by seed; Holm-adjusted over the arms.
 
     With a ``tokens-to`` outcome a run that never reached the target has no value: every arm is then
-    compared on the seeds where it and the reference both reached it, and the report names the rest
+    compared on the seeds where every arm's run reached it, and the report names the rest
     (:func:`never_reached`) first, as a pairing on the runs that reached it may favour either arm.
     """
     if never_reached(exp):
@@ -513,12 +517,17 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
         "learning_rates_tuned": tuned,
         "alpha": exp.alpha,
         "sequential": exp.sequential or None,
-        "values": {arm: [outcome_value(r, exp.outcome) for r in members] for arm, members in exp.runs.items()},
+        "values": {  # null for a run that never reached a tokens-to target (strict JSON has no infinity)
+            arm: [v if math.isfinite(v := outcome_value(r, exp.outcome)) else None for r in members]
+            for arm, members in exp.runs.items()
+        },
         "comparisons": [_comparison_record(c) for c in comparisons(exp)],
     }
     if margin_bpb is not None:
         found = [bpb_comparison(exp, arm, margin_bpb) for arm in exp.arms if arm != exp.reference]
-        record["comparisons_bpb"] = [_comparison_record(c) for c in stats.holm([c for c in found if c is not None])]
+        record["comparisons_bpb"] = [
+            _comparison_record(c) for c in stats.holm([c for c in found if c is not None], exp.alpha)
+        ]
     return record
 
 

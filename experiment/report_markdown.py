@@ -243,7 +243,8 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
         f"## Paired statistics ({what}, arm − reference, paired by seed)",
         "",
         "| arm | per seed | mean | 95% CI | paired t p | Holm p | Wilcoxon p | sign-test p | d_z | "
-        f"{'time-per-token ratio' if speed else 'perplexity ratio'} | TOST p (±{exp.margin:g}) | verdict | seeds needed |",
+        f"{'time-per-token ratio' if speed else ('tokens ratio' if target else 'perplexity ratio')} | "
+        f"TOST p (±{exp.margin:g}) | verdict | seeds needed |",
         "|" + "---|" * 13,
     ]
     for c in comps:
@@ -271,8 +272,9 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
             f"±{exp.margin:g} {'(a fraction)' if speed or target else 'nats'} was declared before the runs. The CI is the paired t interval "
             "(`scipy.stats.ttest_rel`, n − 1 degrees of freedom); TOST is statsmodels' `ttost_paired` at ±margin; "
             'the Holm adjustment over the arms is statsmodels\' `multipletests(method="holm")`; the Wilcoxon '
-            "signed-rank and exact sign tests are scipy's; d_z is mean / sd of the differences; the perplexity ratio "
-            "is exp(mean). Seeds needed is a rough planning figure from the observed spread, not a power analysis."
+            "signed-rank and exact sign tests are scipy's; d_z is mean / sd of the differences; the "
+            f"{'time-per-token ratio' if speed else ('tokens ratio' if target else 'perplexity ratio')} is exp(mean). "
+            "Seeds needed is a rough planning figure from the observed spread, not a power analysis."
         ),
         "",
     ]
@@ -285,7 +287,9 @@ def _bpb_section(exp: Experiment, margin_bpb: float) -> list[str]:
     constant, so the two sections differ only in the margin); an arm with a run lacking bpb gets "n/a".
     """
     others = [a for a in exp.arms if a != exp.reference]
-    found = {c.arm: c for c in stats.holm([c for c in (bpb_comparison(exp, a, margin_bpb) for a in others) if c])}
+    found = {
+        c.arm: c for c in stats.holm([c for c in (bpb_comparison(exp, a, margin_bpb) for a in others) if c], exp.alpha)
+    }
     lines = [
         f"## In bits per byte, at ±{margin_bpb:g} bpb (`--margin-bpb {margin_bpb:g}`)",
         "",

@@ -313,3 +313,16 @@ def test_a_bad_outcome_is_one_error_line(capsys):
     """An outcome that is none of loss, tokens-per-s, tokens-to:<loss> names the three."""
     assert compare.main(["--config", "configs/debug.toml", "--outcome", "tokens-to:soon"]) == 2
     assert "choose loss, tokens-per-s or tokens-to:<val loss>" in error_line(capsys)
+
+
+def test_no_verdict_at_all_fails_the_gate(tmp_path, capsys):
+    """tokens-to: every seed of an arm missed the target, so no comparison exists: --fail-on worse exits 1
+    (no verdict is not a pass), and verdict.json writes the misses as null."""
+    paths = [
+        fake_run(tmp_path, f"{arm}-s{s}", True, 1337 + s, final, settings={"model.dropout": p})
+        for s in range(2)
+        for arm, p, final in (("base", 0.0, 3.0), ("drop", 0.1, 3.3))
+    ]
+    assert compare.main([str(x) for x in paths] + ["--outcome", "tokens-to:3.25", "--fail-on", "worse"]) == 1
+    assert "an arm has no verdict to gate on" in capsys.readouterr().err
+    assert json.loads((tmp_path / "verdict.json").read_text())["values"]["model.dropout=0.1"] == [None, None]
