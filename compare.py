@@ -345,6 +345,9 @@ def _check_budgets(args: argparse.Namespace, overrides: dict) -> None:
             f"--budgets trains a new experiment of its own: drop {', '.join(clash) or 'the run folders'} "
             "(with --lr-grid every rate trains on every seed, so there is nothing to widen)"
         )
+    length = [f"--train.{k}" for k in ("max_iters", "lr_decay_iters") if k in overrides.get("train", {})]
+    if length:
+        raise UserError(f"--budgets sets each run's length and horizon from its budget: drop {', '.join(length)}")
     if overrides.get("train", {}).get("lr_schedule", "wsd") != "wsd":
         raise UserError("--budgets branches cooldowns from a warmup-stable-decay trunk: drop --train.lr_schedule")
     if args.margin_bpb is not None:

@@ -49,6 +49,20 @@ def tiny_args(tmp_path: Path, corpus: Path, *extra: str) -> list[str]:
     ]
 
 
+def tiny_compare_args(tmp_path: Path, max_iters: int | None = 6) -> list[str]:
+    """compare.py flags for a tiny experiment ``exp`` on a local char corpus, everything under tmp_path
+    (``max_iters`` None: no length, for ``--budgets``, which sets each run's own)."""
+    path = tmp_path / "c.txt"
+    path.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
+    return [
+        *("--config", "configs/debug.toml", "--name", "exp", f"--data.source={path}", "--data.tokenizer=char"),
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--train.out_dir={tmp_path}",
+        *([f"--train.max_iters={max_iters}"] if max_iters else []),
+        *("--train.eval_interval=3", "--train.sample_tokens=0"),
+    ]
+
+
 def error_lines(stderr: str) -> list[str]:
     """Lines of ``stderr`` that mention an error (progress-bar redraws split into lines)."""
     return [line for line in stderr.replace("\r", "\n").splitlines() if "error" in line]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fake_runs import arm_run
-from helpers import error_line
+from helpers import error_line, tiny_compare_args
 
 import compare
 from experiment import budget_report, budgets
@@ -130,6 +130,8 @@ def test_compare_refuses_jobs_without_budgets_and_budgets_with_a_grid(capsys):
     assert "--budgets trains a new experiment of its own" in error_line(capsys)
     assert compare.main([*base, "--budgets", "1M", "--train.lr_schedule=cosine"]) == 2
     assert "drop --train.lr_schedule" in error_line(capsys)
+    assert compare.main([*base, "--budgets", "1M", "--train.max_iters=100"]) == 2  # it would cut every trunk short
+    assert "--budgets sets each run's length and horizon from its budget: drop --train.max_iters" in error_line(capsys)
 
 
 # ----------------------------------------------------------------------------- the report's readouts
@@ -242,14 +244,9 @@ def test_compare_on_a_budget_folder_writes_its_report(tmp_path, capsys):
 def test_compare_budgets_trains_trunks_and_branches_two_at_a_time_and_reuses_them(tmp_path, capsys):
     """Tied, untied and tie-untie-cooldown at 2 budgets, 2 seeds, --jobs 2: a branch folder per budget,
     arm and seed that records its trunk, one thread per run, the report; a second call trains nothing."""
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
     argv = [
-        *("--config", "configs/debug.toml", "--name", "exp", "--data.tokenizer=char"),
-        f"--data.source={corpus}",
-        f"--data.cache_dir={tmp_path / 'cache'}",
-        f"--train.out_dir={tmp_path}",
-        *("--train.eval_interval=10", "--train.sample_tokens=0", "--train.final_eval_tokens=2048"),
+        *tiny_compare_args(tmp_path, max_iters=None),
+        *("--train.eval_interval=10", "--train.final_eval_tokens=2048"),
         *("--arms", "tied,untied,tie-untie-cooldown", "--seeds", "2", "--budgets", "8k,16k", "--jobs", "2"),
     ]
     assert compare.main(argv) == 0

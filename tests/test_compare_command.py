@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from fake_runs import UNIGRAM, fake_experiment
+from helpers import tiny_compare_args
 
 import compare
 from core.errors import UserError
@@ -180,25 +181,6 @@ def test_compare_cli_refuses_mixed_modes_and_fixed_keys(capsys):
 # ----------------------------------------------------------------------------- end to end
 
 
-def _tiny_compare_argv(tmp_path) -> list[str]:
-    """compare.py flags for a tiny experiment on a local char corpus under tmp_path."""
-    path = tmp_path / "c.txt"
-    path.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
-    return [
-        "--config",
-        "configs/debug.toml",
-        "--name",
-        "exp",
-        f"--data.source={path}",
-        "--data.tokenizer=char",
-        f"--data.cache_dir={tmp_path / 'cache'}",
-        f"--train.out_dir={tmp_path}",
-        "--train.max_iters=6",
-        "--train.eval_interval=3",
-        "--train.sample_tokens=0",
-    ]
-
-
 # The plain two-arm experiment end to end (2 seeds, its report, reuse) is each cell of the grid's
 # end-to-end test, tests/test_grid.py: one set of runs checks both.
 
@@ -209,7 +191,7 @@ def test_compare_tunes_all_five_arms_on_a_grid_and_reports_them(tmp_path):
     learning rate trains the reported seed, and the report compares every arm with tied."""
     arms = "tied,untied,tied-bias,untied-split,tie-then-untie"
     # One reported seed keeps this test short (15 tiny runs); pairing over seeds is tested in tests/test_compare.py.
-    argv = [*_tiny_compare_argv(tmp_path), "--seeds", "1", "--arms", arms, "--lr-grid", "1e-3,4e-3", "--margin", "0.05"]
+    argv = [*tiny_compare_args(tmp_path), "--seeds", "1", "--arms", arms, "--lr-grid", "1e-3,4e-3", "--margin", "0.05"]
     assert compare.main(argv) == 0
     exp = tmp_path / "exp"
     folders = {p.name for p in exp.iterdir() if p.is_dir() and p.name != ".claims"}

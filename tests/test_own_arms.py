@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fake_runs import fake_run
-from helpers import error_line
+from helpers import error_line, tiny_compare_args
 
 import compare
 from core.errors import UserError
@@ -88,15 +88,7 @@ def test_arm_options_are_refused_where_they_mean_nothing(tmp_path, capsys):
 def test_compare_trains_arms_of_your_own_settings_and_remembers_them(tmp_path, capsys):
     """--arm base: --arm drop:model.dropout=0.1 trains both over 2 seeds; experiment.json records the arms, so
     a report on the folder's runs names them; a redefined arm is refused on the same folder."""
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
-    base = [
-        *("--config", "configs/debug.toml", "--name", "exp", "--data.tokenizer=char", "--seeds", "2"),
-        f"--data.source={corpus}",
-        f"--data.cache_dir={tmp_path / 'cache'}",
-        f"--train.out_dir={tmp_path}",
-        *("--train.max_iters=6", "--train.eval_interval=3", "--train.sample_tokens=0"),
-    ]
+    base = [*tiny_compare_args(tmp_path), "--seeds", "2"]
     assert compare.main([*base, "--arm", "base:", "--arm", "drop:model.dropout=0.1"]) == 0
     exp = tmp_path / "exp"
     assert json.loads((exp / "experiment.json").read_text())["arms"] == {"base": {}, "drop": {"model.dropout": 0.1}}
