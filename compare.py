@@ -49,14 +49,14 @@ from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
 from experiment.grid_readout import Readout, parse_contrast, parse_slope_within
 from experiment.report import arms_of_runs, parse_outcome
+from experiment.record import DEFAULT_MARGIN, declared_settings
 from experiment.runner import VERDICT_FILE, Plan, run_budget_experiment, run_experiment, run_sequential, write_report
-from experiment.stats import look_alpha, sequential_looks
+from experiment.stats import sequential_looks
 from training.config import parse_cli
 
 # Config keys compare.py sets for each run itself (the arm's settings, the seed from --seeds): not
 # offered as --section.key options, and refused if given.
 SET_PER_RUN = (*ARM_KEYS, "train.seed")
-DEFAULT_MARGIN = 0.01  # nats/token
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
@@ -373,42 +373,6 @@ def _parse_grid(text: str | None) -> list[float]:
     return grid
 
 
-def declared_margin(out_dir: Path, given: float | None) -> tuple[float, bool]:
-    """``(margin, declared)``: the experiment folder's declared margin (experiment.json), checked against
-    ``--margin`` if given, else ``--margin`` or the default, not declared before the runs."""
-    saved = out_dir / "experiment.json"
-    declared = read_json(saved, "experiment settings").get("margin") if saved.is_file() else None
-    if declared is not None and given is not None and given != declared:
-        raise UserError(f"{saved} declared --margin {declared:g} before the runs: report with it (drop --margin)")
-    if declared is not None:
-        return declared, True
-    return (given if given is not None else DEFAULT_MARGIN), False
-
-
-def declared_outcome(out_dir: Path, given: str | None) -> str:
-    """The outcome the experiment folder declared (experiment.json), checked against ``--outcome`` if given."""
-    saved = out_dir / "experiment.json"
-    declared = read_json(saved, "experiment settings").get("outcome", "loss") if saved.is_file() else None
-    if declared is not None and given is not None and given != declared:
-        raise UserError(f"{saved} declared --outcome {declared} before the runs: report with it (drop --outcome)")
-    return declared or given or "loss"
-
-
-def declared_sequential(out_dir: Path) -> tuple[float, str]:
-    """``(alpha, words)`` for runs of a sequential experiment folder (its experiment.json's max_seeds), else
-    ``(0.05, "")``: a report on its runs tests at the looks' level, as its verdict did."""
-    saved = out_dir / "experiment.json"
-    max_seeds = read_json(saved, "experiment settings").get("max_seeds") if saved.is_file() else None
-    if not max_seeds:
-        return 0.05, ""
-    looks = sequential_looks(max_seeds)
-    alpha = look_alpha(looks)
-    return alpha, (
-        f"from a sequential experiment of up to {max_seeds} seeds in looks of {', '.join(map(str, looks))}; "
-        f"every look tests at α = {alpha:.4g} (0.05 over {len(looks)} looks, Bonferroni)"
-    )
-
-
 def check_run_folders(paths: list[Path]) -> None:
     """Refuse, naming what was expected, a path given to report on that is not a run folder (``config.json``).
 
@@ -541,10 +505,10 @@ def main(argv: list[str] | None = None) -> int:
             out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
             tuning = [p for p in args.runs if Path(p).name.startswith("tune-")]
             reported = [p for p in args.runs if p not in tuning]
-            margin, declared = declared_margin(Path(args.runs[0]).resolve().parent, args.margin)
+            margin, declared, outcome, sequential = declared_settings(
+                Path(args.runs[0]).resolve().parent, args.margin, args.outcome
+            )
             arm_set, reference = arms_of_runs([*reported, *tuning], args.reference)
-            outcome = declared_outcome(Path(args.runs[0]).resolve().parent, args.outcome)
-            sequential = declared_sequential(Path(args.runs[0]).resolve().parent)
         else:
             margin, declared = (DEFAULT_MARGIN if args.margin is None else args.margin), True
             plan = Plan(

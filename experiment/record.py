@@ -3,7 +3,9 @@
 A rerun of ``compare.py`` into the same folder continues the experiment (more seeds or arms,
 another device or wandb mode) but never mixes settings: the resolved config (bookkeeping
 aside), ``--equal-params``, the learning-rate grid, ``--lr-widen`` and the declared margin must
-match what the folder was made with (the grid and ``--lr-widen`` may grow).
+match what the folder was made with (the grid and ``--lr-widen`` may grow).  A report on the
+folder's runs reads what it declared (:func:`declared_settings`): the margin, the outcome and a
+sequential design's level.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from core.errors import UserError
 from core.files import file_lock, read_json, write_json
 from experiment import code_arms, report
 from experiment.arms import ARMS
+from experiment.stats import look_alpha, sequential_looks
 from experiment.tuning import lr_grid_refusals
 from training.config import RunConfig
 
@@ -79,3 +82,50 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
             )
     write_json(saved, settings)
     return json.loads(json.dumps(settings))  # as read back from the file (lists, not tuples), for comparing later
+
+
+DEFAULT_MARGIN = 0.01  # nats/token (a fraction for the ratio outcomes), when none was declared or given
+
+
+def declared_settings(out_dir: Path, margin: float | None, outcome: str | None) -> tuple[float, bool, str, tuple]:
+    """What a report on run folders in ``out_dir`` reads with: ``(margin, margin declared before the runs,
+    outcome, (alpha, the sequential design in words))``, from the folder's experiment.json where it
+    declared them (``--margin`` / ``--outcome`` given then must agree), else from the options given.
+    Raises :class:`UserError` when a given option contradicts the declaration."""
+    return (*_declared_margin(out_dir, margin), _declared_outcome(out_dir, outcome), _declared_sequential(out_dir))
+
+
+def _declared_margin(out_dir: Path, given: float | None) -> tuple[float, bool]:
+    """``(margin, declared)``: the experiment folder's declared margin (experiment.json), checked against
+    ``--margin`` if given, else ``--margin`` or the default, not declared before the runs."""
+    saved = out_dir / "experiment.json"
+    declared = read_json(saved, "experiment settings").get("margin") if saved.is_file() else None
+    if declared is not None and given is not None and given != declared:
+        raise UserError(f"{saved} declared --margin {declared:g} before the runs: report with it (drop --margin)")
+    if declared is not None:
+        return declared, True
+    return (given if given is not None else DEFAULT_MARGIN), False
+
+
+def _declared_outcome(out_dir: Path, given: str | None) -> str:
+    """The outcome the experiment folder declared (experiment.json), checked against ``--outcome`` if given."""
+    saved = out_dir / "experiment.json"
+    declared = read_json(saved, "experiment settings").get("outcome", "loss") if saved.is_file() else None
+    if declared is not None and given is not None and given != declared:
+        raise UserError(f"{saved} declared --outcome {declared} before the runs: report with it (drop --outcome)")
+    return declared or given or "loss"
+
+
+def _declared_sequential(out_dir: Path) -> tuple[float, str]:
+    """``(alpha, words)`` for runs of a sequential experiment folder (its experiment.json's max_seeds), else
+    ``(0.05, "")``: a report on its runs tests at the looks' level, as its verdict did."""
+    saved = out_dir / "experiment.json"
+    max_seeds = read_json(saved, "experiment settings").get("max_seeds") if saved.is_file() else None
+    if not max_seeds:
+        return 0.05, ""
+    looks = sequential_looks(max_seeds)
+    alpha = look_alpha(looks)
+    return alpha, (
+        f"from a sequential experiment of up to {max_seeds} seeds in looks of {', '.join(map(str, looks))}; "
+        f"every look tests at α = {alpha:.4g} (0.05 over {len(looks)} looks, Bonferroni)"
+    )
