@@ -202,7 +202,7 @@ def padded_head(
     -> ``(V + p, C)`` and ``(V + p,)`` (or the bias as given), ``p = -V % multiple``; both
     unchanged when ``p == 0``.  Why: GPU matmul kernels run fastest when every dimension is a
     multiple of 64 (GPT-2's 50,257 -> 50,304: +11% tokens/s for GPT-2 124M on an H100 in an
-    earlier measurement, ``results/gpu-h100-2026-11-23/``).  The padding is a copy made inside the
+    earlier measurement, ``results/speed-h100-2026-11-23/``).  The padding is a copy made inside the
     autograd graph, so the gradient of the real rows flows back to the parameter and the
     padded rows' gradient is dropped: the parameter itself keeps ``V`` rows.
 
