@@ -165,7 +165,7 @@ def release_device_memory() -> None:
 def bench_inference(args, cfg) -> int:
     """``--generate`` / ``--stream``: time generation on the config's seeded, untrained model."""
     s = build(cfg)
-    device = s.device
+    cfg, device = s.cfg, s.device
     name = device_name(device)
     print(f"device:          {device} ({name})")
     print(model_line(cfg))
@@ -194,6 +194,7 @@ def bench_training(args, cfg) -> dict:
     more FLOPs.
     """
     s = build(cfg)  # exactly train.py's set-up: data, seeded model, AdamW, optional compile
+    cfg = s.cfg  # resolved: the head loss and padding that ran
     tc, mc, device, model = cfg.train, cfg.model, s.device, s.model
     tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
     times = []

@@ -91,9 +91,8 @@ def expected_config(argv: list[str], vocab_size: int) -> RunConfig:
     """The config ``train.py ARGV`` would write to ``config.json`` for a new run (settings it derives resolved)."""
     # The command line the experiment runs, read as train.py reads it.
     args, overrides = parse_train_args(argv)
-    cfg = resolve_new(args.config, overrides)
-    cfg.model.vocab_size = vocab_size  # set from the tokenizer when the run starts
-    return cfg
+    # vocab_size is set from the tokenizer when the run starts
+    return resolve_new(args.config, overrides).with_values(model={"vocab_size": vocab_size})
 
 
 def check(c: Candidate, expected: RunConfig, data_sha256: str | None, ignore: frozenset[str] = frozenset()) -> None:

@@ -89,9 +89,8 @@ def measure_step_seconds(cfg: RunConfig) -> float:
     from training.setup import build
     from training.step import train_step
 
-    cfg = RunConfig.from_dict(cfg.to_dict(), "the timed config")
-    cfg.train.compile = False
-    s = build(cfg)
+    s = build(cfg.with_values(train={"compile": False}))
+    cfg = s.cfg
     times = []
     for i in range(1 + TIMED_STEPS):
         t0 = time.perf_counter()

@@ -146,7 +146,7 @@ def _prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
     # The vocabulary comes from the data: prepare it once so sizing and every run agree on it.
     data = TokenData(prepare_from_config(cfg.data))
     data.check_block_size(cfg.model.block_size)
-    cfg.model.vocab_size = data.vocab_size
+    cfg = cfg.with_values(model={"vocab_size": data.vocab_size})
     defaults = report.flatten(RunConfig().to_dict())
     set_here = {k: v for k, v in report.flatten(cfg.to_dict()).items() if k in plan.arm_set.keys and v != defaults[k]}
     if set_here:  # each arm sets these itself; a config that sets one would give it to every arm

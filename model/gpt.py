@@ -148,11 +148,22 @@ class GPT(nn.Module):
     ``config.lm_head_bias`` adds a learned ``(vocab_size,)`` bias to the head: a free unigram
     offset, which a tied model otherwise has to encode in its shared matrix.
     :meth:`untie` turns a tied model into an untied one mid-run (tie-then-untie).
+
+    How the head runs, not what it computes, is given at construction (``training.setup.new_model``
+    passes the run's resolved ``train.*``): ``pad_vocab_multiple`` pads the head's rows to that
+    multiple for the matmul alone (:func:`model.head_loss.padded_head`), and ``head_loss`` is the
+    loss used when ``forward`` is asked for no logits: ``'chunked'`` or ``'fused'``.  Raises
+    ``ValueError`` for another ``head_loss`` or a multiple below 1.
     """
 
-    def __init__(self, config: GPTConfig) -> None:
+    def __init__(self, config: GPTConfig, pad_vocab_multiple: int = 1, head_loss: str = "chunked") -> None:
         super().__init__()
+        if head_loss not in ("chunked", "fused") or pad_vocab_multiple < 1:
+            raise ValueError(
+                f"head_loss must be 'chunked' or 'fused' and pad_vocab_multiple >= 1, got {head_loss!r}, {pad_vocab_multiple}"
+            )
         self.config = config
+        self.pad_vocab_multiple, self.head_loss = pad_vocab_multiple, head_loss
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
@@ -164,9 +175,6 @@ class GPT(nn.Module):
             # exactly the embedding's shape, so no transpose copy is needed.
             self.lm_head.weight = self.wte.weight
         self.loss_fn = nn.CrossEntropyLoss()
-        # How the head runs, not what it computes (set by training.setup from train.*): the head's rows padded
-        # to this multiple for the matmul (model.head_loss.padded_head), and the loss used without logits.
-        self.pad_vocab_multiple, self.head_loss = 1, "chunked"
         if config.init == "gpt2":
             self.apply(self._init_weights)
             residual_std = 0.02 / math.sqrt(2 * config.n_layer)

@@ -66,8 +66,8 @@ def _build(tmp_path, tie: bool, seed: int):
         "model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 16, "tie_embeddings": tie},
         "train": {"seed": seed, "batch_size": 4, "eval_iters": 3},
     }
-    cfg = parse_config(None, overrides)
-    return cfg, setup.build(cfg)
+    s = setup.build(parse_config(None, overrides))
+    return s.cfg, s
 
 
 def test_both_arms_of_a_seed_see_the_same_data_order_and_eval_batches(tmp_path, monkeypatch):

@@ -205,11 +205,11 @@ def test_a_new_run_records_which_loss_path_ran(tmp_path):
     """train.head_loss='auto' is resolved when a run starts: on a CPU config.json says 'chunked'."""
     from training.step import resolve_head_loss
 
-    cfg = parse_config(None, {"train": {"device": "cpu"}})
-    resolve_head_loss(cfg, torch.device("cpu"))
+    cfg = resolve_head_loss(parse_config(None, {"train": {"device": "cpu"}}), torch.device("cpu"))
     assert cfg.train.head_loss == "chunked"
-    cfg = parse_config(None, {"train": {"device": "cpu", "head_loss": "logits"}})
-    resolve_head_loss(cfg, torch.device("cpu"))
+    cfg = resolve_head_loss(
+        parse_config(None, {"train": {"device": "cpu", "head_loss": "logits"}}), torch.device("cpu")
+    )
     assert cfg.train.head_loss == "logits"
 
 

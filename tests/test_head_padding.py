@@ -16,7 +16,8 @@ from model.config import GPTConfig
 from model.gpt import GPT
 from model.head_loss import padded_head
 from training.config import parse_config
-from training.step import configure_head, resolve_head_loss
+from training.setup import new_model
+from training.step import resolve_head_loss
 
 VOCAB = 61  # a prime: every multiple above 1 pads it
 
@@ -26,9 +27,7 @@ def _model(tie: bool, bias: bool = False, pad: int = 1, head_loss: str = "chunke
     cfg = GPTConfig(
         vocab_size=VOCAB, block_size=16, n_layer=1, n_head=2, n_embd=16, tie_embeddings=tie, lm_head_bias=bias
     )
-    model = GPT(cfg)
-    model.pad_vocab_multiple, model.head_loss = pad, head_loss
-    return model
+    return GPT(cfg, pad_vocab_multiple=pad, head_loss=head_loss)
 
 
 def _batch():
@@ -102,14 +101,11 @@ def test_padded_head_masks_rows_for_losses_that_see_whole_rows():
 def test_auto_padding_is_64_on_cuda_and_none_on_cpu():
     """train.pad_vocab_multiple=0 resolves to 64 for CUDA and 1 for a CPU, and is recorded resolved."""
     for device, want in (("cuda", 64), ("cpu", 1)):
-        cfg = parse_config(None, {})
-        resolve_head_loss(cfg, torch.device(device))
+        cfg = resolve_head_loss(parse_config(None, {}), torch.device(device))
         assert cfg.train.pad_vocab_multiple == want
-    cfg = parse_config(None, {"train": {"pad_vocab_multiple": 128}})
-    resolve_head_loss(cfg, torch.device("cpu"))
-    model = _model(True)
-    configure_head(model, cfg)
-    assert model.pad_vocab_multiple == 128
+    cfg = resolve_head_loss(parse_config(None, {"train": {"pad_vocab_multiple": 128}}), torch.device("cpu"))
+    cfg = cfg.with_values(model={"vocab_size": VOCAB})
+    assert new_model(cfg).pad_vocab_multiple == 128
 
 
 def test_bad_padding_and_fused_off_cuda_are_refused():

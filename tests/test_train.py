@@ -314,8 +314,8 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path, corpus):
             "--train.grad_clip=0",
             "--train.dtype=float32",
         )
-        cfg = parse_config(None, train.parse_args(args)[1])
-        s = setup.build(cfg)
+        s = setup.build(parse_config(None, train.parse_args(args)[1]))
+        cfg = s.cfg
         grads = {}
         real_step = s.optimizer.step
 
@@ -353,6 +353,22 @@ def test_more_bad_options_exit_2_with_one_line(capsys, argv, match):
     """Non-finite numbers, empty paths, argparse's own errors and bad devices are one-line errors too."""
     assert train.main(argv) == 2
     assert re.search(match, error_line(capsys))
+
+
+def test_a_run_shorter_than_its_warmup_records_a_config_that_loads_again():
+    """max_iters below warmup_iters: lr_decay_iters resolves to max_iters, and config.json validates again on --resume."""
+    cfg = setup.resolve_new(None, {"train": {"max_iters": 20, "warmup_iters": 30}})
+    assert cfg.train.lr_decay_iters == 20
+    assert RunConfig.from_dict(cfg.to_dict(), "config.json") == cfg
+
+
+def test_a_config_is_resolved_into_a_validated_copy():
+    """with_values leaves the config it was called on unchanged and checks the copy's values like a new config."""
+    cfg = parse_config(None, {})
+    copy = cfg.with_values(train={"out_dir": "elsewhere"})
+    assert (cfg.train.out_dir, copy.train.out_dir) == (TrainConfig.out_dir, "elsewhere")
+    with pytest.raises(UserError, match="before the end of warmup"):
+        cfg.with_values(train={"warmup_iters": 50, "lr_decay_iters": 10})
 
 
 def test_resume_refuses_a_hand_edited_config(tmp_path, corpus, capsys):

@@ -151,7 +151,9 @@ class TrainConfig:
                 f"need 0 <= train.min_lr <= train.learning_rate and learning_rate > 0, "
                 f"got learning_rate={self.learning_rate}, min_lr={self.min_lr}"
             )
-        if self.lr_decay_iters and self.lr_decay_iters < self.warmup_iters:
+        # A horizon at or past the run's end is no decay inside the run: a run shorter than its warmup
+        # records lr_decay_iters = max_iters, and must load (and resume) again.
+        if self.lr_decay_iters and self.lr_decay_iters < min(self.warmup_iters, self.max_iters):
             raise UserError(
                 f"train.lr_decay_iters={self.lr_decay_iters} is before the end of warmup "
                 f"(train.warmup_iters={self.warmup_iters}): raise it, or set 0 for max_iters"
@@ -334,6 +336,16 @@ class RunConfig:
         if self.train.untie_at_cooldown:
             return self.train.cooldown_start()
         return max(1, round(self.train.untie_at * horizon)) if self.train.untie_at else None
+
+    def with_values(self, **sections: dict) -> RunConfig:
+        """A validated copy with ``sections`` changed, e.g. ``cfg.with_values(train={"out_dir": "runs"})``.
+
+        ``self`` is left as it was: a config is resolved by making a new one, never rewritten after its
+        checks.  Every section's and the cross-section rules run again (``__post_init__``); raises
+        :class:`UserError` where the new values break one, ``TypeError`` for an unknown key.
+        """
+        changed = {name: dataclasses.replace(getattr(self, name), **values) for name, values in sections.items()}
+        return dataclasses.replace(self, **changed)
 
     def to_dict(self) -> dict:
         """Plain nested dict (JSON- and TOML-friendly)."""

@@ -4,7 +4,7 @@
 record the config and environment, open the logs, evaluate at init, loop (step, log, evaluate,
 checkpoint, obey stop signals), write the summary, print the end.  Every step that can meet bad
 input or a fault says so in one line (docs/reliability.md).  What the run records and prints before
-its first step and after its last (records, banner, final evaluation, summary) is :mod:`training.report`.
+its first step and after its last (records, banner, summary, closing lines) is :mod:`training.report`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from training.branch import start_branch, step_checkpoint
 from training.config import RunConfig
 from training.schedule import get_lr
 from training.setup import Progress, build, restore
-from training.step import StepResult, evaluate, train_step
+from training.step import StepResult, evaluate, evaluate_windows, train_step
 
 PLOT_EVERY_S = 30.0  # seconds between redraws of loss.png during a run (and once at the end)
 
@@ -70,12 +70,13 @@ class Trainer:
         init_from: str | None,
         branch_from: tuple[Path, int] | None = None,
     ) -> None:
-        tc, mc = cfg.train, cfg.model
-        self.cfg, self.run_dir, self.dist, self.branch_from = cfg, run_dir, dist, branch_from
+        self.run_dir, self.dist, self.branch_from = run_dir, dist, branch_from
         self.resume = resume or branch_from is not None  # a branch goes on from the trunk's checkpoint
         self.main = dist.is_main
-        self.saved_vocab_size = mc.vocab_size  # a resumed config's; build() sets the data's
+        self.saved_vocab_size = cfg.model.vocab_size  # a resumed config's; build() sets the data's
         self.s = build(cfg, dist)
+        self.cfg = cfg = self.s.cfg  # resolved for the device and the data: what config.json records
+        tc, mc = cfg.train, cfg.model
         # Every rank copies the same weights in place, after DDP's broadcast; the optimizer's references stay valid.
         self.init_record = load_into(self.s.model, init_from) if init_from and not resume else None
         if tc.sample_tokens:
@@ -114,19 +115,33 @@ class Trainer:
                 # Lock before reading ckpt_last.pt: another process may be writing it.
                 ddp.on_main(lambda: faults.claim_run_folder(self.run_dir, self.resume, self.cleanup), self.dist)
                 self.restore_progress()
-                ddp.on_main(lambda: report.write_run_records(self), self.dist)
+                resumed_at = self.p.step if self.resume else None
+                world = self.dist.world_size
+                ddp.on_main(
+                    lambda: report.write_run_records(
+                        self.run_dir, self.cfg, self.s, self.init_record, resumed_at, world
+                    ),
+                    self.dist,
+                )
                 # From here a SIGINT / SIGTERM / SIGHUP only raises a flag, checked between steps (on all ranks at once).
                 self.stop = self.cleanup.enter_context(faults.StopSignals())
-                self.unigram = report.announce(self)
+                if self.main:  # the unigram baseline stays NaN elsewhere: only rank 0 prints it
+                    self.unigram = report.announce(self.run_dir, self.cfg, self.s, self.init_record, resumed_at, world)
                 ddp.on_main(self.open_logs, self.dist)  # wandb unreachable on rank 0 stops every rank
                 self.t_start = time.perf_counter()
                 if not self.resume:
                     self.evaluate()  # the loss at init (~ln vocab_size) anchors every curve
                     self.save_last()  # resumable from the start: a run stopped before its first interval can --resume
                 self.loop()
-                final_val = report.final_evaluation(self)
+                final_val = self.final_evaluation()
                 self.metrics.close()
-                summary = report.write_summary(self, final_val)
+                summary = report.summarize(
+                    self.p, self.s, self.cfg, final_val, self.tokens_per_step, self.unigram, self.elapsed(), world
+                )
+                ddp.on_main(
+                    lambda: report.write_summary(self.run_dir, summary, self.s, self.cfg, self.unigram, world),
+                    self.dist,
+                )
                 self.refuse_late_stop()
         except KeyboardInterrupt:  # a second signal: stop now, mid-step (every write is atomic)
             signum = (self.stop.received if self.stop is not None else None) or signal.SIGINT
@@ -142,7 +157,8 @@ class Trainer:
                 f"free space or fix the path, then continue with: {self.resume_cmd}"
             ) from None
         # The lock is released: the run folder is complete.
-        report.print_end(self, summary)
+        if self.main:
+            report.print_end(self.run_dir, summary, self.p, self.s, self.cfg, self.unigram, self.dist.world_size)
         return summary
 
     # ------------------------------------------------------------------ before the first step
@@ -387,6 +403,36 @@ class Trainer:
         return out
 
     # ------------------------------------------------------------------ the end
+
+    def final_evaluation(self) -> dict:
+        """The run's final score: val loss on the same tiling windows for every run (``train.final_eval_tokens``)."""
+        tc, s, block = self.cfg.train, self.s, self.cfg.model.block_size
+        if not tc.final_eval_tokens:
+            return {}
+        positions = s.data.tiling_offsets("val", block, tc.final_eval_tokens)
+        score = evaluate_windows(
+            s.eval_model, s.data, positions, self.cfg, s.device, s.amp_dtype, self.dist, progress=self.main
+        )
+        world = self.dist.world_size
+        windows = len(positions) - len(positions) % world if len(positions) >= world else len(positions)
+        scored = windows * block
+        row = {
+            "kind": "final_eval",
+            "step": self.p.step,
+            "val_loss": score.loss,
+            "val_bpb": score.bpb,
+            "tokens_scored": scored,
+            "elapsed_s": self.elapsed(),
+        }
+        self.log(row, to_wandb=False)  # under its own name: at the last eval's step it would overwrite val_loss
+        final = {"final_val_loss": score.loss, "final_val_bpb": score.bpb}
+        ddp.on_main(lambda: self.logger.log(final, step=self.p.step), self.dist)
+        if self.main:
+            tqdm.write(
+                f"final val loss {score.loss:.4f}, {score.bpb:.4f} bits per byte, on {scored:,} val tokens "
+                "(the same windows for every run)"
+            )
+        return {**final, "final_val_tokens": scored}
 
     def refuse_late_stop(self) -> None:
         """A signal during the last step: the run is complete, but it still exits as stopped."""

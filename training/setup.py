@@ -31,7 +31,7 @@ from training.branch import branch_config, check_trunk, parse_branch_from
 from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, parse_cli, parse_config
 from training.gpt2 import init_from_overrides
 from training.schedule import schedule_note
-from training.step import configure_head, resolve_head_loss
+from training.step import resolve_head_loss
 
 
 def setup_run(
@@ -65,6 +65,7 @@ def setup_run(
             )
         cfg = runs.load_run_config(run_dir)
         saved_horizon = cfg.train.lr_decay_iters
+        changes: dict[str, dict] = {}
         for section, values in overrides.items():
             for key, value in values.items():
                 full = f"{section}.{key}"
@@ -75,7 +76,7 @@ def setup_run(
                         f"--{full} cannot change on --resume (it would change the run's maths): "
                         f"start a new run instead; resumable options: {', '.join(sorted(RESUME_OVERRIDABLE))}"
                     )
-                setattr(getattr(cfg, section), key, value)
+                changes.setdefault(section, {})[key] = value
         if (
             cfg.train.untie_at
             and overrides.get("train", {}).get("lr_decay_iters", cfg.train.lr_decay_iters) != saved_horizon
@@ -84,13 +85,14 @@ def setup_run(
                 "--train.lr_decay_iters cannot change on --resume of a tie-then-untie run: its switch step "
                 "(train.untie_at of the horizon) would move; start a new run instead"
             )
-        cfg = RunConfig.from_dict(cfg.to_dict(), "resumed config")  # re-validate after the overrides
+        # The overrides, and the folder the run lives in now (even if it was moved), in one validated copy.
+        changes.setdefault("train", {})["out_dir"] = str(out_dir)
+        cfg = cfg.with_values(**changes)
         train_keys = overrides.get("train", {})
         if dist.is_main and ("max_iters" in train_keys or "lr_decay_iters" in train_keys):
             note = schedule_note(cfg.train)
             if note:
                 print(note, file=sys.stderr, flush=True)
-        cfg.train.out_dir = str(out_dir)  # the folder it lives in now, even if it was moved
         faults.check_paths(cfg, run_dir)
         check_trunk(run_dir)
         return cfg, run_dir, None
@@ -127,7 +129,7 @@ def _setup_branch(
     trunk_dir, step = parse_branch_from(args.branch_from)
     faults.check_run_name(args.run_name)
     cfg = branch_config(trunk_dir, step, overrides)
-    cfg.train.out_dir = overrides.get("train", {}).get("out_dir", TrainConfig.out_dir)
+    cfg = cfg.with_values(train={"out_dir": overrides.get("train", {}).get("out_dir", TrainConfig.out_dir)})
     run_dir = Path(cfg.train.out_dir) / args.run_name
     faults.check_paths(cfg, run_dir)
     if dist.is_main and run_dir.exists():
@@ -145,16 +147,23 @@ def resolve_new(config: str | None, overrides: dict) -> RunConfig:
     """
     cfg = parse_config(config, overrides)
     tc = cfg.train
-    tc.lr_decay_iters = tc.lr_decay_iters or tc.max_iters
-    tc.checkpoint_interval = tc.checkpoint_interval or tc.eval_interval
+    dtype = tc.dtype
+    if dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
+        dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
+    cfg = cfg.with_values(
+        train={
+            "lr_decay_iters": tc.lr_decay_iters or tc.max_iters,
+            "checkpoint_interval": tc.checkpoint_interval or tc.eval_interval,
+            "dtype": dtype,
+        }
+    )
+    tc = cfg.train
     if cfg.untie_step() is not None and cfg.untie_step() >= tc.max_iters:
         raise UserError(
             f"the untie step of {'the cooldown' if tc.untie_at_cooldown else f'train.untie_at={tc.untie_at:g}'} of "
             f"the schedule's {tc.lr_decay_iters} steps is step {cfg.untie_step()}, not before "
             f"train.max_iters={tc.max_iters}: the run would never untie; lower train.untie_at or train.lr_decay_iters"
         )
-    if tc.dtype == "auto":  # fixed now, so a resume on other hardware keeps the same arithmetic
-        tc.dtype = "bfloat16" if hardware.autocast_dtype(hardware.pick_device(tc.device), "auto") else "float32"
     return cfg
 
 
@@ -199,6 +208,7 @@ class Setup:
     optimizer: torch.optim.Optimizer
     data_gen: torch.Generator  # the data order (the same on every rank); its state is the data position
     dist: ddp.Dist
+    cfg: RunConfig  # the config as resolved for this device and data: what config.json records
 
     def untie(self, cfg: RunConfig) -> None:
         """Tie-then-untie: ``lm_head`` gets its own copy of the matrix and of its AdamW moments.
@@ -230,25 +240,37 @@ def wrap(model: GPT, cfg: RunConfig, device: torch.device, dist: ddp.Dist) -> tu
     return eval_model, DistributedDataParallel(eval_model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
+def new_model(cfg: RunConfig) -> GPT:
+    """The run's freshly initialised model, seeded by ``train.seed``, its head set up from the resolved ``train.*``.
+
+    ``train.head_loss`` and ``train.pad_vocab_multiple`` must be resolved (:func:`training.step.resolve_head_loss`):
+    the model's loss without logits is the fused kernel for ``'fused'`` and the chunked one otherwise
+    (``'logits'`` builds every logit in ``forward`` and needs neither).
+    """
+    tc = cfg.train
+    torch.manual_seed(tc.seed)
+    return GPT(cfg.model, tc.pad_vocab_multiple, "fused" if tc.head_loss == "fused" else "chunked")
+
+
 def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     """Prepare the data and build model, optimizer and data order for ``cfg`` (seeded).
 
-    Sets ``cfg.model.vocab_size`` from the tokenizer and resolves ``train.head_loss='auto'`` and
-    ``train.pad_vocab_multiple=0`` for the device (new runs and resumes alike, before config.json is written).  Writes nothing but the data cache
+    ``cfg`` stays as given; the set-up's own ``cfg`` (:attr:`Setup.cfg`, what config.json records) is a
+    resolved copy: ``model.vocab_size`` from the tokenizer, ``train.head_loss='auto'`` and
+    ``train.pad_vocab_multiple=0`` for the device (new runs and resumes alike).  Writes nothing but the data cache
     (prepared by rank 0 alone under torchrun).  Shared by ``train.py`` and ``bench.py`` so the
     benchmark times the training set-up exactly.  Under torchrun the model is wrapped in
     ``DistributedDataParallel``; the tied head stays one Parameter inside it.
     Raises :class:`UserError` for a bad device, corpus or ``block_size``.
     """
-    tc, mc = cfg.train, cfg.model
-    device = ddp.init(dist, tc.device) or hardware.pick_device(tc.device)
-    amp_dtype = hardware.autocast_dtype(device, tc.dtype)
-    resolve_head_loss(cfg, device)
+    device = ddp.init(dist, cfg.train.device) or hardware.pick_device(cfg.train.device)
+    amp_dtype = hardware.autocast_dtype(device, cfg.train.dtype)
+    cfg = resolve_head_loss(cfg, device)
     if device.type == "cpu":
         hardware.keep_freed_memory_on_cpu()
     data_dir = ddp.on_main(lambda: prepare_from_config(cfg.data), dist)  # one writer for the cache
     data = TokenData(data_dir)
-    data.check_block_size(mc.block_size)
+    data.check_block_size(cfg.model.block_size)
     tokenizer = load_tokenizer(data_dir)
     if tokenizer.vocab_size != data.vocab_size:
         raise UserError(
@@ -256,10 +278,9 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
             f"{tokenizer.vocab_size} tokens: re-run python -m data.prepare --source {shlex.quote(cfg.data.source)} "
             f"--tokenizer {cfg.data.tokenizer} --force"
         )
-    mc.vocab_size = data.vocab_size
-    torch.manual_seed(tc.seed)
-    model = GPT(mc).to(device)
-    configure_head(model, cfg)
+    cfg = cfg.with_values(model={"vocab_size": data.vocab_size})
+    tc = cfg.train
+    model = new_model(cfg).to(device)
     groups = model.param_groups(tc.weight_decay, tc.embedding_weight_decay, tc.embedding_lr_scale, tc.head_lr_scale)
     # The fused kernel exists on CPU too: 1.11x faster steps on the char recipe on 2 cores
     # (interleaved A/B, results/speed-cpu-2026-11-23/).
@@ -280,6 +301,7 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
         optimizer,
         torch.Generator().manual_seed(tc.seed),
         dist,
+        cfg,
     )
 
 

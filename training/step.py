@@ -58,25 +58,19 @@ def chunked_loss(cfg: RunConfig, device: torch.device) -> bool:
     return mode in ("chunked", "fused") or (mode == "auto" and device.type == "cpu")
 
 
-def resolve_head_loss(cfg: RunConfig, device: torch.device) -> None:
-    """Resolve ``train.head_loss='auto'`` and ``train.pad_vocab_multiple=0`` for ``device``, so config.json says which ran.
+def resolve_head_loss(cfg: RunConfig, device: torch.device) -> RunConfig:
+    """``cfg`` with ``train.head_loss='auto'`` and ``train.pad_vocab_multiple=0`` resolved for ``device`` (a new config).
 
-    'auto' head loss: chunked on a CPU, logits elsewhere.  Auto padding: 64 on CUDA (aligned matmul
-    sizes pay there), 1 (none) elsewhere.  Raises :class:`UserError` for 'fused' off CUDA.
+    So config.json says which ran.  'auto' head loss: chunked on a CPU, logits elsewhere.  Auto
+    padding: 64 on CUDA (aligned matmul sizes pay there), 1 (none) elsewhere.  Raises
+    :class:`UserError` for 'fused' off CUDA.
     """
     tc = cfg.train
-    if tc.head_loss == "auto":
-        tc.head_loss = "chunked" if chunked_loss(cfg, device) else "logits"
-    if tc.head_loss == "fused" and device.type != "cuda":
+    head_loss = ("chunked" if chunked_loss(cfg, device) else "logits") if tc.head_loss == "auto" else tc.head_loss
+    if head_loss == "fused" and device.type != "cuda":
         raise UserError(f"train.head_loss='fused' runs on CUDA only, not {device.type}: choose chunked or logits")
-    if tc.pad_vocab_multiple == 0:
-        tc.pad_vocab_multiple = 64 if device.type == "cuda" else 1
-
-
-def configure_head(model, cfg: RunConfig) -> None:
-    """Tell ``model`` (a :class:`model.gpt.GPT`) how its head runs: padding and the loss without logits (resolved)."""
-    model.pad_vocab_multiple = cfg.train.pad_vocab_multiple
-    model.head_loss = "fused" if cfg.train.head_loss == "fused" else "chunked"
+    pad = tc.pad_vocab_multiple or (64 if device.type == "cuda" else 1)
+    return cfg.with_values(train={"head_loss": head_loss, "pad_vocab_multiple": pad})
 
 
 def train_step(
