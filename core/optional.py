@@ -1,6 +1,6 @@
-"""Optional libraries, imported on first use: transformers and safetensors (GPT-2 interop), liger-kernel (a fused head loss).
+"""Optional libraries, imported on first use: transformers, safetensors and huggingface_hub (GPT-2 interop), liger-kernel (a fused head loss).
 
-Training needs neither; a command that does gets a one-line :class:`UserError` saying what
+Training needs none of them; a command that does gets a one-line :class:`UserError` saying what
 to install instead of an ImportError traceback.
 """
 
@@ -23,6 +23,17 @@ def transformers():
 
     huggingface_hub.utils.logging.set_verbosity_error()  # its "Retrying in Ns" lines too
     return transformers
+
+
+def huggingface_hub():
+    """The ``huggingface_hub`` module (it comes with transformers), or a one-line :class:`UserError` saying how to install it."""
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise UserError(
+            "the model card of a GPT-2 export needs huggingface_hub: pip install transformers safetensors"
+        ) from None
+    return huggingface_hub
 
 
 def safetensors_torch():

@@ -5,18 +5,21 @@ the two short fine-tuning runs; the tokenizer test needs the cached GPT-2 BPE fi
 """
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 from helpers import VERSE, error_line, tiny_args, train_rows, write_corpus
+from huggingface_hub import ModelCard
 from safetensors import safe_open
 from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 import hf as hf_cli
 import sample
 import train
+from core import optional
 from core.errors import UserError
 from data.hf_tokenizer import write_tokenizer_files
 from data.tokenizers import CharTokenizer, build_tokenizer
@@ -24,6 +27,8 @@ from model import hf
 from model.checkpoint import load_checkpoint
 from model.config import GPTConfig
 from model.gpt import GPT
+from training.card import model_card
+from training.config import RunConfig
 
 SMALL = dict(n_positions=32, n_embd=32, n_layer=2, n_head=2)
 
@@ -223,6 +228,9 @@ def test_missing_transformers_or_safetensors_is_a_one_line_install_hint(monkeypa
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.raises(UserError, match="pip install transformers safetensors"):
         hf.from_hf("some/folder")
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    with pytest.raises(UserError, match="pip install transformers safetensors"):
+        optional.huggingface_hub()  # the model card's
 
 
 def test_gpt2_tokenizer_files_load_in_transformers_and_encode_as_tiktoken(tmp_path):
@@ -319,10 +327,17 @@ def init_args(tmp_path: Path, folder: Path, *extra: str) -> list[str]:
     return [*base, "--init-from", str(folder), *extra]
 
 
-def test_init_from_fine_tunes_the_imported_weights(tmp_path, gpt2_folder):
+@pytest.fixture(scope="module")
+def fine_tuned_run(tmp_path_factory, gpt2_folder) -> Path:
+    """An 8-step ``train.py --init-from`` run of ``gpt2_folder`` (tied, gpt2 tokenizer), with every record train.py writes."""
+    root = tmp_path_factory.mktemp("ft")
+    assert train.main(init_args(root, gpt2_folder, "--train.max_iters=8", "--run-name", "ft")) == 0
+    return root / "runs" / "ft"
+
+
+def test_init_from_fine_tunes_the_imported_weights(fine_tuned_run, gpt2_folder):
     """The run takes the GPT-2 shape (block_size cropped to 32 of 64), records its source, and its loss goes down."""
-    assert train.main(init_args(tmp_path, gpt2_folder, "--train.max_iters=8", "--run-name", "ft")) == 0
-    run = tmp_path / "runs" / "ft"
+    run = fine_tuned_run
     model_cfg = json.loads((run / "config.json").read_text())["model"]
     assert (model_cfg["n_layer"], model_cfg["n_head"], model_cfg["n_embd"], model_cfg["block_size"]) == (2, 2, 32, 32)
     record = json.loads((run / "init_from.json").read_text())
@@ -377,3 +392,93 @@ def test_init_from_with_resume_or_a_missing_folder_is_refused(tmp_path, capsys):
     assert "drop --config / --init-from" in error_line(capsys)
     assert train.main(["--init-from", str(tmp_path / "nope"), "--run-name", "x", f"--train.out_dir={tmp_path}"]) == 2
     assert "does not exist" in error_line(capsys)
+
+
+# --------------------------------------------------------------------------- the model card (README.md)
+
+
+@pytest.fixture(scope="module")
+def exported_run(tmp_path_factory, fine_tuned_run) -> Path:
+    """``hf.py export`` of the fine-tuned run: a Hugging Face folder with its model card."""
+    out = tmp_path_factory.mktemp("export") / "ft"
+    assert hf_cli.main(["export", "--run", str(fine_tuned_run), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def imported_export(tmp_path_factory) -> Path:
+    """A char model exported, imported untied (``hf.py import --untied``) and exported again: a run folder with no
+    training records behind the second export."""
+    root = tmp_path_factory.mktemp("imported")
+    torch.manual_seed(3)
+    model = GPT(GPTConfig(vocab_size=len(set(VERSE)), block_size=16, n_layer=1, n_head=1, n_embd=16)).eval()
+    hf.export(model, root / "first", lambda folder: write_tokenizer_files(CharTokenizer(sorted(set(VERSE))), folder))
+    assert hf_cli.main(["import", "--hf", str(root / "first"), "--out", str(root / "run"), "--untied"]) == 0
+    assert hf_cli.main(["export", "--run", str(root / "run"), "--out", str(root / "again")]) == 0
+    return root / "again"
+
+
+def test_export_writes_a_model_card_with_hugging_face_metadata(exported_run):
+    """README.md parses back with ModelCard.load: library, MIT licence, text-generation, the tying word in the tags."""
+    card = ModelCard.load(exported_run / "README.md")
+    assert card.data.library_name == "transformers" and card.data.license == "mit"
+    assert card.data.pipeline_tag == "text-generation"
+    assert {"gpt2", "tinygpt", "tied-embeddings"} <= set(card.data.tags) and "untied-embeddings" not in card.data.tags
+    assert card.data.datasets is None  # a local corpus is no hub dataset
+
+
+def test_model_card_states_the_runs_recorded_numbers(exported_run, fine_tuned_run):
+    """The card's val loss, bits per byte, tokens, parameters, commit and command are the run's records, as written."""
+    text = (exported_run / "README.md").read_text(encoding="utf-8")
+    summary = json.loads((fine_tuned_run / "summary.json").read_text())
+    env = json.loads((fine_tuned_run / "env.json").read_text())
+    assert f"| Final val loss | {summary['final_val_loss']:.4f} nats/token" in text
+    assert f"| Final val bits per byte | {summary['final_val_bpb']:.4f} |" in text
+    assert f"| Training tokens | {summary['tokens']:,} ({summary['step']} steps) |" in text
+    parameters = GPT2LMHeadModel.from_pretrained(exported_run).num_parameters()
+    assert parameters == summary["parameters"] and f"| Parameters | {parameters:,} " in text
+    assert "n_layer=2, n_head=2, n_embd=32, block_size=32" in text
+    assert "tied (`tie_embeddings=true`): the output head and the token embedding share one matrix" in text
+    assert env["git_commit"] in text and shlex.join(env["argv"]) in text
+    assert "not recorded" not in text
+
+
+def test_the_cards_usage_example_loads_the_folder_in_transformers(exported_run):
+    """The card's Python example runs as written: model and tokenizer load from the folder, README.md beside them."""
+    text = (exported_run / "README.md").read_text(encoding="utf-8")
+    example = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(example.splitlines()) == 3
+    names = {}
+    exec(example, names)
+    assert isinstance(names["model"], GPT2LMHeadModel) and names["model"].config.tie_word_embeddings
+    assert names["tokenizer"]("ROMEO:")["input_ids"] == build_tokenizer("gpt2").encode("ROMEO:")
+
+
+def test_model_card_of_a_run_without_records_says_not_recorded(imported_export):
+    """An imported run has no summary, metrics or env record: the export still writes a card, and says so."""
+    text = (imported_export / "README.md").read_text(encoding="utf-8")
+    for row in ("Data", "Training tokens", "Final val loss", "Final val bits per byte", "Commit", "Trained"):
+        assert f"| {row} | not recorded |" in text, row
+    assert "The command that trained it: not recorded." in text
+    assert "imported by `hf.py import`" in text
+
+
+def test_model_card_of_an_untied_model_says_untied(imported_export):
+    """The tying in the card is the exported weights': an untied model gets the untied words and tag."""
+    card = ModelCard.load(imported_export / "README.md")
+    assert "untied-embeddings" in card.data.tags and "tied-embeddings" not in card.data.tags
+    assert "untied (`tie_embeddings=false`): the output head has its own matrix" in card.text
+
+
+def test_model_card_names_a_hub_corpus_as_its_dataset(tmp_path):
+    """data.source=hf:<hub id> becomes the card's datasets entry, and its licence note names the corpus."""
+    cfg = RunConfig().to_dict()
+    cfg["data"]["source"] = "hf:roneneldan/TinyStories"
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text(json.dumps(cfg))
+    model = GPT(GPTConfig(vocab_size=8, block_size=8, n_layer=1, n_head=1, n_embd=8))
+    card = model_card(
+        tmp_path / "run", tmp_path / "hf", model, CharTokenizer(list("abcdefgh")), {"step": 0}, "best", False
+    )
+    assert card.data.datasets == ["roneneldan/TinyStories"]
+    assert "corpus (`hf:roneneldan/TinyStories`)" in card.text

@@ -31,8 +31,8 @@ COLUMNS = (
 )
 
 
-def _number(value) -> float | None:
-    """``value`` if it is a finite int or float (not a bool), else None."""
+def finite_number(value) -> float | None:
+    """``value`` if it is a finite int or float (not a bool), else None: a number read from a JSON record."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return value
     return None
@@ -79,9 +79,9 @@ def _run_facts(run_dir: Path) -> dict:
     if summary is not None and type(summary_step) is not int:
         raise Unreadable("summary.json has no integer step")
     evals = [r for r in rows if r["kind"] == "eval"]
-    losses = [v for v in (_number(r.get("val_loss")) for r in evals) if v is not None]
-    bpbs = [v for v in (_number(r.get("val_bpb")) for r in evals) if v is not None]
-    speeds = [v for v in (_number(r.get("tokens_per_s")) for r in rows if r["kind"] == "train") if v is not None]
+    losses = [v for v in (finite_number(r.get("val_loss")) for r in evals) if v is not None]
+    bpbs = [v for v in (finite_number(r.get("val_bpb")) for r in evals) if v is not None]
+    speeds = [v for v in (finite_number(r.get("tokens_per_s")) for r in rows if r["kind"] == "train") if v is not None]
     s = summary or {}
     return {
         # a run that untied on the way (train.untie_at, train.untie_at_cooldown) logs an untie row
@@ -89,10 +89,14 @@ def _run_facts(run_dir: Path) -> dict:
         "data": label,
         "steps": rows[-1]["step"] if rows else summary_step,
         "max_iters": planned,
-        "best_val_loss": _first(_number(s.get("best_val_loss")), min(losses, default=None)),
-        "final_val_loss": _number(s.get("final_val_loss")),  # the whole-split score (train.final_eval_tokens)
-        "best_val_bpb": _first(_number(s.get("best_val_bpb")), min(bpbs, default=None), _number(s.get("val_bpb"))),
-        "tokens_per_s": _first(_number(s.get("tokens_per_s_median")), statistics.median(speeds) if speeds else None),
+        "best_val_loss": _first(finite_number(s.get("best_val_loss")), min(losses, default=None)),
+        "final_val_loss": finite_number(s.get("final_val_loss")),  # the whole-split score (train.final_eval_tokens)
+        "best_val_bpb": _first(
+            finite_number(s.get("best_val_bpb")), min(bpbs, default=None), finite_number(s.get("val_bpb"))
+        ),
+        "tokens_per_s": _first(
+            finite_number(s.get("tokens_per_s_median")), statistics.median(speeds) if speeds else None
+        ),
         "_summary_step": summary_step,
         "_stopped": bool(rows) and rows[-1]["kind"] == "stop",
     }

@@ -19,6 +19,7 @@ from data.hf_tokenizer import TOKENIZER_FILE, write_tokenizer_files
 from data.tokenizers import build_tokenizer, save_tokenizer, tokenizer_from_dict
 from model import hf
 from model.checkpoint import save_checkpoint
+from training.card import CARD_FILE, model_card
 from training.config import RunConfig
 from training.runs import load_run
 
@@ -132,7 +133,17 @@ def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Pat
 def export_run(run_dir: Path, which: str, out_dir: Path) -> Path:
     """Write the ``which`` ("best" or "last") checkpoint of ``run_dir`` with its tokenizer as a GPT-2 folder.
 
+    The folder also gets a model card, ``README.md`` (:func:`training.card.model_card`: the
+    architecture, tying, and the run's recorded tokens, val loss, command and commit).
     Raises :class:`UserError` for a bad run folder or an ``out_dir`` that exists and is not empty.
     """
-    model, tokenizer, _ = load_run(Path(run_dir), which, torch.device("cpu"))
-    return hf.export(model, out_dir, lambda folder: write_tokenizer_files(tokenizer, folder, model.config.block_size))
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    model, tokenizer, ckpt = load_run(run_dir, which, torch.device("cpu"))
+
+    def write_more(folder: Path) -> None:
+        write_tokenizer_files(tokenizer, folder, model.config.block_size)
+        has_hf_tokenizer = (folder / "tokenizer.json").is_file()  # gpt2 and bpe:N have one, char has none
+        card = model_card(run_dir, out_dir, model, tokenizer, ckpt, which, has_hf_tokenizer)
+        card.save(folder / CARD_FILE)
+
+    return hf.export(model, out_dir, write_more)
