@@ -66,8 +66,8 @@ A GPT-2 model (`GPT2LMHeadModel`) exported by tinygpt's `hf.py export` from the 
 ## Back into tinygpt
 
 ```bash
-python hf.py import --hf {{ out_dir }} --out runs/{{ name }}
-python sample.py --run runs/{{ name }}
+python hf.py import --hf {{ out_dir }} --out runs/{{ name }}-imported
+python sample.py --run runs/{{ name }}-imported
 ```
 
 ## Licence
