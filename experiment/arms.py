@@ -19,6 +19,15 @@ today uses 0.3 / 0.008 scaled by (d/768)^-0.5, initialises its head N(0, 0.001) 
 embedding's output, which this arm does not.  modded-nanogpt's record of 2024-11-03 unties at 2/3
 of the run; ``tie-untie-cooldown`` unties where a warmup-stable-decay run starts its cooldown
 (``train.untie_at_cooldown``), so on the budget axis it branches from the tied arm's trunk.
+
+An arm may also come from code: ``compare.py --arm before@HEAD~1`` trains that arm with the project
+as it was at a revision (:func:`resolve`, :func:`worktree`).  "Is my code change real?" is then one
+command: the checkout's arms train with its own ``train.py``, an arm ``NAME@REV`` with the
+``train.py`` of a git worktree of ``REV`` (``git worktree add --detach``, kept in
+``.worktrees/<commit>`` at the repository's root and reused).  Every run records the commit it
+trained from (``env.json``'s ``git_commit``), which is how a report tells such arms apart: their
+configs may be identical.  The checkout must be clean (no uncommitted changes outside
+``results/``), or its runs would record a commit that is not the code they ran.
 """
 
 from __future__ import annotations
@@ -26,12 +35,14 @@ from __future__ import annotations
 import difflib
 import math
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import UserError
+from core.files import REPO_ROOT, file_lock
 from core.settings import field_types, load_toml, overrides_to_argv, parse_cli_value
-from experiment import code_arms
 from training.config import BOOKKEEPING, DERIVED, SECTIONS, RunConfig
 
 ARMS: dict[str, dict[str, object]] = {
@@ -77,7 +88,7 @@ REFUSED = {
 }
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 # The pseudo-setting of an arm from code (--arm NAME@REV): the commit its train.py comes from, matched
-# against a run's env.json git_commit (experiment.code_arms).
+# against a run's env.json git_commit (the arms from code, below).
 CODE = "code"
 
 
@@ -212,7 +223,7 @@ def parse_arm(text: str) -> tuple[str, dict[str, object]]:
     """``"dropout:model.dropout=0.1,train.weight_decay=0"`` -> ``("dropout", {"model.dropout": 0.1, ...})``.
 
     ``"base:"`` is an arm with no settings of its own (the config as given); ``"before@HEAD~1"`` an
-    arm trained with the code of that revision (``{"code": <commit>}``, :mod:`experiment.code_arms`),
+    arm trained with the code of that revision (``{"code": <commit>}``, :func:`resolve`),
     which may take settings too (``"before@HEAD~1:model.dropout=0.1"``).  Raises
     :class:`UserError` for another shape, an unknown or refused key, or a badly typed value.
     """
@@ -223,7 +234,7 @@ def parse_arm(text: str) -> tuple[str, dict[str, object]]:
         raise UserError(
             f"{where} is not NAME:KEY=VALUE[,KEY=VALUE...] or NAME@REVISION: e.g. --arm dropout:model.dropout=0.1"
         )
-    settings: dict[str, object] = {CODE: code_arms.resolve(rev.strip())} if at else {}
+    settings: dict[str, object] = {CODE: resolve(rev.strip())} if at else {}
     for part in (p.strip() for p in rest.split(",") if p.strip()):
         key, eq, value = part.partition("=")
         if not eq:
@@ -271,7 +282,7 @@ def define_arms(names: list[str] | None, defined: dict[str, dict[str, object]]) 
         raise UserError(f"--arms names an arm twice ({','.join(chosen)}): give each once")
     arms = pool.select(chosen)
     if any(arms.code(n) for n in chosen):
-        code_arms.check_clean()
+        check_clean()
     if len(chosen) < 2:
         raise UserError(f"{','.join(chosen)} is one arm: a comparison needs two, e.g. --arms tied,untied")
     seen: dict[tuple, str] = {}
@@ -321,3 +332,77 @@ def arms_from_differences(flat_configs: list[dict]) -> tuple[ArmSet, list[str]]:
         settings.setdefault(name, values)
         names.append(name)
     return ArmSet(settings), names
+
+
+# ----------------------------------------------------------------------------- arms from code
+
+WORKTREES = REPO_ROOT / ".worktrees"
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    """``git <args>`` in the repository; UserError when git is missing or this is no repository."""
+    try:
+        done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise UserError(f"arms from code need git, which failed ({type(e).__name__}): install git") from None
+    return done
+
+
+def resolve(rev: str) -> str:
+    """The full commit hash of ``rev`` (a branch, tag, hash or ``HEAD~1``).
+
+    Raises :class:`UserError` for a revision git does not know, or the checkout's own commit.
+    """
+    done = _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if done.returncode != 0 or not done.stdout.strip():
+        raise UserError(
+            f"unknown revision {rev!r}: give a commit, branch or tag of this repository (git log --oneline)"
+        )
+    sha = done.stdout.strip()
+    if sha == head():
+        raise UserError(f"{rev} is the checkout's own commit: the checkout's arms train it already; compare another")
+    return sha
+
+
+def head() -> str:
+    """The checkout's own commit (the code its arms train with)."""
+    return _git("rev-parse", "HEAD").stdout.strip()
+
+
+def check_clean() -> None:
+    """Refuse a checkout with uncommitted changes or untracked files (``results/`` and what ``.gitignore``
+    keeps out aside): a run records only the commit it trained from."""
+    status = _git("status", "--porcelain", "--untracked-files=normal", "--", ".", ":!results").stdout.strip()
+    if status:
+        changed = ", ".join(line[3:] for line in status.splitlines()[:3])
+        raise UserError(
+            f"the checkout has uncommitted changes ({changed}): commit them first, so that every run "
+            "records the code it ran (its git commit)"
+        )
+
+
+def worktree(sha: str) -> Path:
+    """The worktree of commit ``sha`` (``.worktrees/<sha[:12]>``), added on first use and checked on reuse
+    (at ``sha``, unchanged); its ``train.py``'s folder.  Under a lock, so two compare.py add it once; a
+    half-made one (an add cut short) is removed and added again.  Raises :class:`UserError` when git fails."""
+    path = WORKTREES / sha[:12]
+    WORKTREES.mkdir(parents=True, exist_ok=True)
+    with file_lock(WORKTREES / ".lock"):
+        if (path / "train.py").is_file() and _is_clean_at(path, sha):
+            return path
+        if path.exists():
+            _git("worktree", "remove", "--force", str(path))
+            shutil.rmtree(path, ignore_errors=True)
+            _git("worktree", "prune")
+        done = _git("worktree", "add", "--detach", "--force", str(path), sha)
+        if done.returncode != 0:
+            why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            raise UserError(f"git worktree add {path} {sha[:12]} failed: {why}")
+    return path
+
+
+def _is_clean_at(path: Path, sha: str) -> bool:
+    """Whether the worktree at ``path`` is at commit ``sha`` with no changes."""
+    head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True)
+    status = subprocess.run(["git", "-C", str(path), "status", "--porcelain"], capture_output=True, text=True)
+    return head.stdout.strip() == sha and not status.stdout.strip()

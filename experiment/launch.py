@@ -71,7 +71,7 @@ def arm_command(
 
     A finished run (``summary.json``) is reused, an interrupted one (``ckpt_last.pt``) resumed
     with ``resume_argv`` (bookkeeping overrides only), a missing one trained from scratch, all with
-    ``train_py`` (an arm from code: its worktree's, :mod:`experiment.code_arms`).  A
+    ``train_py`` (an arm from code: its worktree's, :func:`experiment.arms.worktree`).  A
     branch (:mod:`training.branch`) whose trunk changed since it branched is refused.  Raises
     :class:`UserError` for a folder whose first start failed before its first checkpoint.
     """

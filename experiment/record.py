@@ -15,7 +15,7 @@ from pathlib import Path
 
 from core.errors import UserError
 from core.files import file_lock, read_json, write_json
-from experiment import code_arms, report
+from experiment import arms, report
 from experiment.arms import ARMS
 from experiment.stats import look_alpha, sequential_looks
 from experiment.tuning import lr_grid_refusals
@@ -54,7 +54,7 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
     if defined:  # arms defined by settings (--arm): a report reads the run folders' arms from these
         settings["arms"] = defined
     if any(plan.arm_set.code(n) for n in plan.arms):  # the other arms train with the checkout's code: pin it
-        settings["checkout"] = code_arms.head()
+        settings["checkout"] = arms.head()
     saved = out_dir / "experiment.json"
     if saved.is_file():
         before = read_json(saved, "experiment settings")

@@ -21,7 +21,7 @@ from core.files import read_json, write_text_atomic
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import adopt, budgets, code_arms, figures, launch, report, report_markdown, stats
+from experiment import adopt, arms, budgets, figures, launch, report, report_markdown, stats
 from experiment.arms import PRESETS, ArmSet
 from experiment.plan import PlannedRun, RunsBar, measure_step_seconds, plan_line, power_line, run_state, time_per_run
 from experiment.record import remember_settings
@@ -133,7 +133,7 @@ def _commands(plan: Plan, cfg: RunConfig, name: str) -> Commands:
         arm_flags,
         resume_argv,
         [f"--wandb.group={cfg.wandb.group or name}"],
-        {arm: str(code_arms.worktree(sha) / "train.py") for arm in plan.arms if (sha := plan.arm_set.code(arm))},
+        {arm: str(arms.worktree(sha) / "train.py") for arm in plan.arms if (sha := plan.arm_set.code(arm))},
     )
 
 

@@ -16,7 +16,7 @@ from helpers import error_line, tiny_compare_args
 
 import compare
 from core.errors import UserError
-from experiment import code_arms, runner
+from experiment import arms, runner
 from experiment.arms import define_arms, parse_arm
 from experiment.stats import look_alpha, sequential_looks
 
@@ -108,7 +108,7 @@ def test_compare_trains_arms_of_your_own_settings_and_remembers_them(tmp_path, c
 @pytest.fixture
 def clone(tmp_path, monkeypatch):
     """A clone of this repository with one throwaway commit on top (the default init std 0.02 -> 0.05),
-    which experiment.code_arms works in."""
+    which experiment.arms's arms from code work in."""
     path = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO), str(path)], check=True)
     gpt = path / "model" / "gpt.py"
@@ -119,7 +119,7 @@ def clone(tmp_path, monkeypatch):
     )
     git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "commit", "-qam", "a throwaway change"], check=True)
-    monkeypatch.setattr(code_arms, "REPO_ROOT", path)
+    monkeypatch.setattr(arms, "REPO_ROOT", path)
     return path
 
 
