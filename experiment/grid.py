@@ -23,7 +23,7 @@ from core.files import read_json, write_json
 from core.settings import field_types, merge, parse_cli_value
 from experiment import report
 from experiment.runner import Plan, run_experiment, write_report
-from experiment.tuning import lr_grid_refusals
+from experiment.plan import lr_grid_refusals
 from training.config import SCHEMA, parse_config
 
 GRID_FILE = "grid.json"

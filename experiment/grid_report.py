@@ -25,7 +25,7 @@ from experiment import report
 from experiment.arms import with_recorded
 from experiment.grid import GRID_FILE, Axis, Cell, cells_of
 from experiment.report import Experiment
-from experiment.tuning import best_lr, score as tuning_score
+from experiment.plan import best_lr, score as tuning_score
 from experiment.vocab_use import cell_vocab_use
 
 
@@ -210,7 +210,7 @@ class LrPick:
 def lr_picks(cells: list[GridCell]) -> list[LrPick]:
     """Every tuned arm of every finished cell with at least two finite grid scores and two finite reported seeds.
 
-    Ties rank the smaller rate first, as :func:`experiment.tuning.best_lr` does (a lead of 0).
+    Ties rank the smaller rate first, as :func:`experiment.plan.best_lr` does (a lead of 0).
     """
     picks = []
     for gc in cells:

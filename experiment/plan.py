@@ -1,4 +1,5 @@
-"""What an experiment will cost before it starts, and one progress bar over all its runs.
+"""What an experiment will train and what it will cost before it starts: its models' sizes, its
+learning-rate grid, the plan line, and one progress bar over all its runs.
 
 ``compare.py`` prints one plan line before the first run trains (:func:`plan_line`): how many
 runs the experiment has, how many are finished (or adopted), to resume and to train, a rough
@@ -9,10 +10,24 @@ each run writes ``ckpt_best.pt`` (the fp32 weights) and ``ckpt_last.pt`` (the we
 AdamW's two moments), :data:`CHECKPOINT_BYTES_PER_PARAM` bytes per parameter in all.
 :class:`RunsBar` is the tqdm bar over the experiment (runs done / planned), drawn as a new line
 each time a run ends, so it never shares a line with what ``train.py`` prints.
+
+Model sizes of an experiment's arms: parameter counts without building weights, and --equal-params.
+``count_params`` builds a model on the meta device (exact, no memory); ``equal_params_config``
+grows a tied model to the untied parameter count (``compare.py --equal-params``); ``arm_params``
+is the count an arm's checkpoints hold, for the disk estimate of the plan line.
+
+The learning-rate grid of a tuned experiment: scores, the best rate, widening past an edge, growth
+rules.  Each arm trains at every grid rate on the tuning seed (``train.seed + TUNING_SEED_OFFSET``,
+never a reported seed); its best by final val loss is then used for the reported seeds.  With
+``--lr-widen N`` an arm whose best sits on the grid's smallest or largest rate also trains one
+grid step past that edge, up to N times a side, so a best on the edge is found rather than
+only flagged (the practice of extending a sweep until the optimum is bracketed).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import re
 import statistics
@@ -21,10 +36,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from tqdm import tqdm
 
+from core.errors import UserError
 from core.files import read_json
 from experiment import stats
+from experiment.arms import PRESETS, ArmSet
+from model.config import GPTConfig
+from model.gpt import GPT
 from training.config import RunConfig
 from training.runs import Unreadable, read_metrics
 
@@ -157,7 +177,7 @@ def plan_line(
     """The one line compare.py prints before training: counts, estimated time and checkpoint disk.
 
     ``states``: each run's :func:`run_state`; ``params``: parameters per arm
-    (:func:`experiment.sizing.arm_params`); ``timing``: from :func:`time_per_run`, or None when
+    (:func:`arm_params`); ``timing``: from :func:`time_per_run`, or None when
     nothing is left to train or resume; ``what``: how the runs come about.
     """
     count = {s: states.count(s) for s in ("finished", "adopted", "resume", "train")}
@@ -278,4 +298,148 @@ def _finished_scores(out_dir: Path, arm: str) -> dict[int, float]:
             value = record.get("final_val_loss") if isinstance(record, dict) else None
             if isinstance(value, (int, float)) and math.isfinite(value):
                 out.setdefault(int(match[1]), float(value))
+    return out
+
+
+# ----------------------------------------------------------------------------- model sizes
+
+
+def count_params(cfg: GPTConfig) -> int:
+    """Parameter count of a model with config ``cfg``, built on the meta device (no memory, exact)."""
+    with torch.device("meta"):
+        return GPT(cfg).num_params()
+
+
+def equal_params_config(cfg: GPTConfig, how: str = "width") -> tuple[GPTConfig, int, int]:
+    """A tied config grown until its parameter count is closest to the untied ``cfg``'s.
+
+    ``how='width'`` searches ``n_embd`` over multiples of ``n_head`` (head size grows);
+    ``how='depth'`` searches ``n_layer``.  Returns ``(tied config, tied count, untied count)``.
+    Raises :class:`UserError` if the closest match is more than 2% off.
+    """
+    target = count_params(dataclasses.replace(cfg, tie_embeddings=False))
+    if how not in ("width", "depth"):
+        raise UserError(f"--equal-params must be 'width' or 'depth', got {how!r}")
+    key, start, step_, limit = (
+        ("n_embd", cfg.n_embd, cfg.n_head, 8 * cfg.n_embd)
+        if how == "width"
+        else ("n_layer", cfg.n_layer, 1, 64 * cfg.n_layer)
+    )
+    # The count grows monotonically with width and depth: bisect for the first value that reaches the
+    # target, then take whichever of it and the value before is closer.
+    values = list(range(start, limit + 1, step_))
+
+    @functools.cache
+    def count(i: int) -> int:
+        return count_params(dataclasses.replace(cfg, tie_embeddings=True, **{key: values[i]}))
+
+    lo, hi = 0, len(values) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if count(mid) < target else (lo, mid)
+    best_i = min({max(lo - 1, 0), lo}, key=lambda i: (abs(count(i) - target), i))
+    best = dataclasses.replace(cfg, tie_embeddings=True, **{key: values[best_i]})
+    best_count = count(best_i)
+    if abs(best_count - target) > 0.02 * target:
+        other = "depth" if how == "width" else "width"
+        raise UserError(
+            f"no tied model within 2% of the untied {target:,} parameters by {how} (closest {best_count:,}): "
+            f"try --equal-params {other}"
+        )
+    return best, best_count, target
+
+
+def arm_params(cfg: RunConfig, arm: str, equal_params: str | None = None, arm_set: ArmSet = PRESETS) -> int:
+    """Parameters of ``arm``'s model under ``cfg`` (``model.vocab_size`` set from the data) at the end of its run.
+
+    The arm's model settings apply, and with ``equal_params`` the grown width or depth of the arms
+    that share one matrix.  Tie-then-untie ends untied: its last checkpoints hold two matrices.
+    """
+    settings = arm_set.settings[arm]
+    model = dataclasses.replace(
+        cfg.model, **{k.split(".")[1]: v for k, v in settings.items() if k.startswith("model.")}
+    )
+    if equal_params and arm in ("tied", "tied-bias"):
+        grown, _, _ = equal_params_config(dataclasses.replace(cfg.model, tie_embeddings=False), equal_params)
+        model = dataclasses.replace(model, n_embd=grown.n_embd, n_layer=grown.n_layer)
+    if settings.get("train.untie_at") or settings.get("train.untie_at_cooldown"):
+        model = dataclasses.replace(model, tie_embeddings=False)
+    return count_params(model)
+
+
+# ----------------------------------------------------------------------------- the learning-rate grid
+
+TUNING_SEED_OFFSET = 1000  # the grid trains on train.seed + this: never one of the reported seeds (seed + i)
+
+
+def lr_flags(learning_rate: float, min_lr: float, lr: float) -> list[str]:
+    """``train.py`` flags for peak rate ``lr``, with min_lr scaled alike so the schedule keeps its shape."""
+    return [f"--train.learning_rate={lr:g}", f"--train.min_lr={lr * min_lr / learning_rate:g}"]
+
+
+def score(run_dir: Path | None) -> float:
+    """A finished run's final val loss (summary.json), the score the grid ranks by; inf for no result."""
+    if run_dir is None:
+        return math.inf
+    summary = read_json(run_dir / "summary.json", "run summary")
+    value = summary.get("final_val_loss", summary.get("val_loss"))
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
+
+
+def best_lr(arm: str, scores: dict[float, float]) -> float:
+    """The rate with the lowest score (ties: the smaller rate) among ``scores`` (rate -> final val loss).
+
+    Raises :class:`UserError` when none has a finite score (every point diverged or failed).
+    """
+    finite = {lr: s for lr, s in scores.items() if math.isfinite(s)}
+    if not finite:
+        raise UserError(f"every grid learning rate failed for the {arm} arm: widen --lr-grid towards smaller values")
+    return min(finite, key=lambda lr: (finite[lr], lr))
+
+
+def next_rates(grid: list[float], scores: dict[float, float], widen: int) -> list[float]:
+    """The rates one arm trains at next: one step past each edge of ``scores`` that its best sits on.
+
+    ``grid``: the declared rates; ``scores``: rate -> final val loss (inf: no result) of every
+    rate tried so far, the grid's and earlier steps past it; ``widen``: at most this many rates
+    below the grid and as many above.  A step keeps the grid's spacing at that end (the ratio
+    of its two end rates; 2 for a one-point grid).  A failed rate past an edge ends the
+    widening that way, since the best is then no longer on the edge.
+    """
+    finite = {lr: s for lr, s in scores.items() if math.isfinite(s)}
+    if not finite or widen < 1:
+        return []
+    rates = sorted(grid)
+    up = rates[-1] / rates[-2] if len(rates) > 1 else 2.0
+    down = rates[1] / rates[0] if len(rates) > 1 else 2.0
+    best, lo, hi = best_lr("", finite), min(scores), max(scores)
+    out = []
+    if best == lo and sum(lr < rates[0] for lr in scores) < widen:
+        out.append(float(f"{lo / down:.6g}"))
+    if best == hi and sum(lr > rates[-1] for lr in scores) < widen:
+        out.append(float(f"{hi * up:.6g}"))
+    # A step too small to change the rate's 6 digits (two grid ends that close) would repeat a rate forever.
+    tried = {f"{lr:g}" for lr in scores}
+    return [lr for lr in out if f"{lr:g}" not in tried]
+
+
+def lr_grid_refusals(before: list[float], now: list[float], widen_before: int = 0, widen_now: int = 0) -> list[str]:
+    """``[]`` if the learning-rate grid ``now`` may continue a folder made with ``before``; else ``[why not]``.
+
+    A grid may grow -- widening it when a best learning rate sat on its edge -- as long as it
+    keeps every point it had: the runs already made stay part of it, every arm trains at the new
+    points alike, and an arm whose best rate moves trains its reported seeds at the new rate.
+    A folder made without a grid (every arm at the config's rate) cannot gain one.  Likewise
+    ``--lr-widen`` may rise (``widen_now``) but not fall below ``widen_before``.
+    """
+    out = []
+    old, new = {f"{lr:g}" for lr in before}, {f"{lr:g}" for lr in now}
+    if old != new and not (old and old <= new):
+        out.append(
+            "lr_grid (a folder made with a grid needs one, and one made without cannot gain one)"
+            if not old or not new
+            else f"lr_grid (it may grow but must keep {', '.join(sorted(old - new, key=float))})"
+        )
+    if widen_now < widen_before:
+        out.append(f"lr_widen (it may rise but not fall below {widen_before})")
     return out

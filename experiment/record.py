@@ -18,7 +18,7 @@ from core.files import file_lock, read_json, write_json
 from experiment import arms, report
 from experiment.arms import ARMS
 from experiment.stats import look_alpha, sequential_looks
-from experiment.tuning import lr_grid_refusals
+from experiment.plan import lr_grid_refusals
 from training.config import RunConfig
 
 

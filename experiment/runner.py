@@ -23,10 +23,23 @@ from data.loader import TokenData
 from data.prepare import prepare_from_config
 from experiment import adopt, arms, budgets, figures, launch, report, report_markdown, stats
 from experiment.arms import PRESETS, ArmSet
-from experiment.plan import PlannedRun, RunsBar, measure_step_seconds, plan_line, power_line, run_state, time_per_run
+from experiment.plan import (
+    TUNING_SEED_OFFSET,
+    PlannedRun,
+    RunsBar,
+    arm_params,
+    best_lr,
+    equal_params_config,
+    lr_flags,
+    measure_step_seconds,
+    next_rates,
+    plan_line,
+    power_line,
+    run_state,
+    score,
+    time_per_run,
+)
 from experiment.record import remember_settings
-from experiment.sizing import arm_params, equal_params_config
-from experiment.tuning import TUNING_SEED_OFFSET, best_lr, lr_flags, next_rates, score
 from training.config import RESUME_OVERRIDABLE, RunConfig, parse_config
 
 

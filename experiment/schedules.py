@@ -25,7 +25,7 @@ from typing import Protocol
 from core.errors import UserError
 
 # lr / peak values closer than this are the same schedule: the tuned arms' min_lr is passed on the
-# command line to 6 significant digits (experiment.tuning.lr_flags), so their ratios differ in the
+# command line to 6 significant digits (experiment.plan.lr_flags), so their ratios differ in the
 # 6th digit; a real difference of schedule (another horizon, warmup or min_lr) is far larger.
 REL_TOL = 1e-3
 ABS_TOL = 1e-6

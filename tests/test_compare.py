@@ -15,7 +15,7 @@ from fake_runs import fake_experiment, fake_run
 
 import train
 from core.errors import UserError
-from experiment import report, report_markdown, runner, sizing
+from experiment import plan, report, report_markdown, runner
 from model.config import GPTConfig
 from model.gpt import GPT
 from training import setup
@@ -28,22 +28,22 @@ from training.config import parse_config
 def test_count_params_matches_a_real_model(tie):
     """The meta-device count equals a real model's num_params()."""
     cfg = GPTConfig(vocab_size=300, block_size=16, n_layer=2, n_head=2, n_embd=32, tie_embeddings=tie)
-    assert sizing.count_params(cfg) == GPT(cfg).num_params()
+    assert plan.count_params(cfg) == GPT(cfg).num_params()
 
 
 def test_equal_params_by_width_is_within_2_percent():
     """The default model's tied arm grows in n_embd until it is within 2% of the untied arm."""
     base = GPTConfig(vocab_size=50257, block_size=128, n_layer=4, n_head=4, n_embd=128, tie_embeddings=False)
-    tied, n_tied, n_untied = sizing.equal_params_config(base, "width")
+    tied, n_tied, n_untied = plan.equal_params_config(base, "width")
     assert tied.tie_embeddings and tied.n_embd > 128 and tied.n_embd % tied.n_head == 0
-    assert n_untied == sizing.count_params(base)
+    assert n_untied == plan.count_params(base)
     assert abs(n_tied - n_untied) <= 0.02 * n_untied
 
 
 def test_equal_params_by_depth_is_within_2_percent():
     """With a small vocabulary, extra layers can make up the untied head's parameters."""
     base = GPTConfig(vocab_size=1562, block_size=32, n_layer=2, n_head=2, n_embd=64, tie_embeddings=False)
-    tied, n_tied, n_untied = sizing.equal_params_config(base, "depth")
+    tied, n_tied, n_untied = plan.equal_params_config(base, "depth")
     assert tied.n_layer > 2 and abs(n_tied - n_untied) <= 0.02 * n_untied
 
 
@@ -51,7 +51,7 @@ def test_equal_params_impossible_is_an_error():
     """When no depth gets within 2%, the error says so and suggests the other way."""
     base = GPTConfig(vocab_size=50257, block_size=16, n_layer=1, n_head=1, n_embd=8, tie_embeddings=False)
     with pytest.raises(UserError, match="try --equal-params width"):
-        sizing.equal_params_config(base, "depth")
+        plan.equal_params_config(base, "depth")
 
 
 # ----------------------------------------------------------------------------- fairness

@@ -13,7 +13,7 @@ import compare
 import train
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import launch, plan, sizing, stats
+from experiment import launch, plan, stats
 from training.config import parse_config
 
 
@@ -101,7 +101,7 @@ def test_compare_prints_the_plan_line_and_the_bar_before_the_first_run(stop_at_f
     args, overrides = compare.parse_args(argv)
     cfg = parse_config(args.config, overrides)
     cfg.model.vocab_size = TokenData(prepare_from_config(cfg.data)).vocab_size
-    disk = (sizing.arm_params(cfg, "tied") + sizing.arm_params(cfg, "untied")) * 16
+    disk = (plan.arm_params(cfg, "tied") + plan.arm_params(cfg, "untied")) * 16
     assert f" and {disk / 1e3:.0f} kB of checkpoints for the 2 new runs" in line
     assert "[compare] experiment:   0%" in out and "0/2" in out
 

@@ -8,7 +8,7 @@ import pytest
 import compare
 from core.errors import UserError
 from experiment import launch, runner
-from experiment.tuning import best_lr, lr_grid_refusals, next_rates
+from experiment.plan import best_lr, lr_grid_refusals, next_rates
 
 GRID = [2e-3, 4e-3, 8e-3]
 
