@@ -29,8 +29,7 @@ from matplotlib.ticker import LogFormatter
 from scipy import stats
 
 from core.files import atomic_write_bytes
-from experiment.report import Experiment
-from experiment.report_tables import lr_table, mean_curves
+from experiment.report import Experiment, lr_table, mean_curves
 
 matplotlib.use("Agg")
 
