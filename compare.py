@@ -47,7 +47,7 @@ from experiment.budget_report import write_budget_report
 from experiment.budgets import parse_budgets
 from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
-from experiment.grid_readout import Readout, parse_contrast, parse_slope_within
+from experiment.grid_model import Readout, parse_contrast, parse_slope_within
 from experiment.report import arms_of_runs, parse_outcome
 from experiment.record import DEFAULT_MARGIN, declared_settings
 from experiment.runner import VERDICT_FILE, Plan, run_budget_experiment, run_experiment, run_sequential, write_report

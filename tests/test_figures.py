@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from experiment import figures, report
-from experiment.grid_figures import gap_figure
+from experiment.grid_markdown import gap_figure
 
 PNG = b"\x89PNG\r\n\x1a\n"
 ARMS = ("tied", "untied", "tied-bias")

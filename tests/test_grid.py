@@ -13,9 +13,8 @@ from fake_runs import arm_run
 
 import compare
 from core.errors import UserError
-from experiment.grid import cell_name, cells_of, parse_axes
+from experiment.grid import cell_name, cells_of, gap_rows, load_grid, parse_axes
 from experiment.grid_model import cross_cell_models
-from experiment.grid_report import gap_rows, load_grid
 
 NOT_ALLOWED = compare.SET_PER_RUN
 
@@ -289,7 +288,7 @@ def test_the_grid_reads_each_arms_runs_at_its_best_tuned_rate(tmp_path):
     """After a wider tuning moved an arm's best rate, its seeds at the old rate stay in the folder; the
     grid keeps only those at the best rate (lowest tuning score), and an arm without tuning keeps all."""
     from experiment import report
-    from experiment.grid_report import at_best_rates
+    from experiment.grid import at_best_rates
 
     tune = [
         arm_run(tmp_path, "tied", 2337, loss, name=f"tune-tied-lr{lr:g}", train__learning_rate=lr)
@@ -305,7 +304,7 @@ def test_the_grid_reads_each_arms_runs_at_its_best_tuned_rate(tmp_path):
 def test_gap_figure_dodges_tokenizers_that_share_a_size():
     """In gap_vs_size.png two tokenizers at the same non-embedding size are drawn at distinct x, each
     within 10% of the true size, so one interval does not hide the other."""
-    from experiment.grid_figures import gap_figure
+    from experiment.grid_markdown import gap_figure
 
     rows = [
         {

@@ -7,9 +7,8 @@ report says so for every such pick.
 
 from fake_runs import arm_run, fake_tuning
 
-from experiment.grid import Cell
-from experiment.grid_report import load_cell, lr_picks
-from experiment.grid_sections import lr_pick_section
+from experiment.grid import Cell, load_cell, lr_picks
+from experiment.grid_markdown import lr_pick_section
 
 
 def _cell(tmp_path, untied_at_4e3=3.01):

@@ -15,7 +15,7 @@ from fake_runs import arm_run
 import compare
 from data.prepare import prepare_data
 from experiment import report
-from experiment.vocab_use import VOCAB_USE_FILE, cell_vocab_use, count_rows
+from experiment.grid_model import VOCAB_USE_FILE, cell_vocab_use, count_rows
 
 
 def test_rows_are_counted_by_occurrences_in_the_training_shards():
