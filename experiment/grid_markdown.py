@@ -208,7 +208,8 @@ def write_grid_report(
     ``errors``: cell name -> why its runs failed in this invocation (shown as missing).  ``readout``: the
     report options (a bpb margin for the verdicts, contrasts, a slope within cells); raises UserError,
     before anything is written, when it names a cell or an axis value the grid lacks.  Writes each
-    finished cell's ``vocab_use.json`` where the data cache is on this machine (:func:`experiment.grid_model.cell_vocab_use`).
+    finished cell's ``vocab_use.json`` where the data cache is on this machine
+    (:func:`experiment.grid_model.cell_vocab_use`).
     """
     readout = readout or Readout()
     settings, cells = load_grid(grid_dir, errors)
