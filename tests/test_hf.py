@@ -6,6 +6,7 @@ the two short fine-tuning runs; the tokenizer test needs the cached GPT-2 BPE fi
 
 import json
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -461,6 +462,15 @@ def test_model_card_of_a_run_without_records_says_not_recorded(imported_export):
         assert f"| {row} | not recorded |" in text, row
     assert "The command that trained it: not recorded." in text
     assert "imported by `hf.py import`" in text
+
+
+def test_model_card_names_the_checkpoint_file_it_exported(imported_export, tmp_path):
+    """A run with only ckpt_last.pt: export's default --checkpoint best falls back to it, and the card names that file."""
+    run = tmp_path / "run"
+    shutil.copytree(imported_export.parent / "run", run)
+    (run / "ckpt_best.pt").rename(run / "ckpt_last.pt")
+    assert hf_cli.main(["export", "--run", str(run), "--out", str(tmp_path / "hf")]) == 0
+    assert "| Exported weights | `ckpt_last.pt`: step " in (tmp_path / "hf" / "README.md").read_text(encoding="utf-8")
 
 
 def test_model_card_of_an_untied_model_says_untied(imported_export):

@@ -186,7 +186,7 @@ def _training_values(run_dir: Path, ckpt: dict, which: str) -> dict:
         rows = []
     loss, bpb, where = _final_score(summary, rows)
     step, val = ckpt.get("step"), finite_number(ckpt.get("val_loss"))
-    checkpoint = f"`--checkpoint {which}`: step {step}" + (
+    checkpoint = f"`ckpt_{which}.pt`: step {step}" + (
         f", val loss {val:.4f} on the run's eval batches" if val is not None else ""
     )
     return {

@@ -139,11 +139,13 @@ def export_run(run_dir: Path, which: str, out_dir: Path) -> Path:
     """
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     model, tokenizer, ckpt = load_run(run_dir, which, torch.device("cpu"))
+    # load_run falls back to ckpt_last.pt for a run with no best checkpoint: the card names the file read.
+    read = which if which == "last" or (run_dir / "ckpt_best.pt").exists() else "last"
 
     def write_more(folder: Path) -> None:
         write_tokenizer_files(tokenizer, folder, model.config.block_size)
         has_hf_tokenizer = (folder / "tokenizer.json").is_file()  # gpt2 and bpe:N have one, char has none
-        card = model_card(run_dir, out_dir, model, tokenizer, ckpt, which, has_hf_tokenizer)
+        card = model_card(run_dir, out_dir, model, tokenizer, ckpt, read, has_hf_tokenizer)
         card.save(folder / CARD_FILE)
 
     return hf.export(model, out_dir, write_more)
