@@ -36,6 +36,7 @@ import argparse
 import math
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.cli import ArgumentParser, run_command
@@ -49,8 +50,16 @@ from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
 from experiment.grid_model import Readout, parse_contrast, parse_slope_within
 from experiment.report import arms_of_runs, parse_outcome
-from experiment.record import DEFAULT_MARGIN, declared_settings
-from experiment.runner import VERDICT_FILE, Plan, run_budget_experiment, run_experiment, run_sequential, write_report
+from experiment.runner import (
+    DEFAULT_MARGIN,
+    VERDICT_FILE,
+    Plan,
+    declared_settings,
+    run_budget_experiment,
+    run_experiment,
+    run_sequential,
+    write_report,
+)
 from experiment.stats import sequential_looks
 from training.config import parse_cli
 
@@ -63,6 +72,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
     """Parse the command line; ``--section.key`` overrides are passed on to every train.py run."""
     p = ArgumentParser(prog="compare.py", description=__doc__)
     _add_experiment_options(p)
+    _add_tuning_options(p)
     _add_report_options(p)
     args, overrides = parse_cli(p, argv, exclude=SET_PER_RUN)
     _check_args(args, overrides)
@@ -70,7 +80,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, dict]:
 
 
 def _add_experiment_options(p: argparse.ArgumentParser) -> None:
-    """What to train: the config, arms, seeds, learning-rate grid, margin, sizing, grid axes, adopted runs."""
+    """What to train or read: the runs or the config, the arms, the reference and the seeds."""
     p.add_argument(
         "runs",
         nargs="*",
@@ -118,6 +128,10 @@ def _add_experiment_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="With --seeds auto: the most seeds a sequential experiment may reach (declared before the runs).",
     )
+
+
+def _add_tuning_options(p: argparse.ArgumentParser) -> None:
+    """The learning-rate grid, the margin, equal sizes, grid axes, adopted runs, budgets, jobs and the folder name."""
     p.add_argument(
         "--lr-grid",
         help="Comma-separated peak learning rates to tune each arm over, on a separate "
@@ -472,6 +486,102 @@ def _title(arm_set: ArmSet, out_dir: Path) -> str:
     return f"{' vs '.join(arm_set.names)}: {out_dir.name}"
 
 
+@dataclass
+class Compared:
+    """The runs a report compares and how it reads them: the reported and tuning runs, and the declared readout."""
+
+    reported: list
+    tuning: list
+    out_dir: Path
+    arm_set: ArmSet
+    reference: str
+    margin: float
+    declared: bool  # the margin was declared before the runs (experiment.json) or given now
+    outcome: str
+    sequential: tuple  # (level, design) of a --seeds auto experiment; (0.05, "") otherwise
+
+
+def _report_folder(args: argparse.Namespace, command: str) -> int | None:
+    """A --grid or --budgets folder given alone: write and print its own report (0); None for anything else."""
+    if len(args.runs) != 1:
+        return None
+    folder = args.runs[0]
+    grid, budgets = (folder / GRID_FILE).is_file(), _is_budget_folder(folder)
+    if (grid or budgets) and args.fail_on:
+        raise UserError("--fail-on gates one experiment's verdict, not a --grid or --budgets folder's")
+    if grid:
+        _print_grid_report(write_grid_report(folder, command=command, readout=args.readout))
+        return 0
+    if not budgets:
+        return None
+    given = [f for f, v in (("--margin", args.margin), ("--margin-bpb", args.margin_bpb)) if v is not None]
+    if given or args.report_dir:
+        raise UserError(
+            f"a --budgets folder's report reads the margin its experiment.json declared, into the folder "
+            f"itself: drop {', '.join(given) or '--report-dir'}"
+        )
+    _print_budget_report(write_budget_report(folder, args.reference or "tied", command))
+    return 0
+
+
+def _given_runs(args: argparse.Namespace) -> Compared:
+    """The run folders named on the command line, read with what their experiment declared."""
+    check_run_folders(args.runs)
+    tuning = [p for p in args.runs if Path(p).name.startswith("tune-")]
+    reported = [p for p in args.runs if p not in tuning]
+    margin, declared, outcome, sequential = declared_settings(
+        Path(args.runs[0]).resolve().parent, args.margin, args.outcome
+    )
+    arm_set, reference = arms_of_runs([*reported, *tuning], args.reference)
+    out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
+    return Compared(reported, tuning, out_dir, arm_set, reference, margin, declared, outcome, sequential)
+
+
+def _plan(args: argparse.Namespace, overrides: dict) -> Plan:
+    """What to train, from the command line."""
+    return Plan(
+        args.config,
+        overrides,
+        args.arms,
+        args.seeds,
+        args.lr_grid,
+        args.equal_params,
+        args.name,
+        args.reference,
+        DEFAULT_MARGIN if args.margin is None else args.margin,
+        args.lr_widen,
+        args.adopt,
+        args.budgets,
+        args.jobs or 0,
+        args.arm_set,
+        args.outcome or "loss",
+        args.max_seeds,
+    )
+
+
+def _trained_runs(plan: Plan) -> Compared:
+    """Train the experiment (a look at a time under --seeds auto) and return its runs."""
+    if plan.max_seeds:
+        reported, tuning, out_dir, sequential = run_sequential(plan)
+    else:
+        (reported, tuning, out_dir), sequential = run_experiment(plan), (0.05, "")
+    return Compared(
+        reported, tuning, out_dir, plan.arm_set, plan.reference, plan.margin, True, plan.outcome, sequential
+    )
+
+
+def _print_report(path: Path, meaningful: bool) -> None:
+    """The report on stdout, where it was written, and a warning when a run did not learn from context."""
+    print(path.read_text())
+    print(f"[compare] report: {path}")
+    if not meaningful:
+        print(
+            "[compare] warning: a run did not beat the unigram baseline, so the comparison is not meaningful "
+            "(see the top of the report): train longer or check the config",
+            file=sys.stderr,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (2 on bad input or unfair runs)."""
 
@@ -479,21 +589,9 @@ def main(argv: list[str] | None = None) -> int:
         args, overrides = parse_args(argv)
         prompts = args.prompt if args.prompt is not None else ["\n", "ROMEO:"]
         command = shlex.join(["python", "compare.py", *(sys.argv[1:] if argv is None else argv)])
-        folder = len(args.runs) == 1 and ((args.runs[0] / GRID_FILE).is_file() or _is_budget_folder(args.runs[0]))
-        if folder and args.fail_on:
-            raise UserError("--fail-on gates one experiment's verdict, not a --grid or --budgets folder's")
-        if len(args.runs) == 1 and (args.runs[0] / GRID_FILE).is_file():  # a grid folder: its report alone
-            _print_grid_report(write_grid_report(args.runs[0], command=command, readout=args.readout))
-            return 0
-        if len(args.runs) == 1 and _is_budget_folder(args.runs[0]):  # a budget axis: its report alone
-            given = [f for f, v in (("--margin", args.margin), ("--margin-bpb", args.margin_bpb)) if v is not None]
-            if given or args.report_dir:
-                raise UserError(
-                    f"a --budgets folder's report reads the margin its experiment.json declared, into the folder "
-                    f"itself: drop {', '.join(given) or '--report-dir'}"
-                )
-            _print_budget_report(write_budget_report(args.runs[0], args.reference or "tied", command))
-            return 0
+        status = _report_folder(args, command)
+        if status is not None:
+            return status
         given = [f for f, v in (("--contrast", args.contrast), ("--slope-within", args.slope_within)) if v]
         if given:
             raise UserError(
@@ -501,66 +599,30 @@ def main(argv: list[str] | None = None) -> int:
                 "report on its folder (python compare.py <grid folder> --contrast CELL_A,CELL_B)"
             )
         if args.runs:
-            check_run_folders(args.runs)
-            out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
-            tuning = [p for p in args.runs if Path(p).name.startswith("tune-")]
-            reported = [p for p in args.runs if p not in tuning]
-            margin, declared, outcome, sequential = declared_settings(
-                Path(args.runs[0]).resolve().parent, args.margin, args.outcome
-            )
-            arm_set, reference = arms_of_runs([*reported, *tuning], args.reference)
+            c = _given_runs(args)
         else:
-            margin, declared = (DEFAULT_MARGIN if args.margin is None else args.margin), True
-            plan = Plan(
-                args.config,
-                overrides,
-                args.arms,
-                args.seeds,
-                args.lr_grid,
-                args.equal_params,
-                args.name,
-                args.reference,
-                margin,
-                args.lr_widen,
-                args.adopt,
-                args.budgets,
-                args.jobs or 0,
-                args.arm_set,
-                args.outcome or "loss",
-                args.max_seeds,
-            )
+            plan = _plan(args, overrides)
             if args.budgets:
                 return _budgets(plan, command)
             if args.grid:
                 return _grid(plan, args.grid, prompts, command, Readout(args.margin_bpb))
-            if plan.max_seeds:
-                reported, tuning, out_dir, sequential = run_sequential(plan)
-            else:
-                (reported, tuning, out_dir), sequential = run_experiment(plan), (0.05, "")
-            arm_set, reference, outcome = plan.arm_set, plan.reference, plan.outcome
+            c = _trained_runs(plan)
         path, meaningful = write_report(
-            reported,
-            tuning,
-            out_dir,
+            c.reported,
+            c.tuning,
+            c.out_dir,
             prompts,
-            _title(arm_set, out_dir),
-            reference,
-            margin,
+            _title(c.arm_set, c.out_dir),
+            c.reference,
+            c.margin,
             command,
             args.margin_bpb,
-            arm_set,
-            declared,
-            outcome,
-            sequential,
+            c.arm_set,
+            c.declared,
+            c.outcome,
+            c.sequential,
         )
-        print(path.read_text())
-        print(f"[compare] report: {path}")
-        if not meaningful:
-            print(
-                "[compare] warning: a run did not beat the unigram baseline, so the comparison is not meaningful "
-                "(see the top of the report): train longer or check the config",
-                file=sys.stderr,
-            )
+        _print_report(path, meaningful)
         return _gate(path.parent / VERDICT_FILE, args.fail_on)
 
     return run_command(body)
