@@ -105,6 +105,8 @@ class BudgetReadout:
     waiting: dict[str, str]  # budget -> why it is not read yet
     params: dict[str, int]  # arm -> parameters at the end of its runs
     train_tokens: int
+    finished: dict[tuple[str, str, float], int] = field(default_factory=dict)  # (budget, arm, rate) -> seeds done
+    labels: list[str] = field(default_factory=list)  # every declared budget, smallest first
 
 
 def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score]:
@@ -268,7 +270,10 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
                 row.shared[a][r] = adjusted
     params = {a: max(s.params for s in scores if s.arm == a) for a in all_arms}
     split = max(s.train_tokens for s in scores)
-    return BudgetReadout(reference, arms, rates, margin, rows, waiting, params, split)
+    finished: dict[tuple[str, str, float], int] = {}
+    for s in scores:
+        finished[s.budget, s.arm, s.lr] = finished.get((s.budget, s.arm, s.lr), 0) + 1
+    return BudgetReadout(reference, arms, rates, margin, rows, waiting, params, split, finished, labels)
 
 
 def _means(scores: list[Score], arm: str, rates: list[float], seeds: list[int]) -> dict[float, float]:
@@ -407,6 +412,21 @@ def _means_table(ro: BudgetReadout) -> list[str]:
     return lines
 
 
+def _finished_table(ro: BudgetReadout) -> list[str]:
+    """How many seeds finished at each budget, arm and rate: what the experiment has, read or not."""
+    arms = [ro.reference, *ro.arms]
+    lines = [
+        "| budget | arm | " + " | ".join(f"lr {r:g}" for r in ro.rates) + " |",
+        "|---|---|" + "---|" * len(ro.rates),
+    ]
+    for lab in ro.labels:
+        for a in arms:
+            counts = [ro.finished.get((lab, a, r), 0) for r in ro.rates]
+            if any(counts):
+                lines.append(f"| {lab} | {a} | {' | '.join(str(n) for n in counts)} |")
+    return lines
+
+
 def render(ro: BudgetReadout, title: str, command: str, figure: str | None) -> str:
     """The budget report in Markdown: disagreements first, the verdicts, the figure, both tables, how to rebuild."""
     md = [f"# {title}", ""]
@@ -416,33 +436,42 @@ def render(ro: BudgetReadout, title: str, command: str, figure: str | None) -> s
         md += [f"- {line}" for line in clash] + [""]
     if ro.waiting:
         md += ["Not read yet: " + "; ".join(f"{b} ({why})" for b, why in ro.waiting.items()) + ".", ""]
-    md += [
-        "## Verdicts: best against best",
-        "",
-        f"Δ = arm − {ro.reference} in final val bits per byte (negative: the arm is better). Each arm's best is "
-        "the minimum of a quadratic fit of its mean bpb against log10 learning rate; the interval is the "
-        "leave-one-seed-out jackknife (t, n − 1 df); p is Holm-adjusted across all the declared budgets (one not read yet counts as p = 1). Better or worse: the "
-        f"95% interval excludes 0 and Holm p < 0.05; equivalent: the 90% interval lies inside ±{ro.margin:g} "
-        "bpb (TOST); otherwise inconclusive.",
-        "",
-        *_verdict_table(ro),
-        "",
-    ]
-    if figure:
+    if ro.rows:  # before the first budget is read there is no verdict, figure or mean to show
         md += [
-            f"![Δ against training tokens]({figure})",
+            "## Verdicts: best against best",
             "",
-            "Δ best against best with its 95% interval, log tokens; the grey band is the declared margin. The top "
-            "axis gives tokens per parameter of the reference arm; epochs are tokens over the training split.",
+            f"Δ = arm − {ro.reference} in final val bits per byte (negative: the arm is better). Each arm's best is "
+            "the minimum of a quadratic fit of its mean bpb against log10 learning rate; the interval is the "
+            "leave-one-seed-out jackknife (t, n − 1 df); p is Holm-adjusted across all the declared budgets (one not read yet counts as p = 1). Better or worse: the "
+            f"95% interval excludes 0 and Holm p < 0.05; equivalent: the 90% interval lies inside ±{ro.margin:g} "
+            "bpb (TOST); otherwise inconclusive.",
+            "",
+            *_verdict_table(ro),
             "",
         ]
+        if figure:
+            md += [
+                f"![Δ against training tokens]({figure})",
+                "",
+                "Δ best against best with its 95% interval, log tokens; the grey band is the declared margin. The top "
+                "axis gives tokens per parameter of the reference arm; epochs are tokens over the training split.",
+                "",
+            ]
+        md += [
+            "## At each shared learning rate",
+            "",
+            "Δ paired by seed, 95% t interval, Holm across the budgets read so far.",
+            "",
+        ]
+        md += [*_shared_table(ro), "", "## Mean final val bpb", "", *_means_table(ro), ""]
     md += [
-        "## At each shared learning rate",
+        "## Finished so far",
         "",
-        "Δ paired by seed, 95% t interval, Holm across the budgets read so far.",
+        "Seeds finished at each budget, arm and learning rate.",
+        "",
+        *_finished_table(ro),
         "",
     ]
-    md += [*_shared_table(ro), "", "## Mean final val bpb", "", *_means_table(ro), ""]
     md += ["## Rebuild this report", "", "```bash", command, "```", ""]
     return "\n".join(md)
 

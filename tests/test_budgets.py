@@ -228,6 +228,19 @@ def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_reado
     assert ro.rows[0].best["untied"].p_holm == pytest.approx(min(1.0, 2 * ro.rows[0].best["untied"].p))
 
 
+def test_before_any_budget_is_read_the_report_shows_only_what_finished(tmp_path):
+    """One seed per arm: no budget is read, so the report has no verdict, figure or means, and counts the
+    finished seeds per budget, arm and rate instead."""
+    for lr in (1e-3, 2e-3):
+        _branch(tmp_path, "0.5M", "tied", lr, 1337, 3.0)
+        _branch(tmp_path, "0.5M", "untied", lr, 1337, 2.9)
+    _branch(tmp_path, "0.5M", "tied", 1e-3, 1338, 3.01)
+    (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
+    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    assert "## Verdicts" not in md and "## Mean final val bpb" not in md and "delta_vs_tokens.png" not in md
+    assert "| 0.5M | tied | 2 | 1 |" in md and "| 0.5M | untied | 1 | 1 |" in md and "| 1M |" not in md
+
+
 def test_compare_on_a_budget_folder_writes_its_report(tmp_path, capsys):
     """``compare.py <budget experiment>`` renders the budget report (not the per-run one)."""
     for s in range(2):
