@@ -32,8 +32,8 @@ from model.sampling import check_sampling
 from training import runs
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Parse and check the command line; bad combinations raise :class:`UserError`."""
+def _parser() -> ArgumentParser:
+    """sample.py's options."""
     p = ArgumentParser(prog="sample.py", description=__doc__)
     p.add_argument("--run", required=True, type=Path, help="Run folder, e.g. runs/untied.")
     p.add_argument(
@@ -82,22 +82,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--seed", type=int, default=1337, help="Seed of the sampling noise: same seed, same text.")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps.")
-    args = p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Parse and check the command line (the prompt read from --prompt-file); bad combinations raise :class:`UserError`."""
+    args = _parser().parse_args(argv)
+    args.prompt = _prompt(args)
+    _check_sampling_flags(args)
+    return args
+
+
+def _prompt(args: argparse.Namespace) -> str:
+    """The prompt: --prompt, the text of --prompt-file, or a newline; refused when empty or unreadable."""
     if args.prompt is not None and args.prompt_file is not None:
         raise UserError("give --prompt or --prompt-file, not both")
+    prompt = "\n" if args.prompt is None else args.prompt
     if args.prompt_file is not None:
         if not args.prompt_file.is_file():
             raise UserError(f"prompt file {args.prompt_file} does not exist: check the path")
         try:
-            args.prompt = args.prompt_file.read_text(encoding="utf-8")
+            prompt = args.prompt_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise UserError(
                 f"cannot read prompt file {args.prompt_file} ({e}): give a readable UTF-8 text file"
             ) from None
-    elif args.prompt is None:
-        args.prompt = "\n"
-    if args.prompt == "":
+    if prompt == "":
         raise UserError("the prompt is empty: give --prompt with some text (e.g. --prompt 'ROMEO:')")
+    return prompt
+
+
+def _check_sampling_flags(args: argparse.Namespace) -> None:
+    """Refuse sampling flags that are out of range or contradict each other (:class:`UserError`)."""
     check_sampling(
         1.0 if args.temperature is None else args.temperature, args.top_k, args.top_p, greedy=False, as_flags=True
     )
@@ -109,7 +125,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         raise UserError("--stop '' would end every sample at once: give the text to stop at, e.g. --stop $'\\n\\n'")
     if args.num_samples < 1 or args.max_new_tokens < 1:
         raise UserError("--num-samples and --max-new-tokens must be >= 1")
-    return args
 
 
 # A run expected to outlast LONG_RUN_S at the speed measured over its first MEASURE_AFTER_S

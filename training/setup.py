@@ -50,53 +50,7 @@ def setup_run(
     if getattr(args, "branch_from", None):
         return _setup_branch(args, overrides, dist)
     if args.resume:
-        if not args.run_name:
-            raise UserError("--resume needs --run-name: name the run folder to continue")
-        if args.config or args.init_from:
-            raise UserError(
-                "--resume takes the config and weights saved in the run folder: drop --config / --init-from"
-            )
-        out_dir = Path(overrides.get("train", {}).get("out_dir", TrainConfig.out_dir))
-        run_dir = out_dir / args.run_name
-        faults.check_run_name(args.run_name)
-        if not (run_dir / "ckpt_last.pt").is_file():
-            raise UserError(
-                f"nothing to resume: {run_dir / 'ckpt_last.pt'} does not exist; start the run without --resume"
-            )
-        cfg = runs.load_run_config(run_dir)
-        saved_horizon = cfg.train.lr_decay_iters
-        changes: dict[str, dict] = {}
-        for section, values in overrides.items():
-            for key, value in values.items():
-                full = f"{section}.{key}"
-                if full == "train.out_dir":
-                    continue
-                if full not in RESUME_OVERRIDABLE:
-                    raise UserError(
-                        f"--{full} cannot change on --resume (it would change the run's maths): "
-                        f"start a new run instead; resumable options: {', '.join(sorted(RESUME_OVERRIDABLE))}"
-                    )
-                changes.setdefault(section, {})[key] = value
-        if (
-            cfg.train.untie_at
-            and overrides.get("train", {}).get("lr_decay_iters", cfg.train.lr_decay_iters) != saved_horizon
-        ):
-            raise UserError(
-                "--train.lr_decay_iters cannot change on --resume of a tie-then-untie run: its switch step "
-                "(train.untie_at of the horizon) would move; start a new run instead"
-            )
-        # The overrides, and the folder the run lives in now (even if it was moved), in one validated copy.
-        changes.setdefault("train", {})["out_dir"] = str(out_dir)
-        cfg = cfg.with_values(**changes)
-        train_keys = overrides.get("train", {})
-        if dist.is_main and ("max_iters" in train_keys or "lr_decay_iters" in train_keys):
-            note = schedule_note(cfg.train)
-            if note:
-                print(note, file=sys.stderr, flush=True)
-        faults.check_paths(cfg, run_dir)
-        check_trunk(run_dir)
-        return cfg, run_dir, None
-
+        return _setup_resume(args, overrides, dist)
     if args.init_from:  # the model's shape comes from the GPT-2 config; conflicting settings are refused
         overrides = init_from_overrides(args.init_from, args.config, overrides)
     cfg = resolve_new(args.config, overrides)
@@ -114,6 +68,52 @@ def setup_run(
     faults.check_paths(cfg, run_dir)
     if dist.is_main and run_dir.exists():
         raise UserError(f"run folder {run_dir} already exists: pick another --run-name, or add --resume to continue it")
+    return cfg, run_dir, None
+
+
+def _setup_resume(args: argparse.Namespace, overrides: dict, dist: ddp.Dist) -> tuple[RunConfig, Path, None]:
+    """:func:`setup_run` for ``--resume``: the saved config with the overrides a resume may change."""
+    if not args.run_name:
+        raise UserError("--resume needs --run-name: name the run folder to continue")
+    if args.config or args.init_from:
+        raise UserError("--resume takes the config and weights saved in the run folder: drop --config / --init-from")
+    out_dir = Path(overrides.get("train", {}).get("out_dir", TrainConfig.out_dir))
+    run_dir = out_dir / args.run_name
+    faults.check_run_name(args.run_name)
+    if not (run_dir / "ckpt_last.pt").is_file():
+        raise UserError(f"nothing to resume: {run_dir / 'ckpt_last.pt'} does not exist; start the run without --resume")
+    cfg = runs.load_run_config(run_dir)
+    saved_horizon = cfg.train.lr_decay_iters
+    changes: dict[str, dict] = {}
+    for section, values in overrides.items():
+        for key, value in values.items():
+            full = f"{section}.{key}"
+            if full == "train.out_dir":
+                continue
+            if full not in RESUME_OVERRIDABLE:
+                raise UserError(
+                    f"--{full} cannot change on --resume (it would change the run's maths): "
+                    f"start a new run instead; resumable options: {', '.join(sorted(RESUME_OVERRIDABLE))}"
+                )
+            changes.setdefault(section, {})[key] = value
+    if (
+        cfg.train.untie_at
+        and overrides.get("train", {}).get("lr_decay_iters", cfg.train.lr_decay_iters) != saved_horizon
+    ):
+        raise UserError(
+            "--train.lr_decay_iters cannot change on --resume of a tie-then-untie run: its switch step "
+            "(train.untie_at of the horizon) would move; start a new run instead"
+        )
+    # The overrides, and the folder the run lives in now (even if it was moved), in one validated copy.
+    changes.setdefault("train", {})["out_dir"] = str(out_dir)
+    cfg = cfg.with_values(**changes)
+    train_keys = overrides.get("train", {})
+    if dist.is_main and ("max_iters" in train_keys or "lr_decay_iters" in train_keys):
+        note = schedule_note(cfg.train)
+        if note:
+            print(note, file=sys.stderr, flush=True)
+    faults.check_paths(cfg, run_dir)
+    check_trunk(run_dir)
     return cfg, run_dir, None
 
 
