@@ -5,8 +5,10 @@ the two short fine-tuning runs; the tokenizer test needs the cached GPT-2 BPE fi
 """
 
 import json
+import os
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -449,10 +451,13 @@ def test_the_cards_usage_example_loads_the_folder_in_transformers(exported_run):
     text = (exported_run / "README.md").read_text(encoding="utf-8")
     example = text.split("```python\n", 1)[1].split("```", 1)[0]
     assert len(example.splitlines()) == 3
-    names = {}
-    exec(example, names)
-    assert isinstance(names["model"], GPT2LMHeadModel) and names["model"].config.tie_word_embeddings
-    assert names["tokenizer"]("ROMEO:")["input_ids"] == build_tokenizer("gpt2").encode("ROMEO:")
+    # Run as a user would, in a Python of its own; it prints what the test checks.
+    report = "\nimport json\nprint(json.dumps([type(model).__name__, model.config.tie_word_embeddings, tokenizer('ROMEO:')['input_ids']]))"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", example + report], capture_output=True, text=True, env=env, check=True)
+    name, tied, ids = json.loads(done.stdout.strip().splitlines()[-1])
+    assert name == "GPT2LMHeadModel" and tied
+    assert ids == build_tokenizer("gpt2").encode("ROMEO:")
 
 
 def test_model_card_of_a_run_without_records_says_not_recorded(imported_export):
