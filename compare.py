@@ -506,7 +506,8 @@ def _report_folder(args: argparse.Namespace, command: str) -> int | None:
     if len(args.runs) != 1:
         return None
     folder = args.runs[0]
-    grid, budgets = (folder / GRID_FILE).is_file(), _is_budget_folder(folder)
+    grid = (folder / GRID_FILE).is_file()
+    budgets = not grid and _is_budget_folder(folder)
     if (grid or budgets) and args.fail_on:
         raise UserError("--fail-on gates one experiment's verdict, not a --grid or --budgets folder's")
     if grid:

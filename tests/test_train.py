@@ -363,10 +363,12 @@ def test_a_run_shorter_than_its_warmup_records_a_config_that_loads_again():
 
 
 def test_a_config_is_resolved_into_a_validated_copy():
-    """with_values leaves the config it was called on unchanged and checks the copy's values like a new config."""
+    """with_values leaves the config it was called on unchanged, shares nothing with it, and checks the copy's values
+    like a new config."""
     cfg = parse_config(None, {})
     copy = cfg.with_values(train={"out_dir": "elsewhere"})
     assert (cfg.train.out_dir, copy.train.out_dir) == (TrainConfig.out_dir, "elsewhere")
+    assert copy.train.save_at is not cfg.train.save_at and copy.wandb is not cfg.wandb  # nothing shared
     with pytest.raises(UserError, match="before the end of warmup"):
         cfg.with_values(train={"warmup_iters": 50, "lr_decay_iters": 10})
 

@@ -340,12 +340,12 @@ class RunConfig:
     def with_values(self, **sections: dict) -> RunConfig:
         """A validated copy with ``sections`` changed, e.g. ``cfg.with_values(train={"out_dir": "runs"})``.
 
-        ``self`` is left as it was: a config is resolved by making a new one, never rewritten after its
-        checks.  Every section's and the cross-section rules run again (``__post_init__``); raises
-        :class:`UserError` where the new values break one, ``TypeError`` for an unknown key.
+        ``self`` is left as it was and shares nothing with the copy (lists included): a config is
+        resolved by making a new one, never rewritten after its checks.  The copy is built as a
+        config file is read (:meth:`from_dict`: keys, types, every section's and the cross-section
+        rules); raises :class:`UserError` where the new values break one.
         """
-        changed = {name: dataclasses.replace(getattr(self, name), **values) for name, values in sections.items()}
-        return dataclasses.replace(self, **changed)
+        return RunConfig.from_dict(merge(self.to_dict(), sections), "the resolved config")
 
     def to_dict(self) -> dict:
         """Plain nested dict (JSON- and TOML-friendly)."""
