@@ -286,11 +286,13 @@ def disagreements(ro: BudgetReadout) -> list[str]:
     out = []
     for row in ro.rows:
         for a in [a for a in ro.arms if a in row.best]:
-            best = row.best[a].verdict
-            other = {f"{r:g}": c.verdict for r, c in row.shared[a].items() if c.verdict != best}
+            b = row.best[a]
+            other = {f"{r:g}": c for r, c in row.shared[a].items() if c.verdict != b.verdict}
             if other:
-                at = ", ".join(f"{v} at lr {r}" for r, v in other.items())
-                out.append(f"{row.budget}: {a} is {best} best against best, but {at}")
+                at = ", ".join(f"{c.verdict}{_sized(c.verdict, c.ci, ro.margin)} at lr {r}" for r, c in other.items())
+                out.append(
+                    f"{row.budget}: {a} is {b.verdict} best against best{_sized(b.verdict, b.ci, ro.margin)}, but {at}"
+                )
     return out
 
 
@@ -351,11 +353,28 @@ def delta_figure(ro: BudgetReadout) -> Figure | None:
     return fig
 
 
+def _size(verdict: str, ci: tuple[float, float], margin: float) -> str:
+    """For better or worse: where the 95% interval ``ci`` lies against ±margin.  Wholly inside, "by less than the
+    margin" (a real difference too small to matter); only its end nearest 0, "by less than the margin not
+    ruled out"; neither, or no difference found, ""."""
+    if verdict not in ("better", "worse"):
+        return ""
+    near, far = (ci[1], ci[0]) if verdict == "better" else ci
+    if abs(far) < margin:
+        return "by less than the margin"
+    return "by less than the margin not ruled out" if abs(near) < margin else ""
+
+
+def _sized(verdict: str, ci: tuple[float, float], margin: float) -> str:
+    """:func:`_size` in parentheses after a space, or ""."""
+    size = _size(verdict, ci, margin)
+    return f" ({size})" if size else ""
+
+
 def _verdict(b: BestVsBest, margin: float) -> str:
-    """The verdict in bold, and when better or worse, whether a difference inside the margin is ruled out."""
-    near = b.ci[1] if b.verdict == "better" else b.ci[0]
-    inside = b.verdict in ("better", "worse") and abs(near) < margin
-    return f"**{b.verdict}**" + (", by less than the margin not ruled out" if inside else "")
+    """The verdict in bold and, when better or worse, its size against the margin (:func:`_size`)."""
+    size = _size(b.verdict, b.ci, margin)
+    return f"**{b.verdict}**" + (f", {size}" if size else "")
 
 
 def _verdict_table(ro: BudgetReadout) -> list[str]:

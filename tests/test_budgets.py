@@ -205,7 +205,8 @@ def _branch(root: Path, budget: str, arm: str, lr: float, seed: int, bpb: float)
 
 def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_readouts_disagree(tmp_path):
     """0.5M has 3 complete seeds (read); 1M none (untied missing). Best against best finds a gain that the
-    shared rates 1e-3 and 2e-3 call equivalent: the clash is named first, and the gain is within the margin."""
+    shared rates 1e-3 and 2e-3 call equivalent: the clash is named first, with the gain's size against the
+    margin, and the verdict row says the whole interval lies inside the margin."""
     rates = (1e-3, 2e-3, 4e-3)
     for s in range(3):
         for lr, base in zip(rates, (3.10, 3.00, 3.05)):
@@ -218,14 +219,28 @@ def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_reado
     path = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp")
     md = path.read_text()
     assert md.index("The two readouts disagree") < md.index("## Verdicts")
-    assert "- 0.5M: untied is better best against best, but equivalent at lr 0.001, equivalent at lr 0.002" in md
+    assert (
+        "- 0.5M: untied is better best against best (by less than the margin), but equivalent at lr 0.001, "
+        "equivalent at lr 0.002"
+    ) in md
     assert "Not read yet: 1M (seeds with the arm and tied at every rate: untied 0; 2 needed)" in md
     assert "](delta_vs_tokens.png)" in md and (tmp_path / "delta_vs_tokens.png").is_file()
     row = next(line for line in md.splitlines() if line.startswith("| 0.5M | 500 | 0.36 | 3 | untied |"))
-    assert row.endswith("| **better**, by less than the margin not ruled out |")  # 500k / 1000 tied parameters
+    assert row.endswith("| [−0.0087, −0.0062] | [−0.0083, −0.0066] | 0.0031 | **better**, by less than the margin |")
     # Holm over both declared budgets, the unread 1M counted as p = 1: twice the raw p here
     ro = budget_report.readout(tmp_path, [500_000, 1_000_000], "tied", 0.01, budget_report.with_recorded(None))
     assert ro.rows[0].best["untied"].p_holm == pytest.approx(min(1.0, 2 * ro.rows[0].best["untied"].p))
+
+
+def test_a_better_verdict_says_how_its_interval_lies_against_the_margin():
+    """Wholly inside ±margin: "by less than the margin"; only the end nearest 0 inside: "... not ruled out";
+    wholly beyond it, or no difference found: nothing added. Worse mirrors better."""
+    size = budget_report._size
+    assert size("better", (-0.008, -0.002), 0.01) == "by less than the margin"
+    assert size("better", (-0.03, -0.002), 0.01) == "by less than the margin not ruled out"
+    assert size("better", (-0.05, -0.02), 0.01) == ""
+    assert size("worse", (0.002, 0.03), 0.01) == "by less than the margin not ruled out"
+    assert size("equivalent", (-0.008, 0.002), 0.01) == ""
 
 
 def test_before_any_budget_is_read_the_report_shows_only_what_finished(tmp_path):

@@ -52,10 +52,18 @@ def test_clearly_better_arm_gets_a_bold_better_with_its_numbers(tmp_path):
 
 
 def test_a_gain_whose_interval_reaches_inside_the_margin_says_so(tmp_path):
-    """Better on every seed, but the 95% interval's end nearest 0 lies inside ±margin: the verdict says a
-    difference smaller than the margin is not ruled out."""
-    verdict = _section(_md(_exp(tmp_path, [(3.0, 2.996), (3.1, 3.094), (3.2, 3.195), (3.05, 3.045)])), "Verdict")
+    """Better on every seed, the 95% interval from beyond −margin to inside it: the verdict says a difference
+    smaller than the margin is not ruled out."""
+    verdict = _section(_md(_exp(tmp_path, [(3.0, 2.996), (3.1, 3.088), (3.2, 3.194), (3.05, 3.04)])), "Verdict")
     assert "- untied vs tied: **better**, by less than the ±0.01 margin not ruled out — " in verdict
+
+
+def test_a_gain_whose_whole_interval_lies_inside_the_margin_is_called_smaller_than_it(tmp_path):
+    """Better on every seed by about 0.003 nats, tightly: the whole 95% interval lies inside ±0.01, so the
+    verdict says the gain is real and smaller than the margin."""
+    pairs = [(3.0, 2.997), (3.1, 3.0969), (3.2, 3.1971), (3.05, 3.047)]
+    verdict = _section(_md(_exp(tmp_path, pairs)), "Verdict")
+    assert "- untied vs tied: **better**, by less than the ±0.01 margin — " in verdict
 
 
 def test_a_verdict_without_tuned_rates_leads_with_that_caveat(tmp_path):
