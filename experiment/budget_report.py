@@ -109,6 +109,51 @@ class BudgetReadout:
     labels: list[str] = field(default_factory=list)  # every declared budget, smallest first
 
 
+@dataclass(frozen=True)
+class Compute:
+    """What the runs that finished so far cost, and where they ran (the report's compute table).
+
+    A trunk counts as far as its last finished segment; a branch from its branch point
+    (``branch.json``), since the steps before it are its trunk's.
+    """
+
+    trunks: int
+    branches: int
+    trunk_tokens: int
+    branch_tokens: int
+    trunk_s: float  # each run's elapsed wall time (summary.json), summed, in seconds
+    branch_s: float
+    threads: list[int]  # torch threads a run used (env*.json)
+    cpus: list[str]
+    commits: list[str]  # short commits the runs trained at, "-dirty" when the tree was
+
+
+def compute_used(out_dir: Path, labels: list[str]) -> Compute:
+    """Sum tokens and elapsed seconds over ``out_dir/trunks/*`` and the branches under ``out_dir/<label>/``."""
+    trunks = sorted(p.parent for p in (out_dir / "trunks").glob("*/summary.json"))
+    t_tokens = t_s = b_tokens = b_s = 0.0
+    for run in trunks:
+        summary = read_json(run / "summary.json", "run summary")
+        t_tokens, t_s = t_tokens + summary["tokens"], t_s + summary["elapsed_s"]
+    branches = sorted(p.parent for lab in labels for p in (out_dir / lab).glob("*/summary.json"))
+    for run in branches:
+        summary, branch = read_json(run / "summary.json", "run summary"), read_json(run / "branch.json", "branch")
+        b_tokens += summary["tokens"] - branch["branch_step"] * branch["budget_tokens"] / branch["budget_steps"]
+        b_s += summary["elapsed_s"] - branch["trunk_elapsed_s"]
+    envs = [read_json(e, "run environment") for run in trunks + branches for e in sorted(run.glob("env*.json"))]
+    return Compute(
+        len(trunks),
+        len(branches),
+        round(t_tokens),
+        round(b_tokens),
+        t_s,
+        b_s,
+        sorted({e["torch_threads"] for e in envs}),
+        sorted({e.get("cpu_model") or e["device_name"] for e in envs}),
+        sorted({e["git_commit"][:7] + ("-dirty" if e.get("git_dirty") else "") for e in envs if e.get("git_commit")}),
+    )
+
+
 def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score]:
     """Every finished branch (``summary.json``) under ``out_dir/<label>/``; a run with no final bpb is refused."""
     out = []
@@ -446,8 +491,33 @@ def _finished_table(ro: BudgetReadout) -> list[str]:
     return lines
 
 
-def render(ro: BudgetReadout, title: str, command: str, figure: str | None) -> str:
-    """The budget report in Markdown: disagreements first, the verdicts, the figure, both tables, how to rebuild."""
+def _compute_section(c: Compute) -> list[str]:
+    """Tokens and run time of the trunks, the branches and both, then threads, CPU and commits."""
+
+    def row(what: str, runs: int, tokens: float, seconds: float) -> str:
+        return f"| {what} | {runs} | {tokens / 1e6:,.1f}M | {seconds / 3600:.1f} h |"
+
+    return [
+        "## Compute",
+        "",
+        "Run time is each run's elapsed wall time, summed (a branch from its branch point: the steps before it are "
+        "its trunk's); runs trained side by side overlap, so the wall-clock was shorter.",
+        "",
+        "| runs | count | tokens trained | run time |",
+        "|---|---|---|---|",
+        row("trunks (warmup and stable phase)", c.trunks, c.trunk_tokens, c.trunk_s),
+        row("branches (cooldowns)", c.branches, c.branch_tokens, c.branch_s),
+        row("all", c.trunks + c.branches, c.trunk_tokens + c.branch_tokens, c.trunk_s + c.branch_s),
+        "",
+        f"Threads a run: {', '.join(map(str, c.threads))}. CPU: {'; '.join(c.cpus)}. Commit: "
+        f"{', '.join(f'`{x}`' for x in c.commits) or 'not recorded'}.",
+        "",
+    ]
+
+
+def render(ro: BudgetReadout, title: str, command: str, figure: str | None, compute: Compute) -> str:
+    """The budget report in Markdown: disagreements first, the verdicts, the figure, both tables, what
+    finished, the compute, how to rebuild."""
     md = [f"# {title}", ""]
     clash = disagreements(ro)
     if clash:
@@ -490,6 +560,7 @@ def render(ro: BudgetReadout, title: str, command: str, figure: str | None) -> s
         "",
         *_finished_table(ro),
         "",
+        *_compute_section(compute),
     ]
     md += ["## Rebuild this report", "", "```bash", command, "```", ""]
     return "\n".join(md)
@@ -508,5 +579,6 @@ def write_budget_report(out_dir: Path, reference: str, command: str) -> Path:
     figure = save_figure(delta_figure(ro), out_dir, DELTA_FIGURE)
     title = f"Does the answer change with the training budget? {out_dir.name}"
     path = out_dir / REPORT
-    write_text_atomic(path, render(ro, title, command, figure))
+    compute = compute_used(out_dir, [label(b) for b in settings["budgets"]])
+    write_text_atomic(path, render(ro, title, command, figure, compute))
     return path

@@ -186,21 +186,29 @@ def test_holm_across_budgets_decides_better_equivalent_and_inconclusive():
     assert all(r.p_holm >= r.p for r in out)
 
 
+ENV = {"torch_threads": 1, "cpu_model": "AMD EPYC (family 26, model 2)", "git_commit": "cc7de3a" + "0" * 33}
+
+
 def _branch(root: Path, budget: str, arm: str, lr: float, seed: int, bpb: float) -> None:
-    """A finished branch folder under ``root/budget`` with a final bpb (fake_runs, the arm's settings)."""
-    tokens = {"0.5M": 244, "1M": 488}[budget]
-    arm_run(
+    """A finished branch folder under ``root/budget`` with a final bpb (fake_runs, the arm's settings), its
+    branch record (cooldown from 80% of its steps) and environment; 10 s of run time past the branch point."""
+    steps = {"0.5M": 244, "1M": 488}[budget]
+    summary = {"final_val_bpb": bpb, "train_tokens": 1_388_182, "tokens": steps * 2048, "elapsed_s": 110.0}
+    run = arm_run(
         root / budget,
         arm,
         seed,
         bpb,
-        summary={"final_val_bpb": bpb, "train_tokens": 1_388_182},
+        summary=summary,
         name=f"{arm}-lr{lr:g}-s{seed - 1337}",
         train__learning_rate=lr,
-        train__max_iters=tokens,
+        train__max_iters=steps,
         train__batch_size=16,
         model__block_size=128,
     )
+    branch = {"branch_step": round(0.8 * steps), "budget_steps": steps, "budget_tokens": steps * 2048}
+    (run / "branch.json").write_text(json.dumps({**branch, "trunk_elapsed_s": 100.0}))
+    (run / "env.json").write_text(json.dumps(ENV))
 
 
 def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_readouts_disagree(tmp_path):
@@ -241,6 +249,27 @@ def test_a_better_verdict_says_how_its_interval_lies_against_the_margin():
     assert size("better", (-0.05, -0.02), 0.01) == ""
     assert size("worse", (0.002, 0.03), 0.01) == "by less than the margin not ruled out"
     assert size("equivalent", (-0.008, 0.002), 0.01) == ""
+
+
+def test_the_compute_table_counts_trunks_whole_and_branches_from_their_branch_point(tmp_path):
+    """Two trunks (1000 s, 2.048M tokens each) and four branches (10 s and their cooldown steps each): the
+    report's compute table sums them apart and together, with the runs' threads, CPU and commit."""
+    for name in ("tied-lr0.001-s0", "untied-lr0.001-s0"):
+        trunk = tmp_path / "trunks" / name
+        trunk.mkdir(parents=True)
+        (trunk / "summary.json").write_text(json.dumps({"tokens": 2_048_000, "elapsed_s": 1000.0}))
+        (trunk / "env.json").write_text(json.dumps(ENV))
+    for arm in ("tied", "untied"):
+        for s in range(2):
+            _branch(tmp_path, "0.5M", arm, 1e-3, 1337 + s, 3.0 + s / 100)
+    c = budget_report.compute_used(tmp_path, ["0.5M", "1M"])
+    cooldown = (244 - round(0.8 * 244)) * 2048
+    assert (c.trunks, c.branches, c.trunk_tokens, c.branch_tokens) == (2, 4, 4_096_000, 4 * cooldown)
+    assert (c.trunk_s, c.branch_s) == (2000.0, 40.0)
+    assert (c.threads, c.cpus, c.commits) == ([1], ["AMD EPYC (family 26, model 2)"], ["cc7de3a"])
+    (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
+    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    assert "| all | 6 | 4.5M | 0.6 h |" in md and "Commit: `cc7de3a`." in md
 
 
 def test_before_any_budget_is_read_the_report_shows_only_what_finished(tmp_path):
