@@ -18,7 +18,8 @@ Verdict rule for both: better / worse when the p-value, Holm-adjusted across the
 (statsmodels' ``multipletests``; one family per arm, and per arm and rate), is below 0.05 and
 the 95% interval excludes 0; equivalent when the 90% interval lies inside ±margin (TOST);
 otherwise inconclusive.  Where the two readouts disagree at a budget, the report says so in
-its first lines.  A budget is read on the seeds that finished every arm at every rate there.
+its first lines.  At each budget an arm is read against the reference on the seeds that both
+finished at every rate, once there are 2 such seeds.
 
     path = write_budget_report(Path("results/tying-budget-cpu-2026-11-25"), "tied", command)
 """
@@ -90,6 +91,7 @@ class BudgetRow:
     seeds: dict[str, list[int]]  # arm -> the seeds it is read on against the reference
     means: dict[str, dict[float, float]]  # arm -> rate -> mean bpb over its seeds
     best: dict[str, BestVsBest] = field(default_factory=dict)  # arm -> best vs best
+    grid: dict[str, BestVsBest] = field(default_factory=dict)  # arm -> lowest grid mean vs lowest (sensitivity)
     shared: dict[str, dict[float, stats.Comparison]] = field(default_factory=dict)  # arm -> rate -> paired Δ
 
 
@@ -156,37 +158,51 @@ def compute_used(out_dir: Path, labels: list[str]) -> Compute:
 
 def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score]:
     """Every finished branch (``summary.json``) under ``out_dir/<label>/``; a run with no final bpb is refused."""
-    out = []
+    out, seen = [], {}
     for lab in labels:
         for summary_path in sorted((out_dir / lab).glob("*/summary.json")):
             run = summary_path.parent
             config = read_json(run / "config.json", "run config")
             summary = read_json(summary_path, "run summary")
             bpb = summary.get("final_val_bpb")
+            missing = [k for k in ("parameters", "train_tokens") if not summary.get(k)]  # the figure's axes
             if not isinstance(bpb, (int, float)) or not math.isfinite(bpb):
+                missing.insert(0, "a finite final_val_bpb")
+            if missing:
                 raise UserError(
-                    f"{summary_path} has no finite final_val_bpb (the budget report reads bits per byte): "
-                    "delete that run folder and run the experiment's command again to retrain it"
+                    f"{summary_path} has no {', '.join(missing)} (the budget report reads them): delete that "
+                    "run folder and run the experiment's command again to retrain it"
                 )
             tc = config["train"]
             tokens = tc["max_iters"] * tc["batch_size"] * tc["grad_accum_steps"] * config["model"]["block_size"]
             arm = arm_set.of(flatten(config), str(run))
-            params, split = summary.get("parameters", 0), summary.get("train_tokens", 0)
+            key = (lab, arm, tc["learning_rate"], tc["seed"])
+            if key in seen:  # a copy would count its seed twice in a mean
+                raise UserError(
+                    f"{run} and {seen[key]} are the same run ({arm}, lr {key[2]:g}, seed {key[3]}, {lab}): "
+                    "move one out of the experiment folder"
+                )
+            seen[key] = run
+            params, split = summary["parameters"], summary["train_tokens"]
             out.append(Score(lab, tokens, arm, tc["learning_rate"], tc["seed"], float(bpb), params, split))
     return out
 
 
 def fitted_best(rates: list[float], means: list[float]) -> tuple[float, float]:
-    """``(best bpb, its rate)``: the minimum of a quadratic in log10 rate through ``(rate, mean bpb)``,
-    clamped to the rates tried (with fewer than 3 rates, the best mean itself).
+    """``(best bpb, its rate)``: the minimum of the quadratic in log10 rate through three ``(rate, mean
+    bpb)`` points, clamped to their rates (with fewer than 3 rates, the best mean itself).
 
-    ``numpy.polyfit`` (least squares; exact through 3 points).  A fit that opens downwards has
-    its minimum at an end of the range.
+    With more than 3 rates (``rates`` ascending) the three are the lowest mean and its neighbours,
+    the two nearest an end when it sits there: a local fit, not a least-squares one over rates
+    the curve does not follow.  ``numpy.polyfit``, exact through 3 points.  A fit that opens
+    downwards has its minimum at an end of the range.
     """
     x, y = np.log10(np.asarray(rates, dtype=float)), np.asarray(means, dtype=float)
     if len(x) < 3:
         i = int(np.argmin(y))
         return float(y[i]), float(rates[i])
+    mid = int(np.clip(np.argmin(y), 1, len(x) - 2))
+    x, y = x[mid - 1 : mid + 2], y[mid - 1 : mid + 2]
     a, b, c = np.polyfit(x, y, 2)
     candidates = [x.min(), x.max()]
     if a > 0:
@@ -196,28 +212,33 @@ def fitted_best(rates: list[float], means: list[float]) -> tuple[float, float]:
     return float(values[i]), float(10 ** candidates[i])
 
 
-def _best(scores: list[Score], arm: str, seeds: list[int]) -> tuple[float, float]:
-    """An arm's fitted best (bpb, rate) from the mean over ``seeds`` at each of its rates."""
+def _best(scores: list[Score], arm: str, seeds: list[int], fit: bool = True) -> tuple[float, float]:
+    """An arm's best (bpb, rate) from the mean over ``seeds`` at each of its rates: the fitted minimum
+    (:func:`fitted_best`), or with ``fit=False`` the lowest mean on the grid."""
     rates = sorted({s.lr for s in scores if s.arm == arm})
     means = [float(np.mean([s.bpb for s in scores if s.arm == arm and s.lr == r and s.seed in seeds])) for r in rates]
+    if not fit:
+        i = int(np.argmin(means))
+        return means[i], rates[i]
     return fitted_best(rates, means)
 
 
-def best_vs_best(scores: list[Score], arm: str, reference: str, margin: float) -> BestVsBest:
+def best_vs_best(scores: list[Score], arm: str, reference: str, margin: float, fit: bool = True) -> BestVsBest:
     """Δ of fitted bests at one budget (``scores`` of that budget, on seeds every arm and rate has),
-    its jackknife interval, t-test p and TOST p against ±``margin``.
+    its jackknife interval, t-test p and TOST p against ±``margin``.  With ``fit=False`` each best
+    is the lowest mean on the grid instead (the report's sensitivity check).
 
     Raises :class:`UserError` with fewer than 2 seeds (no interval).
     """
     seeds = sorted({s.seed for s in scores})
     if len(seeds) < 2:
         raise UserError(f"{scores[0].budget}: one seed gives no interval; train at least 2 (--seeds)")
-    (best_a, lr_a), (best_r, lr_r) = _best(scores, arm, seeds), _best(scores, reference, seeds)
+    (best_a, lr_a), (best_r, lr_r) = _best(scores, arm, seeds, fit), _best(scores, reference, seeds, fit)
     delta = best_a - best_r
 
     def without(j: int) -> float:
         rest = [s for s in seeds if s != j]
-        return _best(scores, arm, rest)[0] - _best(scores, reference, rest)[0]
+        return _best(scores, arm, rest, fit)[0] - _best(scores, reference, rest, fit)[0]
 
     leave_out = np.array([without(j) for j in seeds])
     n = len(seeds)
@@ -305,13 +326,15 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
         for a in readable:
             used = [s for s in here if s.seed in seeds[a] and s.arm in (a, reference)]
             row.best[a] = best_vs_best(used, a, reference, margin)
+            row.grid[a] = best_vs_best(used, a, reference, margin, fit=False)
             row.shared[a] = {r: c for r in rates if (c := shared_rate(used, a, reference, r, margin)) is not None}
         rows.append(row)
     for a in arms:
         holm_verdicts([row.best[a] for row in rows if a in row.best], len(budgets))
+        holm_verdicts([row.grid[a] for row in rows if a in row.grid], len(budgets))
         for r in rates:
             family = [row for row in rows if r in row.shared.get(a, {})]
-            for row, adjusted in zip(family, stats.holm([row.shared[a][r] for row in family])):
+            for row, adjusted in zip(family, stats.holm([row.shared[a][r] for row in family], family=len(budgets))):
                 row.shared[a][r] = adjusted
     params = {a: max(s.params for s in scores if s.arm == a) for a in all_arms}
     split = max(s.train_tokens for s in scores)
@@ -352,8 +375,8 @@ def _interval(ci: tuple[float, float]) -> str:
 
 
 def _p(p: float) -> str:
-    """A p-value in 2 significant digits."""
-    return "n/a" if math.isnan(p) else f"{p:.2g}"
+    """A p-value in 3 significant digits (2 would print 0.0496 as 0.05, beside a verdict of better)."""
+    return "n/a" if math.isnan(p) else f"{p:.3g}"
 
 
 def delta_figure(ro: BudgetReadout) -> Figure | None:
@@ -384,7 +407,7 @@ def delta_figure(ro: BudgetReadout) -> Figure | None:
     ax.set_ylabel(f"Δ final val bits per byte (arm − {ro.reference})")
     per_param, split = ro.params[ro.reference], ro.train_tokens
     top = ax.secondary_xaxis("top", functions=(lambda t: t / per_param, lambda q: q * per_param))
-    top.set_xticks(x / per_param, [f"{v:.2g}" for v in x / per_param], minor=False)
+    top.set_xticks(x / per_param, [f"{v:.3g}" for v in x / per_param], minor=False)  # as the verdict table
     top.set_xticks([], minor=True)
     top.set_xlabel(f"tokens per parameter of {ro.reference} ({per_param / 1e6:.2f}M parameters)")
     low = ax.secondary_xaxis(-0.22, functions=(lambda t: t / split, lambda e: e * split))
@@ -437,6 +460,28 @@ def _verdict_table(ro: BudgetReadout) -> list[str]:
                 f"| {row.budget} | {row.tokens / ro.params[ro.reference]:.3g} | {row.tokens / ro.train_tokens:.3g} | "
                 f"{len(row.seeds[a])} | {a} | {lr} | {_fmt(b.delta)} | {_interval(b.ci)} | {_interval(b.ci90)} | "
                 f"{_p(b.p_holm)} | {_verdict(b, ro.margin)} |"
+            )
+    return lines
+
+
+def _sensitivity_section(ro: BudgetReadout) -> list[str]:
+    """Best against best with each arm's lowest grid mean in place of its fitted minimum: not the verdict."""
+    lines = [
+        "## Sensitivity: the lowest grid mean instead of the fitted minimum",
+        "",
+        "Not the declared readout. A quadratic's minimum falls further below an arm's lowest mean when its "
+        "curve is sharp than when it is flat, so Δ can move with the fit alone; here each best is the lowest "
+        "mean on the grid, with the same jackknife, Holm and rule.",
+        "",
+        f"| budget | arm | lowest lr ({ro.reference} / arm) | Δ bpb | 95% interval | Holm p | verdict by the same rule |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in ro.rows:
+        for a in [a for a in ro.arms if a in row.grid]:
+            g = row.grid[a]
+            lines.append(
+                f"| {row.budget} | {a} | {g.best_lr[ro.reference]:g} / {g.best_lr[a]:g} | {_fmt(g.delta)} | "
+                f"{_interval(g.ci)} | {_p(g.p_holm)} | {_verdict(g, ro.margin)} |"
             )
     return lines
 
@@ -549,10 +594,12 @@ def render(ro: BudgetReadout, title: str, command: str, figure: str | None, comp
         md += [
             "## At each shared learning rate",
             "",
-            "Δ paired by seed, 95% t interval, Holm across the budgets read so far.",
+            "Δ paired by seed, 95% t interval, Holm across all the declared budgets (one not read yet counts as "
+            "p = 1).",
             "",
         ]
-        md += [*_shared_table(ro), "", "## Mean final val bpb", "", *_means_table(ro), ""]
+        md += [*_shared_table(ro), "", *_sensitivity_section(ro), ""]
+        md += ["## Mean final val bpb", "", *_means_table(ro), ""]
     md += [
         "## Finished so far",
         "",

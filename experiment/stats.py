@@ -216,11 +216,13 @@ def compare_paired(
     )
 
 
-def holm(comparisons: list[Comparison], alpha: float = 0.05) -> list[Comparison]:
+def holm(comparisons: list[Comparison], alpha: float = 0.05, family: int | None = None) -> list[Comparison]:
     """Holm-adjust (Holm 1979) the p_t of one report's comparisons; new Comparison objects.
 
     ``p_holm`` comes from ``statsmodels.stats.multitest.multipletests(p_t, method="holm")``; a
-    nan p_t (fewer than 2 seeds) counts as 1.0.  Verdict and seeds_needed are re-derived with the
+    nan p_t (fewer than 2 seeds) counts as 1.0.  ``family`` (at least ``len(comparisons)``)
+    counts comparisons declared but not made yet, each as p = 1, so that an early verdict is no
+    less strict than the last.  Verdict and seeds_needed are re-derived with the
     adjusted p (rule in the module docstring); for "inconclusive" the seeds-needed figure is
     planned at alpha / len(comparisons), the strictest Holm step, so it errs on the high side.
     The inputs are not modified (``dataclasses.replace``).  Raises nothing for an empty list
@@ -228,13 +230,12 @@ def holm(comparisons: list[Comparison], alpha: float = 0.05) -> list[Comparison]
     """
     if not comparisons:
         return []
-    p = [1.0 if math.isnan(c.p_t) else c.p_t for c in comparisons]
+    size = max(family or 0, len(comparisons))
+    p = [1.0 if math.isnan(c.p_t) else c.p_t for c in comparisons] + [1.0] * (size - len(comparisons))
     adjusted = multipletests(p, alpha=alpha, method="holm")[1]
     out = []
     for c, p_holm in zip(comparisons, adjusted):
-        verdict, needed = _decide(
-            c.mean, c.sd, c.ci, float(p_holm), c.p_tost, c.margin, len(c.diffs), alpha, family=len(comparisons)
-        )
+        verdict, needed = _decide(c.mean, c.sd, c.ci, float(p_holm), c.p_tost, c.margin, len(c.diffs), alpha, size)
         out.append(replace(c, p_holm=float(p_holm), verdict=verdict, seeds_needed=needed))
     return out
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from helpers import error_line, tiny_compare_args
 
 import compare
 from experiment import budget_report, budgets
+from core.errors import UserError
 from experiment.budget_report import Score
 from training.config import RunConfig, TrainConfig
 
@@ -164,6 +166,40 @@ def _scores(deltas: list[float], noise: list[float]) -> list[Score]:
     return out
 
 
+def test_with_a_fourth_rate_the_fit_is_local_to_the_lowest_mean():
+    """Four rates: the quadratic through the lowest mean and its neighbours (its vertex), not a least-squares
+    fit through all four; a lowest mean at the end fits the three nearest that end."""
+    rates = [5e-4, 1e-3, 2e-3, 4e-3]
+    vertex = math.log10(1e-3) + 0.25 * math.log10(2)
+    means = [3.0 + 5 * (math.log10(r) - vertex) ** 2 for r in rates[:3]] + [3.5]  # 4e-3 off the parabola
+    best, lr = budget_report.fitted_best(rates, means)
+    assert best == pytest.approx(3.0) and lr == pytest.approx(10**vertex)
+    edge = budget_report.fitted_best(rates, [3.0, 3.1, 3.3, 3.9])  # lowest at 5e-4: fit 5e-4..2e-3, clamped
+    assert edge == (pytest.approx(3.0), pytest.approx(5e-4))
+
+
+def test_the_sensitivity_readout_takes_the_lowest_grid_mean_and_can_differ_from_the_fit():
+    """A sharp tied curve whose vertex lies between grid rates and a flat untied one: the fitted Δ is nearer 0
+    than the lowest-mean Δ, which is the plain difference of the two lowest means."""
+    out = []
+    for i, e in enumerate([0.0, 0.01, -0.01]):
+        for r, tied, untied in ((1e-3, 3.2, 3.05), (2e-3, 3.0, 3.0), (4e-3, 3.1, 3.02)):
+            out.append(Score("1M", 1_000_000, "tied", r, 1337 + i, tied + e, 1000, 10_000))
+            out.append(Score("1M", 1_000_000, "untied", r, 1337 + i, untied + e - 0.01, 1500, 10_000))
+    grid = budget_report.best_vs_best(out, "untied", "tied", 0.01, fit=False)
+    fitted = budget_report.best_vs_best(out, "untied", "tied", 0.01)
+    assert grid.delta == pytest.approx(-0.01) and grid.best_lr == {"tied": 2e-3, "untied": 2e-3}
+    assert abs(fitted.delta) < abs(grid.delta)
+
+
+def test_two_copies_of_one_run_are_refused_naming_both(tmp_path):
+    """The same arm, rate, seed and budget in two folders would count a seed twice: UserError naming both."""
+    _branch(tmp_path, "0.5M", "tied", 1e-3, 1337, 3.0)
+    shutil.copytree(tmp_path / "0.5M" / "tied-lr0.001-s0", tmp_path / "0.5M" / "tied-lr0.001-s0-copy")
+    with pytest.raises(UserError, match=r"tied-lr0.001-s0-copy and .*tied-lr0.001-s0 are the same run"):
+        budget_report.load_scores(tmp_path, ["0.5M"], budget_report.with_recorded(None))
+
+
 def test_best_vs_best_with_a_constant_shift_is_that_shift_and_the_jackknife_by_hand():
     """Untied = tied + d on every seed at every rate: Δ is mean(d); the jackknife se matches the formula."""
     deltas = [-0.02, -0.03, -0.01, -0.025]
@@ -234,7 +270,7 @@ def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_reado
     assert "Not read yet: 1M (seeds with the arm and tied at every rate: untied 0; 2 needed)" in md
     assert "](delta_vs_tokens.png)" in md and (tmp_path / "delta_vs_tokens.png").is_file()
     row = next(line for line in md.splitlines() if line.startswith("| 0.5M | 500 | 0.36 | 3 | untied |"))
-    assert row.endswith("| [−0.0087, −0.0062] | [−0.0083, −0.0066] | 0.0031 | **better**, by less than the margin |")
+    assert row.endswith("| [−0.0087, −0.0062] | [−0.0083, −0.0066] | 0.00311 | **better**, by less than the margin |")
     # Holm over both declared budgets, the unread 1M counted as p = 1: twice the raw p here
     ro = budget_report.readout(tmp_path, [500_000, 1_000_000], "tied", 0.01, budget_report.with_recorded(None))
     assert ro.rows[0].best["untied"].p_holm == pytest.approx(min(1.0, 2 * ro.rows[0].best["untied"].p))

@@ -178,3 +178,11 @@ def test_seeds_for_a_difference_is_the_fewest_that_detect_it():
     assert stats.detectable_difference(0.012, n) <= 0.01 < stats.detectable_difference(0.012, n - 1)
     assert stats.seeds_for(0.01, 1.0, max_n=50) is None and stats.seeds_for(0.01, 0.0) is None
     assert stats.seeds_for(0.01, 0.0001) == 2
+
+
+def test_holm_with_a_declared_family_counts_the_comparisons_not_made_yet_as_p_one():
+    """p_t 0.013 alone in a declared family of 4: p_holm is 4 p_t (> 0.05), as it would be beside three
+    comparisons with p 1, so the verdict is inconclusive, not better."""
+    weak = compare_paired("a", "ref", paired([-0.01, -0.05, -0.02, -0.04, -0.03], REF5), REF5, 0.02)
+    (alone,) = holm([weak], family=4)
+    assert alone.p_holm == pytest.approx(4 * weak.p_t) and alone.verdict == "inconclusive"
