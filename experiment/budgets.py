@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import UserError
+from core.files import read_json
 from experiment.arms import PRESETS, ArmSet
 from experiment.launch import TRAIN_PY, Job, arm_command
 from training.branch import step_checkpoint, tokens_per_step
@@ -290,3 +291,49 @@ def plan_line(
 def _hours(seconds: float) -> str:
     """``12.3 h`` or ``41 min``."""
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+@dataclass(frozen=True)
+class Compute:
+    """What the runs of a budget experiment that finished so far cost, and where they ran (its report's
+    compute table).
+
+    A trunk counts as far as its last finished segment; a branch from its branch point
+    (``branch.json``), since the steps before it are its trunk's.
+    """
+
+    trunks: int
+    branches: int
+    trunk_tokens: int
+    branch_tokens: int
+    trunk_s: float  # each run's elapsed wall time (summary.json), summed, in seconds
+    branch_s: float
+    threads: list[int]  # torch threads a run used (env*.json)
+    cpus: list[str]
+    commits: list[str]  # short commits the runs trained at, "-dirty" when the tree was
+
+
+def compute_used(out_dir: Path, labels: list[str]) -> Compute:
+    """Sum tokens and elapsed seconds over ``out_dir/trunks/*`` and the branches under ``out_dir/<label>/``."""
+    trunks = sorted(p.parent for p in (out_dir / TRUNKS).glob("*/summary.json"))
+    t_tokens = t_s = b_tokens = b_s = 0.0
+    for run in trunks:
+        summary = read_json(run / "summary.json", "run summary")
+        t_tokens, t_s = t_tokens + summary["tokens"], t_s + summary["elapsed_s"]
+    branches = sorted(p.parent for lab in labels for p in (out_dir / lab).glob("*/summary.json"))
+    for run in branches:
+        summary, branch = read_json(run / "summary.json", "run summary"), read_json(run / "branch.json", "branch")
+        b_tokens += summary["tokens"] - branch["branch_step"] * branch["budget_tokens"] / branch["budget_steps"]
+        b_s += summary["elapsed_s"] - branch["trunk_elapsed_s"]
+    envs = [read_json(e, "run environment") for run in trunks + branches for e in sorted(run.glob("env*.json"))]
+    return Compute(
+        len(trunks),
+        len(branches),
+        round(t_tokens),
+        round(b_tokens),
+        t_s,
+        b_s,
+        sorted({e["torch_threads"] for e in envs}),
+        sorted({e.get("cpu_model") or e["device_name"] for e in envs}),
+        sorted({e["git_commit"][:7] + ("-dirty" if e.get("git_dirty") else "") for e in envs if e.get("git_commit")}),
+    )

@@ -298,7 +298,7 @@ def test_the_compute_table_counts_trunks_whole_and_branches_from_their_branch_po
     for arm in ("tied", "untied"):
         for s in range(2):
             _branch(tmp_path, "0.5M", arm, 1e-3, 1337 + s, 3.0 + s / 100)
-    c = budget_report.compute_used(tmp_path, ["0.5M", "1M"])
+    c = budgets.compute_used(tmp_path, ["0.5M", "1M"])
     cooldown = (244 - round(0.8 * 244)) * 2048
     assert (c.trunks, c.branches, c.trunk_tokens, c.branch_tokens) == (2, 4, 4_096_000, 4 * cooldown)
     assert (c.trunk_s, c.branch_s) == (2000.0, 40.0)
