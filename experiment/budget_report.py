@@ -89,7 +89,8 @@ class BudgetRow:
     budget: str
     tokens: int
     seeds: dict[str, list[int]]  # arm -> the seeds it is read on against the reference
-    means: dict[str, dict[float, float]]  # arm -> rate -> mean bpb over its seeds
+    means: dict[str, dict[float, float]]  # arm -> rate -> mean bpb over mean_seeds
+    mean_seeds: list[int]  # the seeds every arm read here and the reference finished at every rate
     best: dict[str, BestVsBest] = field(default_factory=dict)  # arm -> best vs best
     grid: dict[str, BestVsBest] = field(default_factory=dict)  # arm -> lowest grid mean vs lowest (sensitivity)
     shared: dict[str, dict[float, stats.Comparison]] = field(default_factory=dict)  # arm -> rate -> paired Δ
@@ -274,10 +275,9 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
         readable = [a for a in arms if len(seeds[a]) >= 2]
         if not readable:
             continue
-        ref_seeds = _complete_seeds(here, [reference], rates)
-        means = {reference: _means(here, reference, rates, ref_seeds)}
-        means.update({a: _means(here, a, rates, seeds[a]) for a in readable})
-        row = BudgetRow(lab, tokens, {a: seeds[a] for a in readable}, means)
+        common = sorted(set.intersection(*(set(seeds[a]) for a in readable)))  # one set of seeds for every row
+        means = {a: _means(here, a, rates, common) for a in [reference, *readable]}
+        row = BudgetRow(lab, tokens, {a: seeds[a] for a in readable}, means, common)
         for a in readable:
             used = [s for s in here if s.seed in seeds[a] and s.arm in (a, reference)]
             row.best[a] = best_vs_best(used, a, reference, margin)
@@ -456,11 +456,12 @@ def _shared_table(ro: BudgetReadout) -> list[str]:
 
 
 def _means_table(ro: BudgetReadout) -> list[str]:
-    """Each arm's mean final val bpb at each rate and budget, the lowest of an arm's row in bold."""
+    """Each arm's mean final val bpb at each rate and budget over the seeds every arm there finished, the
+    lowest of an arm's row in bold."""
     arms = [ro.reference, *ro.arms]
     lines = [
-        "| budget | arm | " + " | ".join(f"lr {r:g}" for r in ro.rates) + " |",
-        "|---|---|" + "---|" * len(ro.rates),
+        "| budget | seeds | arm | " + " | ".join(f"lr {r:g}" for r in ro.rates) + " |",
+        "|---|---|---|" + "---|" * len(ro.rates),
     ]
     edges = []
     for row in ro.rows:
@@ -470,7 +471,7 @@ def _means_table(ro: BudgetReadout) -> list[str]:
             if low in (ro.rates[0], ro.rates[-1]) and len(ro.rates) >= 3:
                 edges.append(f"{row.budget} {a} (lr {low:g})")
             cells = [f"**{m[r]:.4f}**" if r == low else f"{m[r]:.4f}" for r in ro.rates]
-            lines.append(f"| {row.budget} | {a} | {' | '.join(cells)} |")
+            lines.append(f"| {row.budget} | {len(row.mean_seeds)} | {a} | {' | '.join(cells)} |")
     if edges:
         lines += ["", f"Best on the grid's edge (a rate past it may be better): {'; '.join(edges)}."]
     return lines

@@ -276,6 +276,19 @@ def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_reado
     assert ro.rows[0].best["untied"].p_holm == pytest.approx(min(1.0, 2 * ro.rows[0].best["untied"].p))
 
 
+def test_the_means_table_averages_every_arm_over_the_same_seeds(tmp_path):
+    """tied finished a third seed (1 bpb worse) that untied has not: the table's tied means leave it out, as the
+    verdict does, and the row says 2 seeds."""
+    for s, extra in ((0, 0.0), (1, 0.0), (2, 1.0)):
+        for lr in (1e-3, 2e-3, 4e-3):
+            _branch(tmp_path, "0.5M", "tied", lr, 1337 + s, 3.0 + extra + s / 100)
+            if s < 2:
+                _branch(tmp_path, "0.5M", "untied", lr, 1337 + s, 2.9 + s / 100)
+    (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000], "margin": 0.01}))
+    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    assert "| 0.5M | 2 | tied | **3.0050** | 3.0050 | 3.0050 |" in md
+
+
 def test_a_better_verdict_says_how_its_interval_lies_against_the_margin():
     """Wholly inside ±margin: "by less than the margin"; only the end nearest 0 inside: "... not ruled out";
     wholly beyond it, or no difference found: nothing added. Worse mirrors better."""
