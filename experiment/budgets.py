@@ -22,7 +22,6 @@ Layout: ``<experiment>/trunks/<arm>[-lr<lr>]-s<i>/`` and ``<experiment>/<budget>
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from dataclasses import dataclass
@@ -221,19 +220,6 @@ class BudgetRuns:
             *self.resume_argv,
         ]
         return lambda: arm_command(branch, self.out_dir / b.label, run_name, [], self.resume_argv)
-
-
-def tokens_of(budgets: list[Budget], cfg: RunConfig, n_trunks: int, n_branches_per_budget: int) -> tuple[int, int]:
-    """``(trunk tokens, branch tokens)`` of the whole experiment: the trunks to the last branch step, the cooldowns."""
-    per_step = tokens_per_step(cfg)
-    trunk = n_trunks * budgets[-1].branch_step * per_step
-    branches = n_branches_per_budget * sum(b.cooldown_steps for b in budgets) * per_step
-    return trunk, branches
-
-
-def tokens_per_param(tokens: int, params: int) -> float:
-    """Training tokens per parameter (Chinchilla's compute-optimal is about 20; Hoffmann et al. 2022)."""
-    return tokens / params if params else math.nan
 
 
 def trunk_step(folder: Path, budgets: list[Budget]) -> int:

@@ -101,11 +101,6 @@ class Trainer:
         self.unigram = float("nan")
         self.t_start = time.perf_counter()
 
-    def say(self, *args, **kwargs) -> None:
-        """``print`` on rank 0 only."""
-        if self.main:
-            print(*args, **kwargs)
-
     def run(self) -> dict:
         """The run, step by step; returns the summary (see :func:`train` for what it raises)."""
         try:
