@@ -304,19 +304,29 @@ def _means(scores: list[Score], arm: str, rates: list[float], seeds: list[int]) 
     return {r: float(np.mean([s.bpb for s in scores if s.arm == arm and s.lr == r and s.seed in seeds])) for r in rates}
 
 
-def disagreements(ro: BudgetReadout) -> list[str]:
-    """One line for each budget and arm where a shared-rate verdict differs from the best-vs-best one."""
-    out = []
+def _inside(verdict: str, ci: tuple[float, float], margin: float) -> bool:
+    """Whether a verdict puts the difference inside ±margin: equivalent, or better or worse by less than it."""
+    return verdict == "equivalent" or _size(verdict, ci, margin) == "by less than the margin"
+
+
+def disagreements(ro: BudgetReadout) -> tuple[list[str], list[str]]:
+    """``(clashes, within)``: one line per budget and arm where a shared-rate verdict differs from the
+    best-vs-best one, split by whether the two could both hold (``within``: each puts the difference
+    inside the margin, one calling it better or worse by less than the margin, the other equivalent)."""
+    clashes, within = [], []
     for row in ro.rows:
         for a in [a for a in ro.arms if a in row.best]:
             b = row.best[a]
             other = {f"{r:g}": c for r, c in row.shared[a].items() if c.verdict != b.verdict}
-            if other:
-                at = ", ".join(f"{c.verdict}{_sized(c.verdict, c.ci, ro.margin)} at lr {r}" for r, c in other.items())
-                out.append(
-                    f"{row.budget}: {a} is {b.verdict} best against best{_sized(b.verdict, b.ci, ro.margin)}, but {at}"
-                )
-    return out
+            if not other:
+                continue
+            at = ", ".join(f"{c.verdict}{_sized(c.verdict, c.ci, ro.margin)} at lr {r}" for r, c in other.items())
+            line = f"{row.budget}: {a} is {b.verdict} best against best{_sized(b.verdict, b.ci, ro.margin)}, but {at}"
+            both_inside = _inside(b.verdict, b.ci, ro.margin) and all(
+                _inside(c.verdict, c.ci, ro.margin) for c in other.values()
+            )
+            (within if both_inside else clashes).append(line)
+    return clashes, within
 
 
 def _fmt(x: float, digits: int = 4) -> str:
@@ -366,7 +376,7 @@ def delta_figure(ro: BudgetReadout) -> Figure | None:
     top.set_xticks([], minor=True)
     top.set_xlabel(f"tokens per parameter of {ro.reference} ({per_param / 1e6:.2f}M parameters)")
     low = ax.secondary_xaxis(-0.22, functions=(lambda t: t / split, lambda e: e * split))
-    low.set_xticks(x / split, [f"{v:.2g}" for v in x / split], minor=False)
+    low.set_xticks(x / split, [f"{v:.3g}" for v in x / split], minor=False)
     low.set_xticks([], minor=True)
     low.set_xlabel(f"epochs of the training split ({split / 1e6:.2f}M tokens)")
     seeds = sorted({len(s) for row in ro.rows for s in row.seeds.values()})
@@ -426,17 +436,19 @@ def _sensitivity_section(ro: BudgetReadout) -> list[str]:
         "",
         "Not the declared readout. A quadratic's minimum falls further below an arm's lowest mean when its "
         "curve is sharp than when it is flat, so Δ can move with the fit alone; here each best is the lowest "
-        "mean on the grid, with the same jackknife, Holm and rule.",
+        "mean on the grid, with the same jackknife, Holm and rule. Each leave-one-seed-out refit picks its own "
+        "lowest rate, so an interval can differ from the shared-rate one at the same Δ.",
         "",
-        f"| budget | arm | lowest lr ({ro.reference} / arm) | Δ bpb | 95% interval | Holm p | verdict by the same rule |",
-        "|---|---|---|---|---|---|---|",
+        f"| budget | arm | lowest lr ({ro.reference} / arm) | Δ bpb | 95% interval | 90% interval | Holm p | "
+        "verdict by the same rule |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in ro.rows:
         for a in [a for a in ro.arms if a in row.grid]:
             g = row.grid[a]
             lines.append(
                 f"| {row.budget} | {a} | {g.best_lr[ro.reference]:g} / {g.best_lr[a]:g} | {_fmt(g.delta)} | "
-                f"{_interval(g.ci)} | {_p(g.p_holm)} | {_verdict(g, ro.margin)} |"
+                f"{_interval(g.ci)} | {_interval(g.ci90)} | {_p(g.p_holm)} | {_verdict(g, ro.margin)} |"
             )
     return lines
 
@@ -450,7 +462,7 @@ def _shared_table(ro: BudgetReadout) -> list[str]:
             cells = []
             for r in ro.rates:
                 c = row.shared[a].get(r)
-                cells.append("n/a" if c is None else f"{_fmt(c.mean)} {_interval(c.ci)} {c.verdict}")
+                cells.append("n/a" if c is None else f"{_fmt(c.mean)} {_interval(c.ci)} p {_p(c.p_holm)} {c.verdict}")
             lines.append(f"| {row.budget} | {a} | {' | '.join(cells)} |")
     return lines
 
@@ -516,14 +528,41 @@ def _compute_section(c: Compute) -> list[str]:
     ]
 
 
-def render(ro: BudgetReadout, title: str, command: str, figure: str | None, compute: Compute) -> str:
-    """The budget report in Markdown: disagreements first, the verdicts, the figure, both tables, what
-    finished, the compute, how to rebuild."""
-    md = [f"# {title}", ""]
-    clash = disagreements(ro)
+def _seeds_note(ro: BudgetReadout, declared: int | None) -> list[str]:
+    """The report's first lines: how many paired seeds the verdicts rest on, and, with fewer than
+    ``declared`` finished, that the report is interim."""
+    counts = sorted({len(s) for row in ro.rows for s in row.seeds.values()})
+    if not counts:
+        return []
+    n = counts[0]
+    df = f"{n - 1} degree{'s' if n != 2 else ''}" if len(counts) == 1 else "n − 1 degrees"
+    lines = [
+        f"Read on {'–'.join(map(str, (counts[0], counts[-1]) if len(counts) > 1 else counts))} paired seeds a "
+        f"budget (jackknife and t with {df} of freedom)."
+        + (" With so few, an interval can be narrow only because the seeds happened to agree." if n < 4 else ""),
+        "",
+    ]
+    if declared and (n < declared or ro.waiting):
+        lines = [
+            f"**Interim: {n} of the {declared} declared seeds read; these verdicts are not the answer.**",
+            "",
+        ] + lines
+    return lines
+
+
+def render(
+    ro: BudgetReadout, title: str, command: str, figure: str | None, compute: Compute, declared_seeds: int | None = None
+) -> str:
+    """The budget report in Markdown: how many seeds (interim or not), disagreements, the verdicts, the
+    figure, the tables, what finished, the compute, how to rebuild."""
+    md = [f"# {title}", "", *_seeds_note(ro, declared_seeds)]
+    clash, within = disagreements(ro)
     if clash:
         md += ["**The two readouts disagree** (best against best is the verdict):", ""]
         md += [f"- {line}" for line in clash] + [""]
+    if within:
+        md += ["Verdicts that differ but agree that the difference lies inside the margin:", ""]
+        md += [f"- {line}" for line in within] + [""]
     if ro.waiting:
         md += ["Not read yet: " + "; ".join(f"{b} ({why})" for b, why in ro.waiting.items()) + ".", ""]
     if ro.rows:  # before the first budget is read there is no verdict, figure or mean to show
@@ -543,15 +582,17 @@ def render(ro: BudgetReadout, title: str, command: str, figure: str | None, comp
             md += [
                 f"![Δ against training tokens]({figure})",
                 "",
-                "Δ best against best with its 95% interval, log tokens; the grey band is the declared margin. The top "
-                "axis gives tokens per parameter of the reference arm; epochs are tokens over the training split.",
+                "Δ best against best with its 95% jackknife interval (t, n − 1 df), log tokens; the grey band is the "
+                "declared margin. The top axis gives tokens per parameter of the reference arm; epochs are tokens over "
+                "the training split.",
                 "",
             ]
         md += [
             "## At each shared learning rate",
             "",
-            "Δ paired by seed, 95% t interval, Holm across all the declared budgets (one not read yet counts as "
-            "p = 1).",
+            "Δ paired by seed, its 95% t interval (not adjusted) and Holm-adjusted p across all the declared budgets "
+            "(one not read yet counts as p = 1), then the verdict by the same rule: an interval that excludes 0 "
+            "with a Holm p above 0.05 is not better or worse.",
             "",
         ]
         md += [*_shared_table(ro), "", *_sensitivity_section(ro), ""]
@@ -583,5 +624,5 @@ def write_budget_report(out_dir: Path, reference: str, command: str) -> Path:
     title = f"Does the answer change with the training budget? {out_dir.name}"
     path = out_dir / REPORT
     compute = compute_used(out_dir, [label(b) for b in settings["budgets"]])
-    write_text_atomic(path, render(ro, title, command, figure, compute))
+    write_text_atomic(path, render(ro, title, command, figure, compute, settings.get("seeds")))
     return path

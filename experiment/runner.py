@@ -514,6 +514,7 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
         settings["outcome"] = plan.outcome
     if plan.budgets:  # the budget axis (its trunks may grow to a larger last budget; no budget may go)
         settings["budgets"] = plan.budgets
+        settings["seeds"] = plan.seeds  # declared: its report is interim until they finish (may grow)
     defined = {n: s for n, s in plan.arm_set.settings.items() if n not in ARMS}
     if defined:  # arms defined by settings (--arm): a report reads the run folders' arms from these
         settings["arms"] = defined
@@ -537,6 +538,8 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
         changed += [f"budgets (without {', '.join(map(str, gone))} tokens)"] if gone else []
         had = before.get("arms", {})
         changed += [f"the settings of arm {n}" for n, s in now.get("arms", {}).items() if had.get(n, s) != s]
+        if "seeds" in settings:
+            settings["seeds"] = max(settings["seeds"], before.get("seeds", 0))
         if had or defined:  # arms may be added, never redefined
             settings["arms"] = {**had, **now.get("arms", {})}
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)

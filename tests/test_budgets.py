@@ -18,7 +18,7 @@ from fake_runs import arm_run
 from helpers import error_line, tiny_compare_args
 
 import compare
-from experiment import budget_report, budgets
+from experiment import budget_report, budgets, stats
 from core.errors import UserError
 from experiment.budget_report import Score
 from training.config import RunConfig, TrainConfig
@@ -248,9 +248,9 @@ def _branch(root: Path, budget: str, arm: str, lr: float, seed: int, bpb: float)
 
 
 def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_readouts_disagree(tmp_path):
-    """0.5M has 3 complete seeds (read); 1M none (untied missing). Best against best finds a gain that the
-    shared rates 1e-3 and 2e-3 call equivalent: the clash is named first, with the gain's size against the
-    margin, and the verdict row says the whole interval lies inside the margin."""
+    """0.5M has 3 complete seeds (read); 1M none (untied missing). Best against best finds a gain inside the
+    margin that the shared rates 1e-3 and 2e-3 call equivalent: named first, as verdicts that differ but both
+    put the difference inside the margin, and the verdict row says the whole interval lies inside it."""
     rates = (1e-3, 2e-3, 4e-3)
     for s in range(3):
         for lr, base in zip(rates, (3.10, 3.00, 3.05)):
@@ -262,7 +262,10 @@ def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_reado
     (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
     path = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp")
     md = path.read_text()
-    assert md.index("The two readouts disagree") < md.index("## Verdicts")
+    assert md.index("Verdicts that differ but agree that the difference lies inside the margin") < md.index(
+        "## Verdicts"
+    )
+    assert "The two readouts disagree" not in md
     assert (
         "- 0.5M: untied is better best against best (by less than the margin), but equivalent at lr 0.001, "
         "equivalent at lr 0.002"
@@ -287,6 +290,29 @@ def test_the_means_table_averages_every_arm_over_the_same_seeds(tmp_path):
     (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000], "margin": 0.01}))
     md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
     assert "| 0.5M | 2 | tied | **3.0050** | 3.0050 | 3.0050 |" in md
+
+
+def test_an_equivalent_fit_beside_an_inconclusive_rate_is_a_clash_listed_first():
+    """Best against best equivalent, the shared rate inconclusive (a wide interval): the readouts disagree,
+    and the report's first lines say so, after the seed count."""
+    best = budget_report.BestVsBest(
+        "untied", "1M", -0.001, 0.001, (-0.004, 0.002), (-0.003, 0.001), 0.5, 0.01, {"tied": 2e-3, "untied": 2e-3}
+    )
+    best.verdict = "equivalent"
+    wide = stats.compare_paired("untied", "tied", [3.0, 3.2, 2.9], [3.1, 3.0, 3.0], 0.01)
+    row = budget_report.BudgetRow("1M", 10**6, {"untied": [1337, 1338, 1339]}, {}, [], {"untied": best})
+    row.shared["untied"] = {2e-3: wide}
+    ro = budget_report.BudgetReadout("tied", ["untied"], [2e-3], 0.01, [row], {}, {"tied": 1000}, 10**6)
+    assert wide.verdict == "inconclusive"
+    assert budget_report.disagreements(ro) == (
+        ["1M: untied is equivalent best against best, but inconclusive at lr 0.002"],
+        [],
+    )
+    md = budget_report.render(ro, "t", "cmd", None, budgets.Compute(0, 0, 0, 0, 0.0, 0.0, [1], [], []), 6)
+    lines = [line for line in md.splitlines() if line]
+    assert lines[1] == "**Interim: 3 of the 6 declared seeds read; these verdicts are not the answer.**"
+    assert lines[2].startswith("Read on 3 paired seeds a budget (jackknife and t with 2 degrees of freedom).")
+    assert lines[3] == "**The two readouts disagree** (best against best is the verdict):"
 
 
 def test_a_better_verdict_says_how_its_interval_lies_against_the_margin():
@@ -367,7 +393,9 @@ def test_compare_budgets_trains_trunks_and_branches_two_at_a_time_and_reuses_the
                 assert json.loads((run / "env.json").read_text())["torch_threads"] == 1
                 assert (run / "summary.json").is_file()
     assert sorted(p.name for p in (exp / "trunks").iterdir()) == ["tied-s0", "tied-s1", "untied-s0", "untied-s1"]
-    assert "## Verdicts: best against best" in (exp / "report.md").read_text()
+    report = (exp / "report.md").read_text()
+    assert "## Verdicts: best against best" in report and "Interim" not in report  # both declared seeds read
+    assert json.loads((exp / "experiment.json").read_text())["seeds"] == 2
     capsys.readouterr()
     assert compare.main(argv) == 0
     assert "nothing to train" in capsys.readouterr().out

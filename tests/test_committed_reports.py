@@ -113,3 +113,21 @@ def test_the_default_budget_reports_re_render_from_their_runs(tmp_path, report_d
 
     assert all(line.startswith(FROM_CHECKPOINTS) for line in _differing_lines(committed, path))
     _assert_same_figures(report_dir, out)
+
+
+BUDGET = Path("results") / "tying-budget-cpu-2026-11-25"
+
+
+def test_the_committed_budget_report_re_renders_byte_for_byte(tmp_path, monkeypatch):
+    """`python compare.py results/tying-budget-cpu-2026-11-25`, the command the budget report names, run on a
+    copy of the committed experiment folder writes the committed report.md and figure again, byte for byte."""
+    copy = tmp_path / BUDGET
+    copy.mkdir(parents=True)
+    shutil.copy(REPO / BUDGET / "experiment.json", copy)
+    for folder in (REPO / BUDGET).iterdir():  # the trunks and branches are only read: link them
+        if folder.is_dir() and folder.name != "logs":
+            (copy / folder.name).symlink_to(folder, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    assert compare.main([str(BUDGET)]) == 0
+    for name in ("report.md", "delta_vs_tokens.png"):
+        assert (copy / name).read_bytes() == (REPO / BUDGET / name).read_bytes(), name

@@ -13,7 +13,8 @@ dst="results/$name"
 budgets="0.5M 1M 2M 4M 8M 16M"
 copy() { mkdir -p "$2" && tar -C "$1" --exclude='*.pt' --exclude=tokenizer.json --exclude=gpt2.tiktoken \
     --exclude=loss.png --exclude=.lock --exclude=lock.json --exclude='.*.tmp' -cf - . | tar -C "$2" -xf -; }
-cp "$src/experiment.json" "$dst/experiment.json"
+# experiment.json is kept, not copied: the pinned commit predates its "seeds" key (6, run.sh's --seeds 6)
+[ -f "$dst/experiment.json" ] || cp "$src/experiment.json" "$dst/experiment.json"
 for trunk in "$src"/trunks/*/; do
     run=$(basename "$trunk")                               # tied-lr0.001-s0, untied-lr0.002-s3, ...
     case "$run" in
