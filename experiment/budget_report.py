@@ -1,25 +1,9 @@
-"""The budget axis's report: does the answer change with the training budget?  One verdict per budget.
+"""The budget axis's report: the readout of :mod:`experiment.budget_readout` in Markdown, with its figures.
 
-Read from the finished branch folders of a ``compare.py --budgets`` experiment
-(:mod:`experiment.budgets`), each scored by its final val bits per byte.  Two readouts, both
-per budget and per arm against the reference, with ``margin`` in bits per byte:
-
-1. **Best against best (the verdict).**  Every arm trained every learning rate on every seed.
-   Each arm's best is the minimum of a quadratic fit of the seeds' mean bpb against log10 rate
-   (``numpy.polyfit``), clamped to the rates tried; Δ is the difference of the two bests.  Its
-   interval is the leave-one-seed-out jackknife (Quenouille 1949, Tukey 1958: refit without
-   each seed; standard error sqrt((n-1)/n * sum (Δ_(i) - mean Δ_(.))^2), t with n - 1 degrees
-   of freedom).  A learning rate picked on one seed can manufacture a verdict (an arm's pick
-   off by one grid step); the best of a fitted curve over every seed cannot.
-2. **At each shared rate (beside it).**  Δ paired by seed at one learning rate
-   (:func:`experiment.stats.compare_paired`).
-
-Verdict rule for both: better / worse when the p-value, Holm-adjusted across the budgets
-(statsmodels' ``multipletests``; one family per arm, and per arm and rate), is below 0.05 and
-the 95% interval excludes 0; equivalent when the 90% interval lies inside ±margin (TOST);
-otherwise inconclusive.  Where the two readouts disagree at a budget, the report says so in
-its first lines.  At each budget an arm is read against the reference on the seeds that both
-finished at every rate, once there are 2 such seeds.
+``report.md`` opens with the seeds it rests on (interim until the declared seeds are read) and
+where the two readouts disagree, then the verdicts best against best, the Δ-against-tokens
+figure, the shared-rate, sensitivity and means tables, what finished, the compute, and the
+command that renders it again.
 
     path = write_budget_report(Path("results/tying-budget-cpu-2026-11-25"), "tied", command)
 """
@@ -27,281 +11,23 @@ finished at every rate, once there are 2 such seeds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
-from scipy import stats as sps
-from statsmodels.stats.multitest import multipletests
 
 from core.errors import UserError
 from core.files import read_json, write_text_atomic
-from experiment import stats
-from experiment.arms import ArmSet, with_recorded
+from experiment.arms import with_recorded
+from experiment.budget_readout import BestVsBest, BudgetReadout, readout
 from experiment.budgets import Compute, compute_used, label
 from experiment.figures import save_figure
-from experiment.report import flatten
 
 matplotlib.use("Agg")
 
 DELTA_FIGURE = "delta_vs_tokens.png"
 REPORT = "report.md"
-ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class Score:
-    """One finished branch: its budget, arm, peak learning rate, seed and final val bits per byte."""
-
-    budget: str
-    tokens: int  # trained: train.max_iters x tokens a step
-    arm: str
-    lr: float
-    seed: int
-    bpb: float
-    params: int  # at the end of the run (summary.json)
-    train_tokens: int  # of the training split, for epochs
-
-
-@dataclass
-class BestVsBest:
-    """Δ of the fitted best bpb (arm − reference) at one budget, with its jackknife interval and verdict."""
-
-    arm: str
-    budget: str
-    delta: float
-    se: float
-    ci: tuple[float, float]
-    ci90: tuple[float, float]
-    p: float
-    p_tost: float
-    best_lr: dict[str, float]  # arm -> the rate of its fitted minimum
-    p_holm: float = math.nan
-    verdict: str = "inconclusive"
-
-
-@dataclass
-class BudgetRow:
-    """What one budget shows: its seeds, each arm's mean bpb per rate, and both readouts per arm."""
-
-    budget: str
-    tokens: int
-    seeds: dict[str, list[int]]  # arm -> the seeds it is read on against the reference
-    means: dict[str, dict[float, float]]  # arm -> rate -> mean bpb over mean_seeds
-    mean_seeds: list[int]  # the seeds every arm read here and the reference finished at every rate
-    best: dict[str, BestVsBest] = field(default_factory=dict)  # arm -> best vs best
-    grid: dict[str, BestVsBest] = field(default_factory=dict)  # arm -> lowest grid mean vs lowest (sensitivity)
-    shared: dict[str, dict[float, stats.Comparison]] = field(default_factory=dict)  # arm -> rate -> paired Δ
-
-
-@dataclass
-class BudgetReadout:
-    """The whole axis: each budget read (``rows``), the ones not yet readable, and the scale for the figure."""
-
-    reference: str
-    arms: list[str]  # every arm but the reference
-    rates: list[float]
-    margin: float
-    rows: list[BudgetRow]
-    waiting: dict[str, str]  # budget -> why it is not read yet
-    params: dict[str, int]  # arm -> parameters at the end of its runs
-    train_tokens: int
-    finished: dict[tuple[str, str, float], int] = field(default_factory=dict)  # (budget, arm, rate) -> seeds done
-    labels: list[str] = field(default_factory=list)  # every declared budget, smallest first
-
-
-def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score]:
-    """Every finished branch (``summary.json``) under ``out_dir/<label>/``; a run with no final bpb is refused."""
-    out, seen = [], {}
-    for lab in labels:
-        for summary_path in sorted((out_dir / lab).glob("*/summary.json")):
-            run = summary_path.parent
-            config = read_json(run / "config.json", "run config")
-            summary = read_json(summary_path, "run summary")
-            bpb = summary.get("final_val_bpb")
-            missing = [k for k in ("parameters", "train_tokens") if not summary.get(k)]  # the figure's axes
-            if not isinstance(bpb, (int, float)) or not math.isfinite(bpb):
-                missing.insert(0, "a finite final_val_bpb")
-            if missing:
-                raise UserError(
-                    f"{summary_path} has no {', '.join(missing)} (the budget report reads them): delete that "
-                    "run folder and run the experiment's command again to retrain it"
-                )
-            tc = config["train"]
-            tokens = tc["max_iters"] * tc["batch_size"] * tc["grad_accum_steps"] * config["model"]["block_size"]
-            arm = arm_set.of(flatten(config), str(run))
-            key = (lab, arm, tc["learning_rate"], tc["seed"])
-            if key in seen:  # a copy would count its seed twice in a mean
-                raise UserError(
-                    f"{run} and {seen[key]} are the same run ({arm}, lr {key[2]:g}, seed {key[3]}, {lab}): "
-                    "move one out of the experiment folder"
-                )
-            seen[key] = run
-            params, split = summary["parameters"], summary["train_tokens"]
-            out.append(Score(lab, tokens, arm, tc["learning_rate"], tc["seed"], float(bpb), params, split))
-    return out
-
-
-def fitted_best(rates: list[float], means: list[float]) -> tuple[float, float]:
-    """``(best bpb, its rate)``: the minimum of the quadratic in log10 rate through three ``(rate, mean
-    bpb)`` points, clamped to their rates (with fewer than 3 rates, the best mean itself).
-
-    With more than 3 rates (``rates`` ascending) the three are the lowest mean and its neighbours,
-    the two nearest an end when it sits there: a local fit, not a least-squares one over rates
-    the curve does not follow.  ``numpy.polyfit``, exact through 3 points.  A fit that opens
-    downwards has its minimum at an end of the range.
-    """
-    x, y = np.log10(np.asarray(rates, dtype=float)), np.asarray(means, dtype=float)
-    if len(x) < 3:
-        i = int(np.argmin(y))
-        return float(y[i]), float(rates[i])
-    mid = int(np.clip(np.argmin(y), 1, len(x) - 2))
-    x, y = x[mid - 1 : mid + 2], y[mid - 1 : mid + 2]
-    a, b, c = np.polyfit(x, y, 2)
-    candidates = [x.min(), x.max()]
-    if a > 0:
-        candidates.append(float(np.clip(-b / (2 * a), x.min(), x.max())))
-    values = [a * v * v + b * v + c for v in candidates]
-    i = int(np.argmin(values))
-    return float(values[i]), float(10 ** candidates[i])
-
-
-def _best(scores: list[Score], arm: str, seeds: list[int], fit: bool = True) -> tuple[float, float]:
-    """An arm's best (bpb, rate) from the mean over ``seeds`` at each of its rates: the fitted minimum
-    (:func:`fitted_best`), or with ``fit=False`` the lowest mean on the grid."""
-    rates = sorted({s.lr for s in scores if s.arm == arm})
-    means = [float(np.mean([s.bpb for s in scores if s.arm == arm and s.lr == r and s.seed in seeds])) for r in rates]
-    if not fit:
-        i = int(np.argmin(means))
-        return means[i], rates[i]
-    return fitted_best(rates, means)
-
-
-def best_vs_best(scores: list[Score], arm: str, reference: str, margin: float, fit: bool = True) -> BestVsBest:
-    """Δ of fitted bests at one budget (``scores`` of that budget, on seeds every arm and rate has),
-    its jackknife interval, t-test p and TOST p against ±``margin``.  With ``fit=False`` each best
-    is the lowest mean on the grid instead (the report's sensitivity check).
-
-    Raises :class:`UserError` with fewer than 2 seeds (no interval).
-    """
-    seeds = sorted({s.seed for s in scores})
-    if len(seeds) < 2:
-        raise UserError(f"{scores[0].budget}: one seed gives no interval; train at least 2 (--seeds)")
-    (best_a, lr_a), (best_r, lr_r) = _best(scores, arm, seeds, fit), _best(scores, reference, seeds, fit)
-    delta = best_a - best_r
-
-    def without(j: int) -> float:
-        rest = [s for s in seeds if s != j]
-        return _best(scores, arm, rest, fit)[0] - _best(scores, reference, rest, fit)[0]
-
-    leave_out = np.array([without(j) for j in seeds])
-    n = len(seeds)
-    se = float(math.sqrt((n - 1) / n * np.sum((leave_out - leave_out.mean()) ** 2)))
-    dist = sps.t(df=n - 1)
-    ci = (delta - dist.ppf(0.975) * se, delta + dist.ppf(0.975) * se)
-    ci90 = (delta - dist.ppf(0.95) * se, delta + dist.ppf(0.95) * se)
-    if se > 0:
-        p = float(2 * dist.sf(abs(delta) / se))
-        p_tost = float(max(dist.sf((delta + margin) / se), dist.cdf((delta - margin) / se)))
-    else:
-        p, p_tost = (0.0 if delta else 1.0), (0.0 if abs(delta) < margin else 1.0)
-    return BestVsBest(arm, scores[0].budget, delta, se, ci, ci90, p, p_tost, {reference: lr_r, arm: lr_a})
-
-
-def holm_verdicts(results: list[BestVsBest], family: int | None = None) -> list[BestVsBest]:
-    """Fill ``p_holm`` (Holm across ``results``: one arm's budgets, a family of ``family`` budgets in all,
-    the unread ones counted as p = 1) and the verdict (module docstring)."""
-    if not results:
-        return []
-    padding = [1.0] * max(0, (family or len(results)) - len(results))
-    adjusted = multipletests([r.p for r in results] + padding, method="holm")[1][: len(results)]
-    for r, p_holm in zip(results, adjusted):
-        r.p_holm = float(p_holm)
-        if p_holm < ALPHA and r.ci[1] < 0:
-            r.verdict = "better"
-        elif p_holm < ALPHA and r.ci[0] > 0:
-            r.verdict = "worse"
-        elif r.p_tost < ALPHA:
-            r.verdict = "equivalent"
-        else:
-            r.verdict = "inconclusive"
-    return results
-
-
-def shared_rate(scores: list[Score], arm: str, reference: str, lr: float, margin: float) -> stats.Comparison | None:
-    """Δ paired by seed at learning rate ``lr`` (unadjusted); None when fewer than 2 seeds have both arms there."""
-    a = {s.seed: s.bpb for s in scores if s.arm == arm and s.lr == lr}
-    r = {s.seed: s.bpb for s in scores if s.arm == reference and s.lr == lr}
-    seeds = sorted(a.keys() & r.keys())
-    if len(seeds) < 2:
-        return None
-    return stats.compare_paired(arm, reference, [a[s] for s in seeds], [r[s] for s in seeds], margin)
-
-
-def _complete_seeds(scores: list[Score], arms: list[str], rates: list[float]) -> list[int]:
-    """The seeds that finished each of ``arms`` at every rate."""
-    have: dict[int, set] = {}
-    for s in scores:
-        have.setdefault(s.seed, set()).add((s.arm, s.lr))
-    need = {(a, r) for a in arms for r in rates}
-    return sorted(seed for seed, cells in have.items() if need <= cells)
-
-
-def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, arm_set: ArmSet) -> BudgetReadout:
-    """Both readouts at every budget of the experiment in ``out_dir`` (``experiment.json``'s budgets).
-
-    Each arm is read against the reference on the seeds where both finished every rate; an arm
-    with fewer than 2 such seeds at a budget waits.  Holm adjusts over every declared budget (a
-    budget not read yet counts as p = 1), so an early verdict is no less strict than the last.
-    Raises :class:`UserError` when no branch has finished, or the reference arm trained none.
-    """
-    labels = [label(t) for t in budgets]
-    scores = load_scores(out_dir, labels, arm_set)
-    if not scores:
-        raise UserError(f"{out_dir} holds no finished branch yet: run its compare.py --budgets command")
-    all_arms = sorted({s.arm for s in scores}, key=lambda a: (a != reference, a))
-    if reference not in all_arms:
-        raise UserError(f"{out_dir}: no finished branch of the reference arm {reference}: pick it with --reference")
-    arms, rates = all_arms[1:], sorted({s.lr for s in scores})
-    rows, waiting = [], {}
-    for lab, tokens in zip(labels, budgets):
-        here = [s for s in scores if s.budget == lab]
-        seeds = {a: _complete_seeds(here, [reference, a], rates) for a in arms}
-        short = [f"{a} {len(seeds[a])}" for a in arms if len(seeds[a]) < 2]
-        if short:
-            waiting[lab] = f"seeds with the arm and {reference} at every rate: {', '.join(short)}; 2 needed"
-        readable = [a for a in arms if len(seeds[a]) >= 2]
-        if not readable:
-            continue
-        common = sorted(set.intersection(*(set(seeds[a]) for a in readable)))  # one set of seeds for every row
-        means = {a: _means(here, a, rates, common) for a in [reference, *readable]}
-        row = BudgetRow(lab, tokens, {a: seeds[a] for a in readable}, means, common)
-        for a in readable:
-            used = [s for s in here if s.seed in seeds[a] and s.arm in (a, reference)]
-            row.best[a] = best_vs_best(used, a, reference, margin)
-            row.grid[a] = best_vs_best(used, a, reference, margin, fit=False)
-            row.shared[a] = {r: c for r in rates if (c := shared_rate(used, a, reference, r, margin)) is not None}
-        rows.append(row)
-    for a in arms:
-        holm_verdicts([row.best[a] for row in rows if a in row.best], len(budgets))
-        holm_verdicts([row.grid[a] for row in rows if a in row.grid], len(budgets))
-        for r in rates:
-            family = [row for row in rows if r in row.shared.get(a, {})]
-            for row, adjusted in zip(family, stats.holm([row.shared[a][r] for row in family], family=len(budgets))):
-                row.shared[a][r] = adjusted
-    params = {a: max(s.params for s in scores if s.arm == a) for a in all_arms}
-    split = max(s.train_tokens for s in scores)
-    finished: dict[tuple[str, str, float], int] = {}
-    for s in scores:
-        finished[s.budget, s.arm, s.lr] = finished.get((s.budget, s.arm, s.lr), 0) + 1
-    return BudgetReadout(reference, arms, rates, margin, rows, waiting, params, split, finished, labels)
-
-
-def _means(scores: list[Score], arm: str, rates: list[float], seeds: list[int]) -> dict[float, float]:
-    """``arm``'s mean final bpb at each rate over ``seeds``."""
-    return {r: float(np.mean([s.bpb for s in scores if s.arm == arm and s.lr == r and s.seed in seeds])) for r in rates}
 
 
 def _inside(verdict: str, ci: tuple[float, float], margin: float) -> bool:

@@ -18,9 +18,10 @@ from fake_runs import arm_run
 from helpers import error_line, tiny_compare_args
 
 import compare
-from experiment import budget_report, budgets, stats
+from experiment import budget_readout, budget_report, budgets, stats
 from core.errors import UserError
-from experiment.budget_report import Score
+from experiment.arms import with_recorded
+from experiment.budget_readout import Score
 from training.config import RunConfig, TrainConfig
 
 
@@ -144,16 +145,16 @@ def test_the_fitted_best_is_the_vertex_of_the_quadratic_in_log_rate():
     rates = [1e-3, 2e-3, 4e-3]
     vertex = math.log10(2e-3) + 0.5 * math.log10(2)
     means = [3.0 + 5 * (math.log10(r) - vertex) ** 2 for r in rates]
-    best, lr = budget_report.fitted_best(rates, means)
+    best, lr = budget_readout.fitted_best(rates, means)
     assert best == pytest.approx(3.0) and lr == pytest.approx(10**vertex)
 
 
 def test_a_fit_past_the_grid_or_opening_downwards_is_clamped_to_the_rates_tried():
     """A minimum beyond 4e-3 reads at 4e-3; a concave fit reads at its lower end; two rates give the lower mean."""
     rates = [1e-3, 2e-3, 4e-3]
-    assert budget_report.fitted_best(rates, [3.0, 2.9, 2.85])[1] == pytest.approx(4e-3)
-    assert budget_report.fitted_best(rates, [3.0, 3.2, 3.1]) == (pytest.approx(3.0), pytest.approx(1e-3))
-    assert budget_report.fitted_best([1e-3, 2e-3], [3.1, 3.0]) == (3.0, 2e-3)
+    assert budget_readout.fitted_best(rates, [3.0, 2.9, 2.85])[1] == pytest.approx(4e-3)
+    assert budget_readout.fitted_best(rates, [3.0, 3.2, 3.1]) == (pytest.approx(3.0), pytest.approx(1e-3))
+    assert budget_readout.fitted_best([1e-3, 2e-3], [3.1, 3.0]) == (3.0, 2e-3)
 
 
 def _scores(deltas: list[float], noise: list[float]) -> list[Score]:
@@ -172,9 +173,9 @@ def test_with_a_fourth_rate_the_fit_is_local_to_the_lowest_mean():
     rates = [5e-4, 1e-3, 2e-3, 4e-3]
     vertex = math.log10(1e-3) + 0.25 * math.log10(2)
     means = [3.0 + 5 * (math.log10(r) - vertex) ** 2 for r in rates[:3]] + [3.5]  # 4e-3 off the parabola
-    best, lr = budget_report.fitted_best(rates, means)
+    best, lr = budget_readout.fitted_best(rates, means)
     assert best == pytest.approx(3.0) and lr == pytest.approx(10**vertex)
-    edge = budget_report.fitted_best(rates, [3.0, 3.1, 3.3, 3.9])  # lowest at 5e-4: fit 5e-4..2e-3, clamped
+    edge = budget_readout.fitted_best(rates, [3.0, 3.1, 3.3, 3.9])  # lowest at 5e-4: fit 5e-4..2e-3, clamped
     assert edge == (pytest.approx(3.0), pytest.approx(5e-4))
 
 
@@ -186,8 +187,8 @@ def test_the_sensitivity_readout_takes_the_lowest_grid_mean_and_can_differ_from_
         for r, tied, untied in ((1e-3, 3.2, 3.05), (2e-3, 3.0, 3.0), (4e-3, 3.1, 3.02)):
             out.append(Score("1M", 1_000_000, "tied", r, 1337 + i, tied + e, 1000, 10_000))
             out.append(Score("1M", 1_000_000, "untied", r, 1337 + i, untied + e - 0.01, 1500, 10_000))
-    grid = budget_report.best_vs_best(out, "untied", "tied", 0.01, fit=False)
-    fitted = budget_report.best_vs_best(out, "untied", "tied", 0.01)
+    grid = budget_readout.best_vs_best(out, "untied", "tied", 0.01, fit=False)
+    fitted = budget_readout.best_vs_best(out, "untied", "tied", 0.01)
     assert grid.delta == pytest.approx(-0.01) and grid.best_lr == {"tied": 2e-3, "untied": 2e-3}
     assert abs(fitted.delta) < abs(grid.delta)
 
@@ -197,13 +198,13 @@ def test_two_copies_of_one_run_are_refused_naming_both(tmp_path):
     _branch(tmp_path, "0.5M", "tied", 1e-3, 1337, 3.0)
     shutil.copytree(tmp_path / "0.5M" / "tied-lr0.001-s0", tmp_path / "0.5M" / "tied-lr0.001-s0-copy")
     with pytest.raises(UserError, match=r"tied-lr0.001-s0-copy and .*tied-lr0.001-s0 are the same run"):
-        budget_report.load_scores(tmp_path, ["0.5M"], budget_report.with_recorded(None))
+        budget_readout.load_scores(tmp_path, ["0.5M"], with_recorded(None))
 
 
 def test_best_vs_best_with_a_constant_shift_is_that_shift_and_the_jackknife_by_hand():
     """Untied = tied + d on every seed at every rate: Δ is mean(d); the jackknife se matches the formula."""
     deltas = [-0.02, -0.03, -0.01, -0.025]
-    b = budget_report.best_vs_best(_scores(deltas, [0.0, 0.05, -0.04, 0.01]), "untied", "tied", 0.01)
+    b = budget_readout.best_vs_best(_scores(deltas, [0.0, 0.05, -0.04, 0.01]), "untied", "tied", 0.01)
     assert b.delta == pytest.approx(np.mean(deltas))
     leave = np.array([np.mean([d for j, d in enumerate(deltas) if j != i]) for i in range(4)])
     assert b.se == pytest.approx(math.sqrt(3 / 4 * np.sum((leave - leave.mean()) ** 2)))
@@ -212,12 +213,12 @@ def test_best_vs_best_with_a_constant_shift_is_that_shift_and_the_jackknife_by_h
 
 def test_holm_across_budgets_decides_better_equivalent_and_inconclusive():
     """A clear gain is better, a tiny tight one equivalent, a noisy one inconclusive, with Holm p >= raw p."""
-    clear = budget_report.best_vs_best(
+    clear = budget_readout.best_vs_best(
         _scores([-0.05, -0.051, -0.049, -0.05], [0, 0.1, 0.2, 0.3]), "untied", "tied", 0.01
     )
-    tiny = budget_report.best_vs_best(_scores([0.001, -0.001, 0.0005, 0.0], [0] * 4), "untied", "tied", 0.01)
-    noisy = budget_report.best_vs_best(_scores([0.1, -0.1, 0.05, -0.06], [0] * 4), "untied", "tied", 0.01)
-    out = budget_report.holm_verdicts([clear, tiny, noisy])
+    tiny = budget_readout.best_vs_best(_scores([0.001, -0.001, 0.0005, 0.0], [0] * 4), "untied", "tied", 0.01)
+    noisy = budget_readout.best_vs_best(_scores([0.1, -0.1, 0.05, -0.06], [0] * 4), "untied", "tied", 0.01)
+    out = budget_readout.holm_verdicts([clear, tiny, noisy])
     assert [r.verdict for r in out] == ["better", "equivalent", "inconclusive"]
     assert all(r.p_holm >= r.p for r in out)
 
@@ -275,7 +276,7 @@ def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_reado
     row = next(line for line in md.splitlines() if line.startswith("| 0.5M | 500 | 0.36 | 3 | untied |"))
     assert row.endswith("| [−0.0087, −0.0062] | [−0.0083, −0.0066] | 0.00311 | **better**, by less than the margin |")
     # Holm over both declared budgets, the unread 1M counted as p = 1: twice the raw p here
-    ro = budget_report.readout(tmp_path, [500_000, 1_000_000], "tied", 0.01, budget_report.with_recorded(None))
+    ro = budget_readout.readout(tmp_path, [500_000, 1_000_000], "tied", 0.01, with_recorded(None))
     assert ro.rows[0].best["untied"].p_holm == pytest.approx(min(1.0, 2 * ro.rows[0].best["untied"].p))
 
 
@@ -295,14 +296,14 @@ def test_the_means_table_averages_every_arm_over_the_same_seeds(tmp_path):
 def test_an_equivalent_fit_beside_an_inconclusive_rate_is_a_clash_listed_first():
     """Best against best equivalent, the shared rate inconclusive (a wide interval): the readouts disagree,
     and the report's first lines say so, after the seed count."""
-    best = budget_report.BestVsBest(
+    best = budget_readout.BestVsBest(
         "untied", "1M", -0.001, 0.001, (-0.004, 0.002), (-0.003, 0.001), 0.5, 0.01, {"tied": 2e-3, "untied": 2e-3}
     )
     best.verdict = "equivalent"
     wide = stats.compare_paired("untied", "tied", [3.0, 3.2, 2.9], [3.1, 3.0, 3.0], 0.01)
-    row = budget_report.BudgetRow("1M", 10**6, {"untied": [1337, 1338, 1339]}, {}, [], {"untied": best})
+    row = budget_readout.BudgetRow("1M", 10**6, {"untied": [1337, 1338, 1339]}, {}, [], {"untied": best})
     row.shared["untied"] = {2e-3: wide}
-    ro = budget_report.BudgetReadout("tied", ["untied"], [2e-3], 0.01, [row], {}, {"tied": 1000}, 10**6)
+    ro = budget_readout.BudgetReadout("tied", ["untied"], [2e-3], 0.01, [row], {}, {"tied": 1000}, 10**6)
     assert wide.verdict == "inconclusive"
     assert budget_report.disagreements(ro) == (
         ["1M: untied is equivalent best against best, but inconclusive at lr 0.002"],
