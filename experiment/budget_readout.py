@@ -40,8 +40,9 @@ from core.errors import UserError
 from core.files import read_json
 from experiment import stats
 from experiment.arms import ArmSet
-from experiment.budgets import label
+from experiment.budgets import TRUNKS, label
 from experiment.report import flatten
+from training.runs import read_metrics
 
 ALPHA = 0.05
 
@@ -297,3 +298,38 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
 def _means(scores: list[Score], arm: str, rates: list[float], seeds: list[int]) -> dict[float, float]:
     """``arm``'s mean final bpb at each rate over ``seeds``."""
     return {r: float(np.mean([s.bpb for s in scores if s.arm == arm and s.lr == r and s.seed in seeds])) for r in rates}
+
+
+@dataclass(frozen=True)
+class TrunkCurve:
+    """One arm's trunks at one peak rate, averaged over seeds at each eval step of the stable phase."""
+
+    arm: str
+    lr: float
+    seeds: int
+    tokens: list[int]
+    val_bpb: list[float]
+    gap: list[float]  # val loss − train loss in nats, both the eval's estimate on its eval_iters batches
+
+
+def trunk_curves(out_dir: Path, arm_set: ArmSet) -> list[TrunkCurve]:
+    """Every arm's and rate's trunks under ``out_dir/trunks/``, averaged over their seeds at the eval steps
+    all of them reached (a trunk still training shortens the curve); sorted by arm, then rate.
+
+    The val − train gap grows as the trunks repeat the training split: a measure of how much
+    each arm memorises, which the final bpb alone does not show.
+    """
+    groups: dict[tuple[str, float], list[dict[int, dict]]] = {}
+    for config_path in sorted((out_dir / TRUNKS).glob("*/config.json")):
+        config = read_json(config_path, "run config")
+        arm = arm_set.of(flatten(config), str(config_path.parent))
+        rows = [r for r in read_metrics(config_path.parent / "metrics.jsonl") if r["kind"] == "eval"]
+        if rows:
+            groups.setdefault((arm, config["train"]["learning_rate"]), []).append({r["step"]: r for r in rows})
+    out = []
+    for (arm, lr), runs in sorted(groups.items()):
+        steps = sorted(set.intersection(*(set(r) for r in runs)))
+        val = [float(np.mean([r[s]["val_bpb"] for r in runs])) for s in steps]
+        gap = [float(np.mean([r[s]["val_loss"] - r[s]["train_loss"] for r in runs])) for s in steps]
+        out.append(TrunkCurve(arm, lr, len(runs), [runs[0][s]["tokens"] for s in steps], val, gap))
+    return out

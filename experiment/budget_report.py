@@ -20,13 +20,15 @@ from matplotlib.figure import Figure
 from core.errors import UserError
 from core.files import read_json, write_text_atomic
 from experiment.arms import with_recorded
-from experiment.budget_readout import BestVsBest, BudgetReadout, readout
+from experiment.budget_readout import BestVsBest, BudgetReadout, TrunkCurve, readout, trunk_curves
 from experiment.budgets import Compute, compute_used, label
 from experiment.figures import save_figure
 
 matplotlib.use("Agg")
 
 DELTA_FIGURE = "delta_vs_tokens.png"
+TRUNK_FIGURE = "trunks.png"
+EPOCH_TICKS = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50]
 REPORT = "report.md"
 
 
@@ -109,6 +111,41 @@ def delta_figure(ro: BudgetReadout) -> Figure | None:
     ax.set_title(f"Does the tying answer change with the budget? ({'/'.join(map(str, seeds))} paired seeds)")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize="small")
+    return fig
+
+
+def trunk_figure(curves: list[TrunkCurve], train_tokens: int) -> Figure | None:
+    """Two panels against training tokens (log x) through the trunks' stable phase: val bits per byte, and
+    val − train loss in nats (what repeating the training split lets an arm memorise).  One colour per
+    arm, one line style per rate; epochs of the training split on a top axis.  None without curves."""
+    if not curves:
+        return None
+    fig = Figure(figsize=(11, 4.4), layout="constrained")
+    axes = fig.subplots(1, 2, sharex=True)
+    arms = sorted({c.arm for c in curves}, key=lambda a: (a != curves[0].arm, a))
+    rates = sorted({c.lr for c in curves})
+    styles = [":", "-", "--", "-."]
+    for c in curves:
+        x = np.array(c.tokens, dtype=float)
+        keep = x > 0  # log axis
+        colour, style = f"C{arms.index(c.arm)}", styles[rates.index(c.lr) % len(styles)]
+        label_ = f"{c.arm}, lr {c.lr:g} ({c.seeds} seed{'s' if c.seeds != 1 else ''})"
+        for ax, y in zip(axes, (c.val_bpb, c.gap)):
+            ax.plot(x[keep], np.array(y)[keep], color=colour, linestyle=style, label=label_)
+    for ax, ylabel in zip(axes, ("val bits per byte", "val − train loss (nats)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("training tokens (log)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.25)
+        top = ax.secondary_xaxis("top", functions=(lambda t: t / train_tokens, lambda e: e * train_tokens))
+        top.set_xticks(EPOCH_TICKS, [f"{e:g}" for e in EPOCH_TICKS], minor=False)
+        top.set_xticks([], minor=True)
+        top.set_xlabel(f"epochs of the training split ({train_tokens / 1e6:.2f}M tokens)")
+    axes[0].set_ylim(
+        top=min(max(max(c.val_bpb[1:] or c.val_bpb) for c in curves), 3.0)
+    )  # the first eval dwarfs the rest
+    axes[1].legend(fontsize="small")
+    fig.suptitle("The trunks at their stable rate: val loss, and how far it lags the train loss")
     return fig
 
 
@@ -277,7 +314,13 @@ def _seeds_note(ro: BudgetReadout, declared: int | None) -> list[str]:
 
 
 def render(
-    ro: BudgetReadout, title: str, command: str, figure: str | None, compute: Compute, declared_seeds: int | None = None
+    ro: BudgetReadout,
+    title: str,
+    command: str,
+    figure: str | None,
+    compute: Compute,
+    declared_seeds: int | None = None,
+    trunks: str | None = None,
 ) -> str:
     """The budget report in Markdown: how many seeds (interim or not), disagreements, the verdicts, the
     figure, the tables, what finished, the compute, how to rebuild."""
@@ -323,6 +366,18 @@ def render(
         ]
         md += [*_shared_table(ro), "", *_sensitivity_section(ro), ""]
         md += ["## Mean final val bpb", "", *_means_table(ro), ""]
+    if trunks:
+        md += [
+            "## The trunks",
+            "",
+            f"![The trunks' val bits per byte and val − train loss against tokens]({trunks})",
+            "",
+            "Each arm's trunks at each rate, mean over their seeds, at every eval of the stable phase (no "
+            "cooldown). Right: val loss minus the train loss, both estimated by the same eval on its batches of "
+            "each split: it grows as the trunks repeat the training split, and shows how much an arm memorises, "
+            "which its final val loss alone does not.",
+            "",
+        ]
     md += [
         "## Finished so far",
         "",
@@ -350,5 +405,7 @@ def write_budget_report(out_dir: Path, reference: str, command: str) -> Path:
     title = f"Does the answer change with the training budget? {out_dir.name}"
     path = out_dir / REPORT
     compute = compute_used(out_dir, [label(b) for b in settings["budgets"]])
-    write_text_atomic(path, render(ro, title, command, figure, compute, settings.get("seeds")))
+    curves = trunk_curves(out_dir, with_recorded(settings.get("arms")))
+    trunks = save_figure(trunk_figure(curves, ro.train_tokens), out_dir, TRUNK_FIGURE)
+    write_text_atomic(path, render(ro, title, command, figure, compute, settings.get("seeds"), trunks))
     return path

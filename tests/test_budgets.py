@@ -348,6 +348,30 @@ def test_the_compute_table_counts_trunks_whole_and_branches_from_their_branch_po
     assert "| all | 6 | 4.5M | 0.6 h |" in md and "Commit: `cc7de3a`." in md
 
 
+def _trunk(root: Path, name: str, arm: str, evals: list[tuple[int, float, float]]) -> None:
+    """A trunk folder: the arm's config at lr 1e-3 and eval rows ``(step, val_loss, train_loss)``, bpb = loss / 2."""
+    run = arm_run(root / "trunks", arm, 1337, evals[-1][1], name=name, train__learning_rate=1e-3)
+    rows = [
+        {"kind": "eval", "step": s, "tokens": s * 2048, "val_loss": v, "train_loss": t, "val_bpb": v / 2}
+        for s, v, t in evals
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_trunk_curves_average_seeds_at_the_steps_all_reached_with_the_val_train_gap(tmp_path):
+    """Two tied trunks, one still at step 100: the curve stops at 100, averages both seeds, and its gap is
+    val − train loss; the untied trunk is a curve of its own."""
+    _trunk(tmp_path, "tied-lr0.001-s0", "tied", [(0, 8.0, 8.0), (100, 5.0, 4.9), (200, 4.0, 3.8)])
+    _trunk(tmp_path, "tied-lr0.001-s1", "tied", [(0, 8.2, 8.2), (100, 5.2, 5.0)])
+    _trunk(tmp_path, "untied-lr0.001-s0", "untied", [(0, 8.0, 8.1), (100, 4.8, 4.6)])
+    tied, untied = budget_readout.trunk_curves(tmp_path, with_recorded(None))
+    assert (tied.arm, tied.lr, tied.seeds, tied.tokens) == ("tied", 1e-3, 2, [0, 204_800])
+    assert tied.val_bpb == pytest.approx([4.05, 2.55]) and tied.gap == pytest.approx([0.0, 0.15])
+    assert (untied.arm, untied.seeds) == ("untied", 1) and untied.gap == pytest.approx([-0.1, 0.2])
+    fig = budget_report.trunk_figure([tied, untied], 1_388_182)
+    assert [len(ax.get_lines()) for ax in fig.axes[:2]] == [2, 2]
+
+
 def test_before_any_budget_is_read_the_report_shows_only_what_finished(tmp_path):
     """One seed per arm: no budget is read, so the report has no verdict, figure or means, and counts the
     finished seeds per budget, arm and rate instead."""

@@ -129,5 +129,5 @@ def test_the_committed_budget_report_re_renders_byte_for_byte(tmp_path, monkeypa
             (copy / folder.name).symlink_to(folder, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     assert compare.main([str(BUDGET)]) == 0
-    for name in ("report.md", "delta_vs_tokens.png"):
+    for name in ("report.md", "delta_vs_tokens.png", "trunks.png"):
         assert (copy / name).read_bytes() == (REPO / BUDGET / name).read_bytes(), name
