@@ -49,7 +49,8 @@ from experiment.budgets import parse_budgets
 from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
 from experiment.grid_model import Readout, parse_contrast, parse_slope_within
-from experiment.report import arms_of_runs, parse_outcome
+from experiment.readout import parse_outcome
+from experiment.report import arms_of_runs
 from experiment.runner import (
     DEFAULT_MARGIN,
     VERDICT_FILE,

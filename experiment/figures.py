@@ -29,7 +29,8 @@ from matplotlib.ticker import LogFormatter
 from scipy import stats
 
 from core.files import atomic_write_bytes
-from experiment.report import Experiment, lr_table, mean_curves
+from experiment.readout import lr_table, mean_curves
+from experiment.report import Experiment
 
 matplotlib.use("Agg")
 

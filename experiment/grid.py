@@ -17,7 +17,7 @@ The model across cells, the contrasts and slopes a user asks for and each cell's
 
 Within one cell every run scores the same val tokens, so its bits per byte are its loss times
 one constant (tokens / (bytes · ln 2)); the cell's paired statistics in nats
-(:func:`experiment.report.comparisons`) therefore carry over to bits per byte exactly, and
+(:func:`experiment.readout.comparisons`) therefore carry over to bits per byte exactly, and
 bits per byte make cells with different tokenizers comparable.
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json, write_json
 from core.settings import field_types, merge, parse_cli_value
-from experiment import report
+from experiment import readout, report
 from experiment.arms import with_recorded
 from experiment.grid_model import cell_vocab_use
 from experiment.plan import best_lr, lr_grid_refusals, score as tuning_score
@@ -315,10 +315,10 @@ def _arm_lr(exp: Experiment, arm: str) -> float:
 def _bpb_verdict(exp: Experiment, arm: str, margin_bpb: float) -> tuple[str, int | None]:
     """An arm's verdict from the paired final val bpb with an equivalence margin in bpb (``--margin-bpb``).
 
-    :func:`experiment.report.bpb_comparison`'s verdict, with a rough seeds-needed figure when
+    :func:`experiment.readout.bpb_comparison`'s verdict, with a rough seeds-needed figure when
     inconclusive; "no bpb" when a run has no bits per byte.
     """
-    c = report.bpb_comparison(exp, arm, margin_bpb)
+    c = readout.bpb_comparison(exp, arm, margin_bpb)
     return ("no bpb", None) if c is None else (c.verdict, c.seeds_needed)
 
 
@@ -342,7 +342,7 @@ def gap_rows(
         params, non_emb = ref.summary["parameters"], ref.summary["non_embedding_parameters"]
         train_tokens = ref.summary.get("train_tokens")
         scale = _bpb_per_nat(exp)
-        for c in report.comparisons(exp):
+        for c in readout.comparisons(exp):
             verdict, needed = (
                 (c.verdict, c.seeds_needed) if margin_bpb is None else _bpb_verdict(exp, c.arm, margin_bpb)
             )

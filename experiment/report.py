@@ -1,29 +1,23 @@
-"""The tied-vs-untied report: read run folders, check they form a fair experiment, do the statistics.
+"""The tied-vs-untied report's runs: read run folders and check that they form a fair experiment.
 
 Everything here works from the run folders alone (``config.json``, ``metrics.jsonl``,
 ``summary.json``, ``ckpt_best.pt``): no network, no wandb account.  ``compare.py`` is the
 command line; this module is the library it calls::
 
-    from experiment.report import load_runs, check_experiment, comparisons
+    from experiment.report import load_runs, check_experiment
     exp = check_experiment(load_runs(paths), reference="tied", margin=0.01)  # UserError if unfair
-    for c in comparisons(exp): print(c.arm, c.verdict, c.ci)
 
 A run's arm is read from its config (:func:`experiment.arms.arm_of`); its score is the final
 val loss on the same val windows for every run (``summary.json``'s ``final_val_loss``; the
-last periodic eval for runs older than that).  ``experiment.figures`` draws it and
-``experiment.report_markdown`` words it.
-
-Last, the numbers per arm of a checked :class:`Experiment`, which the Markdown words and the figures
-draw: the per-arm table (losses as mean ± std over seeds, timings as median and range), the
-learning-rate grid's table, each arm's mean val-loss curve and the compute-equivalent estimate.
+last periodic eval for runs older than that).  :mod:`experiment.readout` does the statistics,
+``experiment.figures`` draws them and ``experiment.report_markdown`` words them; the text
+samples a report shows come from here (:func:`samples`), read from the runs' checkpoints.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +25,7 @@ import torch
 
 from core.errors import UserError
 from core.files import read_json
-from experiment import schedules, stats
+from experiment import schedules
 from experiment.arms import CODE, PRESETS, REFUSED, ArmSet, arms_from_differences, with_recorded
 from training import config
 from training.runs import load_run_config, read_metrics
@@ -382,160 +376,6 @@ def _check_tuning(tuning: list[Run], seeds: list[int], arms: dict[str, list[Run]
     return {arm: sorted(members, key=lambda r: r.learning_rate) for arm, members in grid.items()}
 
 
-# What a verdict may read, declared before the runs (``compare.py --outcome``): the final val loss
-# (nats/token); a systems change's speed: each run's median tokens/s, compared as -ln(tokens/s) so
-# that lower is better and a difference is a ratio (-0.02: 2% faster); or the training tokens a run
-# needs to reach a val loss (``tokens-to:4.5``), compared as ln(tokens).  Their margins are fractions.
-OUTCOMES = {
-    "loss": "final val loss (nats/token)",
-    "tokens-per-s": "speed (-ln of the median tokens/s)",
-    "tokens-to:LOSS": "ln of the training tokens to reach val loss LOSS",
-}
-
-
-def parse_outcome(text: str) -> str:
-    """``loss``, ``tokens-per-s`` or ``tokens-to:<val loss>``; :class:`UserError` for anything else."""
-    if text in ("loss", "tokens-per-s"):
-        return text
-    head, _, target = text.partition(":")
-    try:
-        if head == "tokens-to" and float(target) > 0:
-            return f"tokens-to:{float(target):g}"
-    except ValueError:
-        pass
-    raise UserError(f"--outcome {text!r}: choose loss, tokens-per-s or tokens-to:<val loss>, e.g. tokens-to:4.5")
-
-
-def tokens_to(run: Run, target: float) -> float:
-    """The training tokens at which ``run``'s periodic val loss first reaches ``target`` (nats/token), linear
-    between the last eval above it and the first at or below it; ``math.inf`` when it never does."""
-    before = None
-    for r in run.evals:
-        if r["val_loss"] <= target:
-            if before is None or before["val_loss"] == r["val_loss"]:
-                return float(r["tokens"])
-            share = (before["val_loss"] - target) / (before["val_loss"] - r["val_loss"])
-            return before["tokens"] + share * (r["tokens"] - before["tokens"])
-        before = r
-    return math.inf
-
-
-def outcome_value(run: Run, outcome: str) -> float:
-    """``run``'s value of ``outcome`` (:data:`OUTCOMES`), lower is better; ``inf`` for a target never reached."""
-    if outcome == "tokens-per-s":
-        return -math.log(run.summary["tokens_per_s_median"])
-    if outcome.startswith("tokens-to:"):
-        tokens = tokens_to(run, float(outcome.split(":")[1]))
-        if tokens <= 0:
-            raise UserError(
-                f"{run.path} is at val loss {outcome.split(':')[1]} or below before training (step 0): choose a lower target"
-            )
-        return math.log(tokens)
-    return run.score
-
-
-def never_reached(exp: Experiment) -> dict[str, list[int]]:
-    """With a ``tokens-to`` outcome, each arm's seeds whose runs never reached the target ({} otherwise)."""
-    if not exp.outcome.startswith("tokens-to:"):
-        return {}
-    out = {
-        arm: [r.seed for r in members if outcome_value(r, exp.outcome) == math.inf] for arm, members in exp.runs.items()
-    }
-    return {arm: seeds for arm, seeds in out.items() if seeds}
-
-
-def comparisons(exp: Experiment) -> list[stats.Comparison]:
-    """Each arm against the reference on the declared outcome, paired by seed; Holm-adjusted over the arms.
-
-    With a ``tokens-to`` outcome a run that never reached the target has no value: every arm is then
-    compared on the seeds where every arm's run reached it, and the report names the rest
-    (:func:`never_reached`) first, as a pairing on the runs that reached it may favour either arm.
-    """
-    if never_reached(exp):
-        missing = {s for seeds in never_reached(exp).values() for s in seeds}
-        kept = {arm: [r for r in members if r.seed not in missing] for arm, members in exp.runs.items()}
-        if len(kept[exp.reference]) < 1:
-            return []
-        exp = dataclasses.replace(exp, runs=kept, seeds=[s for s in exp.seeds if s not in missing])
-    ref = [outcome_value(r, exp.outcome) for r in exp.runs[exp.reference]]
-    found = [
-        stats.compare_paired(arm, exp.reference, [outcome_value(r, exp.outcome) for r in members], ref, exp.margin)
-        for arm, members in exp.runs.items()
-        if arm != exp.reference
-    ]
-    return stats.holm(found, exp.alpha)
-
-
-def bpb_comparison(exp: Experiment, arm: str, margin_bpb: float) -> stats.Comparison | None:
-    """``arm`` against the reference on the final val bits per byte, paired by seed, margin in bpb; None without bpb.
-
-    The verdict is :func:`stats.compare_paired`'s, unadjusted across arms (:func:`stats.holm` adjusts a
-    family): better / worse when the 95% paired t interval of Δ bpb excludes 0, equivalent when its 90%
-    interval lies inside ±margin_bpb (TOST). Its fields are in bits per byte where the docstring of
-    :class:`stats.Comparison` says nats; its ``ppl_ratio`` (exp of a Δ bpb) means nothing here.
-    """
-    ref, mine = [r.bpb for r in exp.runs[exp.reference]], [r.bpb for r in exp.runs[arm]]
-    if any(v is None for v in ref + mine):
-        return None
-    return stats.compare_paired(arm, exp.reference, mine, ref, margin_bpb)
-
-
-VERDICT_SCHEMA = 1  # docs/experiment.md, "A verdict a script can read"
-
-
-def _comparison_record(c: stats.Comparison) -> dict:
-    """One comparison's numbers for ``verdict.json``."""
-    return {
-        "arm": c.arm,
-        "reference": c.reference,
-        "delta": c.mean,
-        "delta_per_seed": c.diffs,
-        "ci95": list(c.ci),
-        "ci90": list(c.ci90),
-        "margin": c.margin,
-        "p_t": c.p_t,
-        "p_holm": c.p_holm,
-        "p_tost": c.p_tost,
-        "p_wilcoxon": c.p_wilcoxon,
-        "p_sign": c.p_sign,
-        "verdict": c.verdict,
-    }
-
-
-def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | None = None) -> dict:
-    """What ``verdict.json`` holds: the arms and their settings, the outcome, every seed's value, and each
-    comparison's Δ, intervals, p-values and verdict (nats/token; with ``margin_bpb`` the same in bits per
-    byte).  ``margin_declared``: whether the margin was fixed before the runs (``experiment.json``)."""
-    tuned = bool(exp.tuning)
-    record = {
-        "schema": VERDICT_SCHEMA,
-        "outcome": {"loss": "final_val_loss", "tokens-per-s": "tokens_per_s"}.get(exp.outcome, exp.outcome),
-        "unit": {"loss": "nats/token", "tokens-per-s": "-ln(tokens/s): lower is faster"}.get(
-            exp.outcome, "ln(training tokens to the target): lower is sooner"
-        ),
-        "never_reached": never_reached(exp),
-        "reference": exp.reference,
-        "arms": {arm: exp.arm_set.settings.get(arm, {}) for arm in exp.arms},
-        "seeds": exp.seeds,
-        "margin": exp.margin,
-        "margin_declared": margin_declared,
-        "learning_rates_tuned": tuned,
-        "alpha": exp.alpha,
-        "sequential": exp.sequential or None,
-        "values": {  # null for a run that never reached a tokens-to target (strict JSON has no infinity)
-            arm: [v if math.isfinite(v := outcome_value(r, exp.outcome)) else None for r in members]
-            for arm, members in exp.runs.items()
-        },
-        "comparisons": [_comparison_record(c) for c in comparisons(exp)],
-    }
-    if margin_bpb is not None:
-        found = [bpb_comparison(exp, arm, margin_bpb) for arm in exp.arms if arm != exp.reference]
-        record["comparisons_bpb"] = [
-            _comparison_record(c) for c in stats.holm([c for c in found if c is not None], exp.alpha)
-        ]
-    return record
-
-
 def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed: int = 1337) -> dict:
     """``{prompt: {arm: text}}`` from each arm's first seed with a ``ckpt_best.pt``, same prompt and seed (an illustration).
 
@@ -578,86 +418,3 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
             )
             out.setdefault(prompt, {})[arm] = text
     return out
-
-
-# ----------------------------------------------------------------------------- the numbers per arm
-
-
-def mean_curves(members: list[Run]) -> tuple[list[int], list[list[float]]]:
-    """The eval steps every run of ``members`` has, and each run's val loss at them (one list per run)."""
-    by_step = [{r["step"]: r["val_loss"] for r in m.evals} for m in members]
-    steps = sorted(set.intersection(*(set(b) for b in by_step)))
-    return steps, [[b[st] for st in steps] for b in by_step]
-
-
-def compute_equivalent(exp: Experiment, arm: str) -> float | None:
-    """The fraction of the reference's tokens after which ``arm``'s mean curve reaches the reference's
-    final mean val loss (:func:`experiment.stats.compute_equivalent`; an estimate), or None."""
-    _, ref_curves = mean_curves(exp.runs[exp.reference])
-    steps, curves = mean_curves(exp.runs[arm])
-    ref_final = statistics.fmean(c[-1] for c in ref_curves)
-    return stats.compute_equivalent(ref_final, steps, [statistics.fmean(v) for v in zip(*curves)])
-
-
-def lr_table(exp: Experiment) -> dict[str, dict]:
-    """Per tuned arm: ``{"points": [(lr, final score)], "best": lr, "edge": bool}``; edge when the best is a grid end."""
-    out = {}
-    for arm, members in exp.tuning.items():
-        points = [(r.learning_rate, r.score) for r in members]
-        best = min(points, key=lambda p: p[1])[0]
-        out[arm] = {"points": points, "best": best, "edge": len(points) > 1 and best in (points[0][0], points[-1][0])}
-    return out
-
-
-def mean_std(values: list[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for a single value)."""
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
-
-
-def median_range(values: list[float]) -> tuple[float, float, float] | None:
-    """``(median, min, max)`` of the finite ``values``, or None if there are none.
-
-    For timings (tokens/s, seconds), measured under whatever load the machine had: one busy
-    moment makes a mean and standard deviation say little, the median and the range do not.
-    """
-    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-    return (statistics.median(finite), min(finite), max(finite)) if finite else None
-
-
-def arm_table(exp: Experiment) -> list[dict]:
-    """One row per arm with the report's per-arm figures: losses as (mean, std) over seeds,
-    timings (tokens/s, wall seconds) as :func:`median_range`, the unigram baseline's mean or None.
-    """
-    rows = []
-    for arm, members in exp.runs.items():
-        final = [r.score for r in members]
-        best = [r.best_val_loss for r in members]
-        s0 = members[0].summary
-        ckpt = next((r.path / "ckpt_best.pt" for r in members if (r.path / "ckpt_best.pt").is_file()), None)
-        baselines = [r.unigram_val_loss for r in members if r.unigram_val_loss is not None]
-        rows.append(
-            {
-                "arm": arm,
-                "parameters": s0["parameters"],
-                "non_embedding_parameters": s0["non_embedding_parameters"],
-                "final_val_loss": mean_std(final),
-                "final_val_bpb": mean_std([r.bpb for r in members])
-                if all(r.bpb is not None for r in members)
-                else None,
-                "learning_rate": members[0].learning_rate,
-                "best_val_loss": mean_std(best),
-                "final_val_ppl": math.exp(
-                    mean_std(final)[0]
-                ),  # exp of the mean loss: the geometric mean of perplexities
-                "unigram_val_loss": statistics.fmean(baselines) if baselines else None,
-                "tokens_per_s": median_range([r.summary["tokens_per_s_median"] for r in members]),
-                "wall_time_s": median_range([r.summary.get("elapsed_s") for r in members]),
-                "peak_memory_mib": mean_std([r.summary.get("peak_memory_mib", float("nan")) for r in members]),
-                # Committed run folders (results/) keep no checkpoints: then the size is unknown here.
-                "checkpoint_mib": ckpt.stat().st_size / 2**20 if ckpt is not None else float("nan"),
-                # Skipped (non-finite) steps are updates an arm did not get: a fairness caveat when non-zero.
-                "skipped_steps": sum(r.summary.get("skipped_steps", 0) for r in members),
-                "seeds": len(members),
-            }
-        )
-    return rows

@@ -32,16 +32,8 @@ import torch
 from experiment import stats
 from experiment.arms import ARM_KEYS
 from experiment.figures import CAPTIONS
-from experiment.report import (
-    SIZE_KEYS,
-    Experiment,
-    arm_table,
-    bpb_comparison,
-    comparisons,
-    compute_equivalent,
-    lr_table,
-    never_reached,
-)
+from experiment.readout import arm_table, bpb_comparison, comparisons, compute_equivalent, lr_table, never_reached
+from experiment.report import SIZE_KEYS, Experiment
 from model.config import GPTConfig
 from model.gpt import GPT
 

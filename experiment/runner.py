@@ -29,7 +29,7 @@ from core.files import file_lock, read_json, write_json, write_text_atomic
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import adopt, arms, budgets, figures, launch, report, report_markdown, stats
+from experiment import adopt, arms, budgets, figures, launch, readout, report, report_markdown, stats
 from experiment.arms import ARMS, PRESETS, ArmSet
 from experiment.plan import (
     TUNING_SEED_OFFSET,
@@ -72,7 +72,7 @@ class Plan:
     budgets: list[int] = field(default_factory=list)  # token budgets (--budgets): a WSD trunk and a branch per budget
     jobs: int = 1  # train.py processes at once (--jobs)
     arm_set: ArmSet = PRESETS  # what each of ``arms`` sets (presets, or arms defined with --arm)
-    outcome: str = "loss"  # what the verdict reads (experiment.report.OUTCOMES), declared before the runs
+    outcome: str = "loss"  # what the verdict reads (experiment.readout.OUTCOMES), declared before the runs
     max_seeds: int = 0  # with --seeds auto: the most seeds a sequential experiment may reach (0: seeds fixed)
 
 
@@ -357,7 +357,7 @@ def write_report(
     sequential: tuple[float, str] = (0.05, ""),
 ) -> tuple[Path, bool]:
     """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures) and
-    ``out_dir/verdict.json`` (:func:`report.verdict_record`; ``margin_declared`` goes into it).
+    ``out_dir/verdict.json`` (:func:`readout.verdict_record`; ``margin_declared`` goes into it).
 
     ``margin``: the equivalence margin in nats/token; ``margin_bpb``, if given, adds the verdicts in
     bits per byte at that margin (:func:`report_markdown.render_markdown`).
@@ -375,7 +375,7 @@ def write_report(
     md = report_markdown.render_markdown(exp, names, texts, title, command, out_dir, margin_bpb)
     path = out_dir / "report.md"
     write_text_atomic(path, md)
-    record = report.verdict_record(exp, margin_declared, margin_bpb)
+    record = readout.verdict_record(exp, margin_declared, margin_bpb)
     write_text_atomic(out_dir / VERDICT_FILE, json.dumps(record, indent=2) + "\n")
     return path, report_markdown.baseline_warning(exp) is None
 
@@ -468,7 +468,7 @@ def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[floa
             plan.arm_set,
             plan.outcome,
         )
-        verdicts = [c.verdict for c in report.comparisons(dataclasses.replace(exp, alpha=alpha))]
+        verdicts = [c.verdict for c in readout.comparisons(dataclasses.replace(exp, alpha=alpha))]
         decided = len(verdicts) == len(exp.arms) - 1 and "inconclusive" not in verdicts
         print(f"[compare] look {k} of {len(looks)} ({n} seeds, alpha {alpha:.4g}): {', '.join(verdicts)}", flush=True)
         if decided or k == len(looks):

@@ -15,7 +15,7 @@ from fake_runs import fake_experiment, fake_run
 
 import train
 from core.errors import UserError
-from experiment import plan, report, report_markdown, runner
+from experiment import plan, readout, report, report_markdown, runner
 from model.config import GPTConfig
 from model.gpt import GPT
 from training import setup
@@ -194,7 +194,7 @@ def test_pairing_is_by_seed_not_by_argument_order(tmp_path):
         fake_run(tmp_path, "t2", True, 2, 3.2),
     ]
     exp = report.check_experiment(report.load_runs(runs))
-    (comparison,) = report.comparisons(exp)
+    (comparison,) = readout.comparisons(exp)
     assert exp.seeds == [0, 2] and comparison.diffs == pytest.approx([0.1, 0.3])
 
 

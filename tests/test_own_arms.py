@@ -277,7 +277,7 @@ def test_seeds_auto_needs_a_declared_most(capsys):
 
 def test_tokens_to_a_target_loss_interpolates_between_evals():
     """Val loss 3.5 at 1,000 tokens and 3.0 at 2,000: 3.25 is reached at 1,500; 2.0 never (inf)."""
-    from experiment.report import tokens_to
+    from experiment.readout import tokens_to
 
     class R:
         evals = [{"tokens": 0, "val_loss": 10.8}, {"tokens": 1000, "val_loss": 3.5}, {"tokens": 2000, "val_loss": 3.0}]

@@ -11,7 +11,7 @@ import re
 import pytest
 from fake_runs import UNIGRAM, fake_experiment, fake_run, fake_tuning
 
-from experiment import report, report_markdown
+from experiment import readout, report, report_markdown
 from experiment.arms import DESCRIPTIONS
 
 CLEAR = [(3.0, 2.85), (3.1, 2.97), (3.2, 3.04)]  # untied lower on every seed by 0.13-0.16 nats
@@ -77,7 +77,7 @@ def test_a_verdict_without_tuned_rates_leads_with_that_caveat(tmp_path):
 def test_inconclusive_arm_says_how_many_seeds_would_settle_it(tmp_path):
     """Noisy differences: '**inconclusive**' and the rough seeds-needed figure from stats, called an estimate."""
     exp = _exp(tmp_path, NOISY)
-    needed = report.comparisons(exp)[0].seeds_needed
+    needed = readout.comparisons(exp)[0].seeds_needed
     verdict = _section(_md(exp), "Verdict")
     assert "- untied vs tied: **inconclusive** — " in verdict
     assert f"about {needed} seeds would settle it (rough estimate from the observed spread)" in verdict
@@ -112,7 +112,7 @@ def test_statistics_row_holds_the_per_seed_differences_and_the_stats_values(tmp_
     """The paired row: per-seed arm − reference, mean, CI, the p-values, d_z, perplexity ratio, verdict;
     the note under it names the margin and the scipy / statsmodels functions."""
     exp = _exp(tmp_path, CLEAR)
-    c = report.comparisons(exp)[0]
+    c = readout.comparisons(exp)[0]
     section = _section(_md(exp), "Paired statistics")
     assert (
         f"| untied | −0.1500, −0.1300, −0.1600 | −0.1467 | [−0.1846, −0.1087] | {c.p_t:.3f} | {c.p_holm:.3f} | "
@@ -160,7 +160,7 @@ def test_compute_equivalent_is_given_only_for_a_better_arm(tmp_path):
     """A better arm gets 'reaches tied's final val loss after about X% of the steps', X from report; a
     non-better one gets no such section."""
     exp = _exp(tmp_path / "a", CLEAR, steps=(0, 5, 10, 20))
-    frac = report.compute_equivalent(exp, "untied")
+    frac = readout.compute_equivalent(exp, "untied")
     assert (
         f"- untied reaches tied's final val loss after about {frac:.0%} of the steps (an estimate from the "
         "mean curves, mid-schedule points are not annealed)."
@@ -377,6 +377,6 @@ def test_the_bpb_verdicts_of_several_arms_are_holm_adjusted_like_the_nats_ones(t
     exp = _exp(tmp_path, THREE, summaries, arms=ARMS3)
     section = _section(_md(exp, margin_bpb=0.001), "In bits per byte")
     assert "| tied |" not in section
-    for c in report.comparisons(exp):
+    for c in readout.comparisons(exp):
         row = next(line for line in section.splitlines() if line.startswith(f"| {c.arm} |"))
         assert row.endswith(f"| **{c.verdict}** |") and f"| {report_markdown._p(c.p_holm)} |" in row
