@@ -49,8 +49,8 @@ from experiment.budgets import parse_budgets
 from experiment.grid import GRID_FILE, parse_axes, run_grid
 from experiment.grid_markdown import write_grid_report
 from experiment.grid_model import Readout, parse_contrast, parse_slope_within
-from experiment.readout import parse_outcome
-from experiment.report import arms_of_runs
+from experiment.readout import gate, parse_outcome
+from experiment.report import arms_of_runs, check_run_folders
 from experiment.runner import (
     DEFAULT_MARGIN,
     VERDICT_FILE,
@@ -388,41 +388,12 @@ def _parse_grid(text: str | None) -> list[float]:
     return grid
 
 
-def check_run_folders(paths: list[Path]) -> None:
-    """Refuse, naming what was expected, a path given to report on that is not a run folder (``config.json``).
-
-    An experiment folder (``experiment.json``) is the most likely mix-up: its run folders are
-    what a report is made from.
-    """
-    for path in paths:
-        if (path / "experiment.json").is_file():
-            raise UserError(
-                f"{path} is an experiment folder (it holds experiment.json), not a run folder: report on its run "
-                f"folders with python compare.py {shlex.quote(str(path))}/*/ (tune-* are its learning-rate grid), or run "
-                f"the compare.py command that made it again (see its report.md; finished runs are reused)"
-            )
-        if not (path / "config.json").is_file():
-            what = (
-                "does not exist"
-                if not path.exists()
-                else ("is a file" if not path.is_dir() else "holds no config.json")
-            )
-            raise UserError(
-                f"{path} {what}: compare.py reports on run folders written by train.py (each holds "
-                "config.json), or on one --grid folder (holding grid.json)"
-            )
-
-
-def _print_grid_report(path: Path) -> None:
-    """The grid's report on stdout, then where it is."""
-    print(path.read_text())
-    print(f"[compare] grid report: {path}")
-
-
 def _grid(plan: Plan, axes: list, prompts: list[str], command: str, readout: Readout) -> int:
     """Run every cell of the grid, then write the grid's report with ``readout``; exit 1 if a cell is missing."""
     grid_dir, cells = run_grid(plan, axes, prompts, command)
-    _print_grid_report(write_grid_report(grid_dir, {c.name: c.error for c in cells if c.error}, command, readout))
+    _print_report(
+        write_grid_report(grid_dir, {c.name: c.error for c in cells if c.error}, command, readout), "grid report"
+    )
     missing = [c.name for c in cells if c.error]
     if missing:
         print(
@@ -438,7 +409,7 @@ def _budgets(plan: Plan, command: str) -> int:
     """Train the budget axis, then its report (:mod:`experiment.budget_report`) over the budgets read so far."""
     _, failed, out_dir = run_budget_experiment(plan)
     try:
-        _print_budget_report(write_budget_report(out_dir, plan.reference, command))
+        _print_report(write_budget_report(out_dir, plan.reference, command), "budget report")
     except UserError as e:  # nothing finished to read yet: the runs' failure below is the news
         print(f"[compare] no budget report: {e}", file=sys.stderr)
     if failed:
@@ -451,33 +422,10 @@ def _budgets(plan: Plan, command: str) -> int:
     return 0
 
 
-def _print_budget_report(path: Path) -> None:
-    """The budget report on stdout, then where it is."""
-    print(path.read_text())
-    print(f"[compare] budget report: {path}")
-
-
 def _is_budget_folder(path: Path) -> bool:
     """Whether ``path`` is the folder of a ``--budgets`` experiment (its experiment.json lists budgets)."""
     saved = path / "experiment.json"
     return saved.is_file() and bool(read_json(saved, "experiment settings").get("budgets"))
-
-
-def _gate(verdict_path: Path, fail_on: str | None) -> int:
-    """The exit status ``--fail-on`` asks for: 1 when an arm's verdict is worse (``worse``) or anything but
-    better (``not-better``) than the reference, read from ``verdict.json`` (in bits per byte with --margin-bpb)."""
-    if fail_on is None:
-        return 0
-    record = read_json(verdict_path, "verdict")
-    bpb = record.get("comparisons_bpb")
-    found = bpb if bpb and len(bpb) == len(record["comparisons"]) else record["comparisons"]  # bpb only if complete
-    if len(found) < len(record["arms"]) - 1:  # an arm with no verdict at all (every seed missed a target)
-        print(f"[compare] --fail-on {fail_on}: an arm has no verdict to gate on", file=sys.stderr)
-        return 1
-    failing = [c for c in found if c["verdict"] == "worse" or (fail_on == "not-better" and c["verdict"] != "better")]
-    for c in failing:
-        print(f"[compare] --fail-on {fail_on}: {c['arm']} is {c['verdict']} against {c['reference']}", file=sys.stderr)
-    return 1 if failing else 0
 
 
 def _title(arm_set: ArmSet, out_dir: Path) -> str:
@@ -512,7 +460,7 @@ def _report_folder(args: argparse.Namespace, command: str) -> int | None:
     if (grid or budgets) and args.fail_on:
         raise UserError("--fail-on gates one experiment's verdict, not a --grid or --budgets folder's")
     if grid:
-        _print_grid_report(write_grid_report(folder, command=command, readout=args.readout))
+        _print_report(write_grid_report(folder, command=command, readout=args.readout), "grid report")
         return 0
     if not budgets:
         return None
@@ -522,7 +470,7 @@ def _report_folder(args: argparse.Namespace, command: str) -> int | None:
             f"a --budgets folder's report reads the margin its experiment.json declared, into the folder "
             f"itself: drop {', '.join(given) or '--report-dir'}"
         )
-    _print_budget_report(write_budget_report(folder, args.reference or "tied", command))
+    _print_report(write_budget_report(folder, args.reference or "tied", command), "budget report")
     return 0
 
 
@@ -572,10 +520,11 @@ def _trained_runs(plan: Plan) -> Compared:
     )
 
 
-def _print_report(path: Path, meaningful: bool) -> None:
-    """The report on stdout, where it was written, and a warning when a run did not learn from context."""
+def _print_report(path: Path, what: str = "report", meaningful: bool = True) -> None:
+    """The report on stdout, where it was written (``[compare] grid report: ...``), and a warning when a run
+    did not learn from context."""
     print(path.read_text())
-    print(f"[compare] report: {path}")
+    print(f"[compare] {what}: {path}")
     if not meaningful:
         print(
             "[compare] warning: a run did not beat the unigram baseline, so the comparison is not meaningful "
@@ -624,8 +573,8 @@ def main(argv: list[str] | None = None) -> int:
             c.outcome,
             c.sequential,
         )
-        _print_report(path, meaningful)
-        return _gate(path.parent / VERDICT_FILE, args.fail_on)
+        _print_report(path, meaningful=meaningful)
+        return gate(path.parent / VERDICT_FILE, args.fail_on)
 
     return run_command(body)
 

@@ -17,8 +17,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+import sys
+from pathlib import Path
 
 from core.errors import UserError
+from core.files import read_json
 from experiment import stats
 from experiment.report import Experiment, Run
 
@@ -257,3 +260,20 @@ def arm_table(exp: Experiment) -> list[dict]:
             }
         )
     return rows
+
+
+def gate(verdict_path: Path, fail_on: str | None) -> int:
+    """The exit status ``--fail-on`` asks for: 1 when an arm's verdict is worse (``worse``) or anything but
+    better (``not-better``) than the reference, read from ``verdict.json`` (in bits per byte with --margin-bpb)."""
+    if fail_on is None:
+        return 0
+    record = read_json(verdict_path, "verdict")
+    bpb = record.get("comparisons_bpb")
+    found = bpb if bpb and len(bpb) == len(record["comparisons"]) else record["comparisons"]  # bpb only if complete
+    if len(found) < len(record["arms"]) - 1:  # an arm with no verdict at all (every seed missed a target)
+        print(f"[compare] --fail-on {fail_on}: an arm has no verdict to gate on", file=sys.stderr)
+        return 1
+    failing = [c for c in found if c["verdict"] == "worse" or (fail_on == "not-better" and c["verdict"] != "better")]
+    for c in failing:
+        print(f"[compare] --fail-on {fail_on}: {c['arm']} is {c['verdict']} against {c['reference']}", file=sys.stderr)
+    return 1 if failing else 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -418,3 +419,28 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
             )
             out.setdefault(prompt, {})[arm] = text
     return out
+
+
+def check_run_folders(paths: list[Path]) -> None:
+    """Refuse, naming what was expected, a path given to report on that is not a run folder (``config.json``).
+
+    An experiment folder (``experiment.json``) is the most likely mix-up: its run folders are
+    what a report is made from.
+    """
+    for path in paths:
+        if (path / "experiment.json").is_file():
+            raise UserError(
+                f"{path} is an experiment folder (it holds experiment.json), not a run folder: report on its run "
+                f"folders with python compare.py {shlex.quote(str(path))}/*/ (tune-* are its learning-rate grid), or run "
+                f"the compare.py command that made it again (see its report.md; finished runs are reused)"
+            )
+        if not (path / "config.json").is_file():
+            what = (
+                "does not exist"
+                if not path.exists()
+                else ("is a file" if not path.is_dir() else "holds no config.json")
+            )
+            raise UserError(
+                f"{path} {what}: compare.py reports on run folders written by train.py (each holds "
+                "config.json), or on one --grid folder (holding grid.json)"
+            )
