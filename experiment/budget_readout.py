@@ -2,19 +2,26 @@
 
 Read from the finished branch folders of a ``compare.py --budgets`` experiment
 (:mod:`experiment.budgets`), each scored by its final val bits per byte.  Two readouts, both
-per budget and per arm against the reference, with ``margin`` in bits per byte:
+per budget and per arm against the reference, with ``margin`` in bits per byte, and a check
+of the first beside them:
 
 1. **Best against best (the verdict).**  Every arm trained every learning rate on every seed.
    Each arm's best is the minimum of a quadratic fit of the seeds' mean bpb against log10 rate
-   (``numpy.polyfit``), clamped to the rates tried; Δ is the difference of the two bests.  Its
+   (``numpy.polyfit``; with more than three rates, through the lowest mean and its neighbours),
+   clamped to the rates tried; Δ is the difference of the two bests.  Its
    interval is the leave-one-seed-out jackknife (Quenouille 1949, Tukey 1958: refit without
    each seed; standard error sqrt((n-1)/n * sum (Δ_(i) - mean Δ_(.))^2), t with n - 1 degrees
    of freedom).  A learning rate picked on one seed can manufacture a verdict (an arm's pick
    off by one grid step); the best of a fitted curve over every seed cannot.
 2. **At each shared rate (beside it).**  Δ paired by seed at one learning rate
    (:func:`experiment.stats.compare_paired`).
+3. **Sensitivity (not a verdict).**  Best against best with each arm's lowest grid mean in place
+   of its fitted minimum (``fit=False``): a sharp curve's minimum sits further below its lowest
+   mean than a flat one's, so Δ can move with the fit alone.
 
-Verdict rule for both: better / worse when the p-value, Holm-adjusted across the budgets
+Also here: the trunks' val and val − train curves through the stable phase (:func:`trunk_curves`).
+
+Verdict rule for all three: better / worse when the p-value, Holm-adjusted across the budgets
 (statsmodels' ``multipletests``; one family per arm, and per arm and rate), is below 0.05 and
 the 95% interval excludes 0; equivalent when the 90% interval lies inside ±margin (TOST);
 otherwise inconclusive.  Where the two readouts disagree at a budget, the report says so in
@@ -73,7 +80,7 @@ class BestVsBest:
     ci90: tuple[float, float]
     p: float
     p_tost: float
-    best_lr: dict[str, float]  # arm -> the rate of its fitted minimum
+    best_lr: dict[str, float]  # arm -> the rate of its best (fitted minimum, or lowest grid mean with fit=False)
     p_holm: float = math.nan
     verdict: str = "inconclusive"
 
@@ -272,7 +279,7 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
         if not readable:
             continue
         common = sorted(set.intersection(*(set(seeds[a]) for a in readable)))  # one set of seeds for every row
-        means = {a: _means(here, a, rates, common) for a in [reference, *readable]}
+        means = {a: _means(here, a, rates, common) for a in [reference, *readable]} if common else {}
         row = BudgetRow(lab, tokens, {a: seeds[a] for a in readable}, means, common)
         for a in readable:
             used = [s for s in here if s.seed in seeds[a] and s.arm in (a, reference)]
@@ -323,13 +330,21 @@ def trunk_curves(out_dir: Path, arm_set: ArmSet) -> list[TrunkCurve]:
     for config_path in sorted((out_dir / TRUNKS).glob("*/config.json")):
         config = read_json(config_path, "run config")
         arm = arm_set.of(flatten(config), str(config_path.parent))
-        rows = [r for r in read_metrics(config_path.parent / "metrics.jsonl") if r["kind"] == "eval"]
+        rows = [r for r in read_metrics(config_path.parent / "metrics.jsonl") if _trunk_row(r)]
         if rows:
             groups.setdefault((arm, config["train"]["learning_rate"]), []).append({r["step"]: r for r in rows})
     out = []
     for (arm, lr), runs in sorted(groups.items()):
         steps = sorted(set.intersection(*(set(r) for r in runs)))
+        if not steps:  # seeds that share no eval step have no mean curve
+            continue
         val = [float(np.mean([r[s]["val_bpb"] for r in runs])) for s in steps]
         gap = [float(np.mean([r[s]["val_loss"] - r[s]["train_loss"] for r in runs])) for s in steps]
         out.append(TrunkCurve(arm, lr, len(runs), [runs[0][s]["tokens"] for s in steps], val, gap))
     return out
+
+
+def _trunk_row(row: dict) -> bool:
+    """An eval row with the finite numbers a trunk curve needs (older or cut-short rows are left out)."""
+    need = ("tokens", "val_bpb", "val_loss", "train_loss")
+    return row["kind"] == "eval" and all(isinstance(row.get(k), (int, float)) and math.isfinite(row[k]) for k in need)

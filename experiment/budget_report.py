@@ -2,8 +2,8 @@
 
 ``report.md`` opens with the seeds it rests on (interim until the declared seeds are read) and
 where the two readouts disagree, then the verdicts best against best, the Δ-against-tokens
-figure, the shared-rate, sensitivity and means tables, what finished, the compute, and the
-command that renders it again.
+figure, the shared-rate, sensitivity and means tables, the trunks' figure, what finished, the
+compute, and the command that renders it again.
 
     path = write_budget_report(Path("results/tying-budget-cpu-2026-11-25"), "tied", command)
 """
@@ -39,8 +39,9 @@ def _inside(verdict: str, ci: tuple[float, float], margin: float) -> bool:
 
 def disagreements(ro: BudgetReadout) -> tuple[list[str], list[str]]:
     """``(clashes, within)``: one line per budget and arm where a shared-rate verdict differs from the
-    best-vs-best one, split by whether the two could both hold (``within``: each puts the difference
-    inside the margin, one calling it better or worse by less than the margin, the other equivalent)."""
+    best-vs-best one.  ``within`` holds the lines where every verdict named puts the difference inside
+    the margin (equivalent, or better or worse by less than the margin); any other difference, an
+    inconclusive one included, is a clash."""
     clashes, within = [], []
     for row in ro.rows:
         for a in [a for a in ro.arms if a in row.best]:
@@ -114,15 +115,16 @@ def delta_figure(ro: BudgetReadout) -> Figure | None:
     return fig
 
 
-def trunk_figure(curves: list[TrunkCurve], train_tokens: int) -> Figure | None:
+def trunk_figure(curves: list[TrunkCurve], train_tokens: int, reference: str) -> Figure | None:
     """Two panels against training tokens (log x) through the trunks' stable phase: val bits per byte, and
     val − train loss in nats (what repeating the training split lets an arm memorise).  One colour per
-    arm, one line style per rate; epochs of the training split on a top axis.  None without curves."""
+    arm (the reference's first), one line style per rate; epochs of the training split on a top axis.
+    None without curves."""
     if not curves:
         return None
     fig = Figure(figsize=(11, 4.4), layout="constrained")
     axes = fig.subplots(1, 2, sharex=True)
-    arms = sorted({c.arm for c in curves}, key=lambda a: (a != curves[0].arm, a))
+    arms = sorted({c.arm for c in curves}, key=lambda a: (a != reference, a))
     rates = sorted({c.lr for c in curves})
     styles = [":", "-", "--", "-."]
     for c in curves:
@@ -141,9 +143,6 @@ def trunk_figure(curves: list[TrunkCurve], train_tokens: int) -> Figure | None:
         top.set_xticks(EPOCH_TICKS, [f"{e:g}" for e in EPOCH_TICKS], minor=False)
         top.set_xticks([], minor=True)
         top.set_xlabel(f"epochs of the training split ({train_tokens / 1e6:.2f}M tokens)")
-    axes[0].set_ylim(
-        top=min(max(max(c.val_bpb[1:] or c.val_bpb) for c in curves), 3.0)
-    )  # the first eval dwarfs the rest
     axes[1].legend(fontsize="small")
     fig.suptitle("The trunks at their stable rate: val loss, and how far it lags the train loss")
     return fig
@@ -249,6 +248,9 @@ def _means_table(ro: BudgetReadout) -> list[str]:
             lines.append(f"| {row.budget} | {len(row.mean_seeds)} | {a} | {' | '.join(cells)} |")
     if edges:
         lines += ["", f"Best on the grid's edge (a rate past it may be better): {'; '.join(edges)}."]
+    missing = [row.budget for row in ro.rows if not row.means]
+    if missing:
+        lines += ["", f"Not shown: {', '.join(missing)} (no seed has finished every arm at every rate there)."]
     return lines
 
 
@@ -285,7 +287,7 @@ def _compute_section(c: Compute) -> list[str]:
         row("branches (cooldowns)", c.branches, c.branch_tokens, c.branch_s),
         row("all", c.trunks + c.branches, c.trunk_tokens + c.branch_tokens, c.trunk_s + c.branch_s),
         "",
-        f"Threads a run: {', '.join(map(str, c.threads))}. CPU: {'; '.join(c.cpus)}. Commit: "
+        f"Threads a run: {', '.join(map(str, c.threads)) or 'not recorded'}. Hardware: {'; '.join(c.cpus) or 'not recorded'}. Commit: "
         f"{', '.join(f'`{x}`' for x in c.commits) or 'not recorded'}.",
         "",
     ]
@@ -305,12 +307,13 @@ def _seeds_note(ro: BudgetReadout, declared: int | None) -> list[str]:
         + (" With so few, an interval can be narrow only because the seeds happened to agree." if n < 4 else ""),
         "",
     ]
-    if declared and (n < declared or ro.waiting):
-        lines = [
-            f"**Interim: {n} of the {declared} declared seeds read; these verdicts are not the answer.**",
-            "",
-        ] + lines
-    return lines
+    if declared and n < declared:
+        head = f"{n} of the {declared} declared seeds read"
+    elif declared and ro.waiting:
+        head = f"{', '.join(ro.waiting)} not read yet"
+    else:
+        return lines
+    return [f"**Interim: {head}; these verdicts are not the answer.**", "", *lines]
 
 
 def render(
@@ -323,7 +326,7 @@ def render(
     trunks: str | None = None,
 ) -> str:
     """The budget report in Markdown: how many seeds (interim or not), disagreements, the verdicts, the
-    figure, the tables, what finished, the compute, how to rebuild."""
+    figure, the tables, the trunks' figure, what finished, the compute, how to rebuild."""
     md = [f"# {title}", "", *_seeds_note(ro, declared_seeds)]
     clash, within = disagreements(ro)
     if clash:
@@ -392,7 +395,7 @@ def render(
 
 
 def write_budget_report(out_dir: Path, reference: str, command: str) -> Path:
-    """Read the budget experiment in ``out_dir`` and write its ``report.md`` and figure there; the report's path.
+    """Read the budget experiment in ``out_dir`` and write its ``report.md`` and figures there; the report's path.
 
     Raises :class:`UserError` when ``out_dir`` is no budget experiment or nothing finished.
     """
@@ -406,6 +409,6 @@ def write_budget_report(out_dir: Path, reference: str, command: str) -> Path:
     path = out_dir / REPORT
     compute = compute_used(out_dir, [label(b) for b in settings["budgets"]])
     curves = trunk_curves(out_dir, with_recorded(settings.get("arms")))
-    trunks = save_figure(trunk_figure(curves, ro.train_tokens), out_dir, TRUNK_FIGURE)
+    trunks = save_figure(trunk_figure(curves, ro.train_tokens, reference), out_dir, TRUNK_FIGURE)
     write_text_atomic(path, render(ro, title, command, figure, compute, settings.get("seeds"), trunks))
     return path

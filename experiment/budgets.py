@@ -295,7 +295,7 @@ class Compute:
     trunk_s: float  # each run's elapsed wall time (summary.json), summed, in seconds
     branch_s: float
     threads: list[int]  # torch threads a run used (env*.json)
-    cpus: list[str]
+    cpus: list[str]  # the CPU model, or the accelerator's name for runs on one
     commits: list[str]  # short commits the runs trained at, "-dirty" when the tree was
 
 
@@ -320,6 +320,11 @@ def compute_used(out_dir: Path, labels: list[str]) -> Compute:
         t_s,
         b_s,
         sorted({e["torch_threads"] for e in envs}),
-        sorted({e.get("cpu_model") or e["device_name"] for e in envs}),
+        sorted(
+            {
+                e["device_name"] if e.get("device", "cpu") != "cpu" else e.get("cpu_model") or e["device_name"]
+                for e in envs
+            }
+        ),
         sorted({e["git_commit"][:7] + ("-dirty" if e.get("git_dirty") else "") for e in envs if e.get("git_commit")}),
     )

@@ -108,7 +108,7 @@ class Experiment:
     bookkeeping: dict[str, tuple] = field(default_factory=dict)  # differences with no effect on the maths
     tuning: dict[str, list[Run]] = field(default_factory=dict)  # arm -> learning-rate grid runs (tuning seed)
     arm_set: ArmSet = PRESETS  # what each arm is (its settings, a description)
-    outcome: str = "loss"  # what the verdict reads (OUTCOMES), declared before the runs
+    outcome: str = "loss"  # what the verdict reads (experiment.readout.OUTCOMES), declared before the runs
     alpha: float = 0.05  # the level the verdicts test at (lower at each look of a sequential experiment)
     sequential: str = ""  # for a sequential experiment (--seeds auto), which look it stopped at, in words
 

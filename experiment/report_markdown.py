@@ -1,7 +1,7 @@
 """The experiment's report worded as Markdown, from an :class:`report.Experiment` of any number of arms.
 
-``experiment/report.py`` reads the run folders, checks they are a fair experiment and does the
-statistics (:mod:`experiment.stats`); ``experiment/figures.py`` draws it; this module only says
+``experiment/report.py`` reads the run folders and checks they are a fair experiment,
+``experiment/readout.py`` does the statistics (:mod:`experiment.stats`); ``experiment/figures.py`` draws it; this module only says
 what it means, in order: the command, a warning when runs learned too little for the comparison
 to mean anything, the verdict per arm and the budget held fixed, the verdicts in bits per byte
 (with a ``margin_bpb``), the paired statistics, the

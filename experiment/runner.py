@@ -2,7 +2,8 @@
 
 ``compare.py`` is the command; this module trains every arm and seed as a ``train.py``
 subprocess (:mod:`experiment.launch`: reusing finished runs, resuming unfinished ones, forwarding
-stop signals) and writes the report (:mod:`experiment.report`, :mod:`experiment.report_markdown`).
+stop signals) and writes the report (:mod:`experiment.report`, :mod:`experiment.readout`,
+:mod:`experiment.report_markdown`).
 
 The experiment folder's record of its settings, ``experiment.json``, is written once, then checked
 on every rerun.  A rerun of ``compare.py`` into the same folder continues the experiment (more seeds

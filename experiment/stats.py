@@ -224,7 +224,7 @@ def holm(comparisons: list[Comparison], alpha: float = 0.05, family: int | None 
     counts comparisons declared but not made yet, each as p = 1, so that an early verdict is no
     less strict than the last.  Verdict and seeds_needed are re-derived with the
     adjusted p (rule in the module docstring); for "inconclusive" the seeds-needed figure is
-    planned at alpha / len(comparisons), the strictest Holm step, so it errs on the high side.
+    planned at alpha over the family's size, the strictest Holm step, so it errs on the high side.
     The inputs are not modified (``dataclasses.replace``).  Raises nothing for an empty list
     (returns []).
     """

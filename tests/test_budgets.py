@@ -316,6 +316,33 @@ def test_an_equivalent_fit_beside_an_inconclusive_rate_is_a_clash_listed_first()
     assert lines[3] == "**The two readouts disagree** (best against best is the verdict):"
 
 
+def test_arms_read_on_seeds_they_do_not_share_get_no_means_row(tmp_path):
+    """untied finished seeds 0-1 and tie-untie-cooldown seeds 2-3 (tied all four): both are read, but no seed
+    has every arm, so the means table shows no row for that budget and says why, instead of nan."""
+    for s in range(4):
+        for lr in (1e-3, 2e-3, 4e-3):
+            _branch(tmp_path, "0.5M", "tied", lr, 1337 + s, 3.0 + s / 100)
+            _branch(tmp_path, "0.5M", "untied" if s < 2 else "tie-untie-cooldown", lr, 1337 + s, 2.9 + s / 100)
+    (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000], "margin": 0.01}))
+    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    assert "nan" not in md and "| 0.5M | 0 |" not in md
+    assert "Not shown: 0.5M (no seed has finished every arm at every rate there)." in md
+
+
+def test_trunk_rows_without_the_numbers_a_curve_needs_are_left_out(tmp_path):
+    """An eval row with no train_loss (an older run) and a non-finite val_bpb are skipped; a trunk with no
+    usable row draws no curve."""
+    _trunk(tmp_path, "tied-lr0.001-s0", "tied", [(0, 8.0, 8.0), (100, 5.0, 4.9)])
+    rows = [{"kind": "eval", "step": 100, "tokens": 1, "val_loss": 5.0, "val_bpb": 2.5}]  # no train_loss
+    _trunk(tmp_path, "untied-lr0.001-s0", "untied", [(0, 8.0, 8.1)])
+    (tmp_path / "trunks" / "untied-lr0.001-s0" / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    bad = {"kind": "eval", "step": 200, "tokens": 2, "val_loss": 5.0, "train_loss": 4.0, "val_bpb": float("nan")}
+    with (tmp_path / "trunks" / "tied-lr0.001-s0" / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps(bad) + "\n")
+    (curve,) = budget_readout.trunk_curves(tmp_path, with_recorded(None))
+    assert (curve.arm, curve.tokens) == ("tied", [0, 204_800])
+
+
 def test_a_better_verdict_says_how_its_interval_lies_against_the_margin():
     """Wholly inside ±margin: "by less than the margin"; only the end nearest 0 inside: "... not ruled out";
     wholly beyond it, or no difference found: nothing added. Worse mirrors better."""
@@ -368,7 +395,7 @@ def test_trunk_curves_average_seeds_at_the_steps_all_reached_with_the_val_train_
     assert (tied.arm, tied.lr, tied.seeds, tied.tokens) == ("tied", 1e-3, 2, [0, 204_800])
     assert tied.val_bpb == pytest.approx([4.05, 2.55]) and tied.gap == pytest.approx([0.0, 0.15])
     assert (untied.arm, untied.seeds) == ("untied", 1) and untied.gap == pytest.approx([-0.1, 0.2])
-    fig = budget_report.trunk_figure([tied, untied], 1_388_182)
+    fig = budget_report.trunk_figure([tied, untied], 1_388_182, "tied")
     assert [len(ax.get_lines()) for ax in fig.axes[:2]] == [2, 2]
 
 
