@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from types import SimpleNamespace
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +19,9 @@ from fake_runs import arm_run
 from helpers import error_line, tiny_compare_args
 
 import compare
-from experiment import budget_readout, budget_report, budgets, stats
+from experiment import budget_readout, budget_report, budgets, runner, stats
 from core.errors import UserError
-from experiment.arms import with_recorded
+from experiment.arms import define_arms, with_recorded
 from experiment.budget_readout import Score
 from training.config import RunConfig, TrainConfig
 
@@ -397,6 +398,22 @@ def test_trunk_curves_average_seeds_at_the_steps_all_reached_with_the_val_train_
     assert (untied.arm, untied.seeds) == ("untied", 1) and untied.gap == pytest.approx([-0.1, 0.2])
     fig = budget_report.trunk_figure([tied, untied], 1_388_182, "tied")
     assert [len(ax.get_lines()) for ax in fig.axes[:2]] == [2, 2]
+
+
+def test_a_budget_experiment_declares_its_seeds_and_keeps_the_most_asked_for(tmp_path):
+    """experiment.json records --seeds with --budgets; a rerun asking fewer keeps the larger count, and a
+    folder made before the key existed takes the count asked for now (nothing is refused)."""
+    arm_set = define_arms(["tied", "untied"], {})
+    fields = dict(equal_params=None, lr_grid=[1e-3], lr_widen=0, margin=0.01, max_seeds=0, outcome="loss")
+
+    def plan(seeds: int) -> SimpleNamespace:
+        return SimpleNamespace(**fields, budgets=[500_000], seeds=seeds, arm_set=arm_set, arms=arm_set.names)
+
+    assert runner.remember_settings(tmp_path, RunConfig(), plan(3))["seeds"] == 3
+    assert runner.remember_settings(tmp_path, RunConfig(), plan(2))["seeds"] == 3
+    saved = json.loads((tmp_path / "experiment.json").read_text())
+    (tmp_path / "experiment.json").write_text(json.dumps({k: v for k, v in saved.items() if k != "seeds"}))
+    assert runner.remember_settings(tmp_path, RunConfig(), plan(6))["seeds"] == 6
 
 
 def test_before_any_budget_is_read_the_report_shows_only_what_finished(tmp_path):
