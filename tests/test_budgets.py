@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,8 +19,8 @@ from fake_runs import arm_run
 from helpers import error_line, tiny_compare_args
 
 import compare
-from experiment import budget_readout, budget_report, budgets, runner, stats
 from core.errors import UserError
+from experiment import budget_readout, budget_report, budgets, runner, stats
 from experiment.arms import define_arms, with_recorded
 from experiment.budget_readout import Score
 from training.config import RunConfig, TrainConfig
