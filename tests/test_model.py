@@ -137,6 +137,19 @@ def test_residual_projections_use_scaled_init():
     assert abs(model.wte.weight.std().item() - 0.02) < 0.002
 
 
+def test_tied_and_untied_at_one_seed_start_from_the_same_shared_weights():
+    """The pairing by seed: every weight both arms have starts identical, the tied matrix starts as the untied
+    lm_head does, and only the untied token embedding is a draw of its own."""
+    models = {}
+    for tie in (True, False):
+        torch.manual_seed(1337)
+        models[tie] = tiny(tie)
+    tied, untied = models[True].state_dict(), models[False].state_dict()
+    differ = [k for k in tied if not torch.equal(tied[k], untied[k])]
+    assert differ == ["wte.weight"]
+    assert torch.equal(models[True].wte.weight, models[False].lm_head.weight)
+
+
 def test_linear_is_x_matmul_w_transpose_plus_b():
     """Every projection is nn.Linear: y = x @ W.T + b with W of shape (out_features, in_features)."""
     model = tiny()
