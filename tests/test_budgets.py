@@ -274,6 +274,8 @@ def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_reado
     ) in md
     assert "Not read yet: 1M (seeds with the arm and tied at every rate: untied 0; 2 needed)" in md
     assert "](delta_vs_tokens.png)" in md and (tmp_path / "delta_vs_tokens.png").is_file()
+    # each seed's Δ at 4e-3: untied − tied = −(0.04 + 0.001 s)
+    assert "| 0.5M | untied | 1337, 1338, 1339 | " in md and "| −0.0400, −0.0410, −0.0420 |" in md
     row = next(line for line in md.splitlines() if line.startswith("| 0.5M | 500 | 0.36 | 3 | untied |"))
     assert row.endswith("| [−0.0087, −0.0062] | [−0.0083, −0.0066] | 0.00311 | **better**, by less than the margin |")
     # Holm over both declared budgets, the unread 1M counted as p = 1: twice the raw p here
