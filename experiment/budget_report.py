@@ -173,6 +173,11 @@ def _verdict(b: BestVsBest, margin: float) -> str:
     return f"**{b.verdict}**" + (f", {size}" if size else "")
 
 
+def _readout_cells(b: BestVsBest, margin: float) -> str:
+    """Δ, its 95% and 90% intervals, Holm p and the verdict: the cells both best-against-best tables end with."""
+    return f"{_fmt(b.delta)} | {_interval(b.ci)} | {_interval(b.ci90)} | {_p(b.p_holm)} | {_verdict(b, margin)}"
+
+
 def _verdict_table(ro: BudgetReadout) -> list[str]:
     """The verdict table: one row per budget and arm, best against best."""
     lines = [
@@ -186,8 +191,7 @@ def _verdict_table(ro: BudgetReadout) -> list[str]:
             lr = f"{b.best_lr[ro.reference]:.2g} / {b.best_lr[a]:.2g}"
             lines.append(
                 f"| {row.budget} | {row.tokens / ro.params[ro.reference]:.3g} | {row.tokens / ro.train_tokens:.3g} | "
-                f"{len(row.seeds[a])} | {a} | {lr} | {_fmt(b.delta)} | {_interval(b.ci)} | {_interval(b.ci90)} | "
-                f"{_p(b.p_holm)} | {_verdict(b, ro.margin)} |"
+                f"{len(row.seeds[a])} | {a} | {lr} | {_readout_cells(b, ro.margin)} |"
             )
     return lines
 
@@ -210,8 +214,7 @@ def _sensitivity_section(ro: BudgetReadout) -> list[str]:
         for a in [a for a in ro.arms if a in row.grid]:
             g = row.grid[a]
             lines.append(
-                f"| {row.budget} | {a} | {g.best_lr[ro.reference]:g} / {g.best_lr[a]:g} | {_fmt(g.delta)} | "
-                f"{_interval(g.ci)} | {_interval(g.ci90)} | {_p(g.p_holm)} | {_verdict(g, ro.margin)} |"
+                f"| {row.budget} | {a} | {g.best_lr[ro.reference]:g} / {g.best_lr[a]:g} | {_readout_cells(g, ro.margin)} |"
             )
     return lines
 
