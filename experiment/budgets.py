@@ -241,8 +241,8 @@ def plan_line(
     """The line ``compare.py --budgets`` prints before training: runs, tokens (trunks and cooldowns), time, disk.
 
     ``trunks``: trunk folders under ``out_dir``; ``branches``: ``(folder, parameters)`` of every
-    branch; ``seconds_per_token``: of one run on ``threads`` threads (None: no estimate, ``how``
-    says why).  The time counts training steps alone, ``jobs`` runs at once; the disk counts
+    branch; ``seconds_per_token``: of one run on ``threads`` threads (None: no estimate; ``how``
+    says where it came from, or why not).  The time has ``jobs`` runs at once; the disk counts
     every checkpoint the runs left to train will write (:data:`experiment.plan.CHECKPOINT_BYTES_PER_PARAM`).
     """
     per_step, last = tokens_per_step(cfg), budgets[-1]
@@ -269,7 +269,7 @@ def plan_line(
         f"no time estimate ({how})"
         if seconds_per_token is None
         else f"roughly {_hours((trunk_left + branch_left) * seconds_per_token / jobs)} with {jobs} run(s) at once on "
-        f"{threads} thread(s) each (an estimate, training steps only, from {how})"
+        f"{threads} thread(s) each (an estimate, from {how})"
     )
     return line + f"; {when}; about {disk / 1e9:.1f} GB of new checkpoints"
 
@@ -328,3 +328,19 @@ def compute_used(out_dir: Path, labels: list[str]) -> Compute:
         ),
         sorted({e["git_commit"][:7] + ("-dirty" if e.get("git_dirty") else "") for e in envs if e.get("git_commit")}),
     )
+
+
+def measured_seconds_per_token(out_dir: Path, labels: list[str], threads: int, here: str | None) -> float | None:
+    """Seconds a token took one run of this experiment, from the records of its finished runs; None if none fit.
+
+    The finished trunk segments' and cooldowns' summed ``elapsed_s`` over their tokens
+    (:func:`compute_used`).  Unlike a timed training step it counts evaluations, checkpoints and
+    the slowdown of runs sharing the machine (and pauses, which make it err long).  Only runs
+    that all trained on ``threads`` threads on this machine (``here``: its CPU model, or its
+    accelerator's name) count, since another machine or thread count takes its own time.
+    """
+    used = compute_used(out_dir, labels)
+    tokens = used.trunk_tokens + used.branch_tokens
+    if not tokens or used.threads != [threads] or used.cpus != [here]:
+        return None
+    return (used.trunk_s + used.branch_s) / tokens

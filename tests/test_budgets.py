@@ -382,6 +382,23 @@ def test_the_compute_table_counts_trunks_whole_and_branches_from_their_branch_po
     assert "| all | 6 | 4.5M | 0.6 h |" in md and "Commit: `cc7de3a`." in md
 
 
+def test_the_time_estimate_uses_the_finished_runs_of_this_machine_and_thread_count(tmp_path):
+    """The plan's seconds a token are the finished runs' summed elapsed time over their tokens, evaluations
+    and all; none when nothing finished, or the runs trained on another thread count or machine."""
+    here = ENV["cpu_model"]
+    assert budgets.measured_seconds_per_token(tmp_path, ["0.5M"], 1, here) is None
+    trunk = tmp_path / "trunks" / "tied-lr0.001-s0"
+    trunk.mkdir(parents=True)
+    (trunk / "summary.json").write_text(json.dumps({"tokens": 2_048_000, "elapsed_s": 1000.0}))
+    (trunk / "env.json").write_text(json.dumps(ENV))
+    _branch(tmp_path, "0.5M", "tied", 1e-3, 1337, 3.0)
+    cooldown = (244 - round(0.8 * 244)) * 2048
+    per_token = budgets.measured_seconds_per_token(tmp_path, ["0.5M"], 1, here)
+    assert per_token == pytest.approx(1010.0 / (2_048_000 + cooldown))
+    assert budgets.measured_seconds_per_token(tmp_path, ["0.5M"], 2, here) is None
+    assert budgets.measured_seconds_per_token(tmp_path, ["0.5M"], 1, "another CPU") is None
+
+
 def _trunk(root: Path, name: str, arm: str, evals: list[tuple[int, float, float]]) -> None:
     """A trunk folder: the arm's config at lr 1e-3 and eval rows ``(step, val_loss, train_loss)``, bpb = loss / 2."""
     run = arm_run(root / "trunks", arm, 1337, evals[-1][1], name=name, train__learning_rate=1e-3)
