@@ -151,14 +151,14 @@ def trunk_figure(curves: list[TrunkCurve], train_tokens: int, reference: str) ->
 
 def _size(verdict: str, ci: tuple[float, float], margin: float) -> str:
     """For better or worse: where the 95% interval ``ci`` lies against ±margin.  Wholly inside, "by less than the
-    margin" (a real difference too small to matter); only its end nearest 0, "by less than the margin not
-    ruled out"; neither, or no difference found, ""."""
+    margin" (a real difference too small to matter); only its end nearest 0, "possibly by less than the
+    margin"; neither, or no difference found, ""."""
     if verdict not in ("better", "worse"):
         return ""
     near, far = (ci[1], ci[0]) if verdict == "better" else ci
     if abs(far) < margin:
         return "by less than the margin"
-    return "by less than the margin not ruled out" if abs(near) < margin else ""
+    return "possibly by less than the margin" if abs(near) < margin else ""
 
 
 def _sized(verdict: str, ci: tuple[float, float], margin: float) -> str:

@@ -141,7 +141,7 @@ def _verdict_line(c: stats.Comparison) -> str:
     if c.verdict in ("better", "worse"):
         near, far = (c.ci[1], c.ci[0]) if c.verdict == "better" else c.ci  # near: the end nearest no difference
         within = f", by less than the ±{c.margin:g} margin" if abs(far) < c.margin else ""
-        within = within or (f", by less than the ±{c.margin:g} margin not ruled out" if abs(near) < c.margin else "")
+        within = within or (f", possibly by less than the ±{c.margin:g} margin" if abs(near) < c.margin else "")
         return (
             head + f"**{c.verdict}**{within} — final val loss {'lower' if c.mean < 0 else 'higher'} by "
             f"{_num(abs(c.mean))} nats (95% CI {_ci(c)}; perplexity ×{c.ppl_ratio:.3f}; {n} seeds; "
