@@ -26,7 +26,9 @@ Verdict rule for all three: better / worse when the p-value, Holm-adjusted acros
 the 95% interval excludes 0; equivalent when the 90% interval lies inside ±margin (TOST);
 otherwise inconclusive.  Where the two readouts disagree at a budget, the report says so in
 its first lines.  At each budget an arm is read against the reference on the seeds that both
-finished at every rate, once there are 2 such seeds.
+finished at every rate, once there are 2 such seeds.  A run that stopped on a non-finite loss
+(``diverged.json``, :func:`load_diverged`) is a result, not a gap: its rate leaves that arm's
+grid at each budget it did not reach, on every seed.
 
     ro = readout(Path("results/tying-budget-cpu-2026-11-25"), budgets, "tied", 0.01, with_recorded(None))
 
@@ -47,8 +49,9 @@ from core.errors import UserError
 from core.files import read_json
 from experiment import stats
 from experiment.arms import ArmSet
-from experiment.budgets import TRUNKS, label
+from experiment.budgets import TRUNKS, label, trunk_arm
 from experiment.report import flatten
+from training.faults import DIVERGED
 from training.runs import read_metrics
 
 ALPHA = 0.05
@@ -66,6 +69,19 @@ class Score:
     bpb: float
     params: int  # at the end of the run (summary.json)
     train_tokens: int  # of the training split, for epochs
+
+
+@dataclass(frozen=True)
+class Diverged:
+    """A budget an arm has no score at, at one rate and seed, because a run stopped on a non-finite loss:
+    its trunk before the branch point, or the branch itself."""
+
+    budget: str
+    arm: str
+    lr: float
+    seed: int
+    step: int  # the step whose loss or gradient was non-finite
+    run: str  # the folder that diverged, in the experiment: trunks/<name> or <budget>/<name>
 
 
 @dataclass
@@ -113,6 +129,7 @@ class BudgetReadout:
     train_tokens: int
     finished: dict[tuple[str, str, float], int] = field(default_factory=dict)  # (budget, arm, rate) -> seeds done
     labels: list[str] = field(default_factory=list)  # every declared budget, smallest first
+    diverged: list[Diverged] = field(default_factory=list)  # out of their arm's grid at their budget
 
 
 def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score]:
@@ -144,6 +161,33 @@ def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score
             seen[key] = run
             params, split = summary["parameters"], summary["train_tokens"]
             out.append(Score(lab, tokens, arm, tc["learning_rate"], tc["seed"], float(bpb), params, split))
+    return out
+
+
+def load_diverged(out_dir: Path, labels: list[str], arms: list[str], arm_set: ArmSet) -> list[Diverged]:
+    """Every budget, arm, rate and seed left without a score by a run that stopped on a non-finite loss.
+
+    A branch folder with ``diverged.json`` and no ``summary.json`` counts at its budget; a trunk's
+    at each budget whose branch point (its ``train.save_at``, one per budget) it did not pass, for
+    each of ``arms`` that branches from it (``tie-untie-cooldown`` from ``tied``).
+    """
+    out = []
+    for lab in labels:
+        for marker in sorted((out_dir / lab).glob(f"*/{DIVERGED}")):
+            run = marker.parent
+            if (run / "summary.json").is_file():  # resumed past it and finished
+                continue
+            config, step = read_json(run / "config.json", "run config"), read_json(marker, "divergence")["step"]
+            arm, tc = arm_set.of(flatten(config), str(run)), config["train"]
+            out.append(Diverged(lab, arm, tc["learning_rate"], tc["seed"], step, f"{lab}/{run.name}"))
+    for marker in sorted((out_dir / TRUNKS).glob(f"*/{DIVERGED}")):
+        run = marker.parent
+        config, step = read_json(run / "config.json", "run config"), read_json(marker, "divergence")["step"]
+        trunk, tc = arm_set.of(flatten(config), str(run)), config["train"]
+        served = [a for a in dict.fromkeys([trunk, *arms]) if trunk_arm(a, arm_set) == trunk]
+        for lab, branch_step in zip(labels, tc.get("save_at") or []):
+            if branch_step >= step:  # the checkpoint at the branch point was never written
+                out += [Diverged(lab, a, tc["learning_rate"], tc["seed"], step, f"{TRUNKS}/{run.name}") for a in served]
     return out
 
 
@@ -243,12 +287,12 @@ def shared_rate(scores: list[Score], arm: str, reference: str, lr: float, margin
     return stats.compare_paired(arm, reference, [a[s] for s in seeds], [r[s] for s in seeds], margin)
 
 
-def _complete_seeds(scores: list[Score], arms: list[str], rates: list[float]) -> list[int]:
-    """The seeds that finished each of ``arms`` at every rate."""
+def _complete_seeds(scores: list[Score], rates_of: dict[str, list[float]]) -> list[int]:
+    """The seeds that finished each arm of ``rates_of`` at every one of its rates."""
     have: dict[int, set] = {}
     for s in scores:
         have.setdefault(s.seed, set()).add((s.arm, s.lr))
-    need = {(a, r) for a in arms for r in rates}
+    need = {(a, r) for a, rates in rates_of.items() for r in rates}
     return sorted(seed for seed, cells in have.items() if need <= cells)
 
 
@@ -267,11 +311,19 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
     all_arms = sorted({s.arm for s in scores}, key=lambda a: (a != reference, a))
     if reference not in all_arms:
         raise UserError(f"{out_dir}: no finished branch of the reference arm {reference}: pick it with --reference")
-    arms, rates = all_arms[1:], sorted({s.lr for s in scores})
+    arms = all_arms[1:]
+    scored = {(s.budget, s.arm, s.lr, s.seed) for s in scores}
+    diverged = [
+        d for d in load_diverged(out_dir, labels, all_arms, arm_set) if (d.budget, d.arm, d.lr, d.seed) not in scored
+    ]
+    dropped = {(d.budget, d.arm, d.lr) for d in diverged}  # a rate that diverged leaves the arm's grid there
+    rates = sorted({s.lr for s in scores} | {d.lr for d in diverged})
     rows, waiting = [], {}
     for lab, tokens in zip(labels, budgets):
-        here = [s for s in scores if s.budget == lab]
-        seeds = {a: _complete_seeds(here, [reference, a], rates) for a in arms}
+        here = [s for s in scores if s.budget == lab and (lab, s.arm, s.lr) not in dropped]
+        own = {a: [r for r in rates if (lab, a, r) not in dropped] for a in all_arms}
+        seeds = {a: _complete_seeds(here, {reference: own[reference], a: own[a]}) for a in arms}
+        seeds = {a: v if own[a] and own[reference] else [] for a, v in seeds.items()}  # every rate diverged
         short = [f"{a} {len(seeds[a])}" for a in arms if len(seeds[a]) < 2]
         if short:
             waiting[lab] = f"seeds with the arm and {reference} at every rate: {', '.join(short)}; 2 needed"
@@ -279,7 +331,7 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
         if not readable:
             continue
         common = sorted(set.intersection(*(set(seeds[a]) for a in readable)))  # one set of seeds for every row
-        means = {a: _means(here, a, rates, common) for a in [reference, *readable]} if common else {}
+        means = {a: _means(here, a, own[a], common) for a in [reference, *readable]} if common else {}
         row = BudgetRow(lab, tokens, {a: seeds[a] for a in readable}, means, common)
         for a in readable:
             used = [s for s in here if s.seed in seeds[a] and s.arm in (a, reference)]
@@ -299,7 +351,7 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
     finished: dict[tuple[str, str, float], int] = {}
     for s in scores:
         finished[s.budget, s.arm, s.lr] = finished.get((s.budget, s.arm, s.lr), 0) + 1
-    return BudgetReadout(reference, arms, rates, margin, rows, waiting, params, split, finished, labels)
+    return BudgetReadout(reference, arms, rates, margin, rows, waiting, params, split, finished, labels, diverged)
 
 
 def _means(scores: list[Score], arm: str, rates: list[float], seeds: list[int]) -> dict[float, float]:

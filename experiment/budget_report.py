@@ -270,14 +270,34 @@ def _means_table(ro: BudgetReadout) -> list[str]:
             low = min(m, key=m.get)
             if low in (ro.rates[0], ro.rates[-1]) and len(ro.rates) >= 3:
                 edges.append(f"{row.budget} {a} (lr {low:g})")
-            cells = [f"**{m[r]:.4f}**" if r == low else f"{m[r]:.4f}" for r in ro.rates]
+            cells = [f"**{m[r]:.4f}**" if r == low else f"{m[r]:.4f}" if r in m else "—" for r in ro.rates]
             lines.append(f"| {row.budget} | {len(row.mean_seeds)} | {a} | {' | '.join(cells)} |")
+    if ro.diverged:
+        lines += ["", "—: out of the arm's grid at that budget (a run diverged there; see the top)."]
     if edges:
         lines += ["", f"Best on the grid's edge (a rate past it may be better): {'; '.join(edges)}."]
     missing = [row.budget for row in ro.rows if not row.means]
     if missing:
         lines += ["", f"Not shown: {', '.join(missing)} (no seed has finished every arm at every rate there)."]
     return lines
+
+
+def _diverged_lines(ro: BudgetReadout) -> list[str]:
+    """The runs that stopped on a non-finite loss, each with the arms, rate, seed and budgets it takes out."""
+    if not ro.diverged:
+        return []
+    by_run: dict[str, list] = {}
+    for d in ro.diverged:
+        by_run.setdefault(d.run, []).append(d)
+    lines = [
+        "**Diverged** (a run stopped on a non-finite loss): that rate leaves the arm's grid at each budget "
+        "the run did not reach, on every seed.",
+        "",
+    ]
+    for run, ds in by_run.items():
+        arms, budgets = ", ".join(dict.fromkeys(d.arm for d in ds)), ", ".join(dict.fromkeys(d.budget for d in ds))
+        lines.append(f"- `{run}` ({arms}; lr {ds[0].lr:g}, seed {ds[0].seed}) at step {ds[0].step:,}: {budgets}")
+    return [*lines, ""]
 
 
 def _finished_table(ro: BudgetReadout) -> list[str]:
@@ -365,6 +385,7 @@ def render(
     if within:
         md += ["Verdicts that differ but agree that the difference lies inside the margin:", ""]
         md += [f"- {line}" for line in within] + [""]
+    md += _diverged_lines(ro)
     if ro.waiting:
         md += ["Not read yet: " + "; ".join(f"{b} ({why})" for b, why in ro.waiting.items()) + ".", ""]
     if ro.rows:  # before the first budget is read there is no verdict, figure or mean to show

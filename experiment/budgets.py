@@ -32,6 +32,7 @@ from core.files import read_json
 from experiment.arms import PRESETS, ArmSet
 from experiment.launch import TRAIN_PY, Job, arm_command
 from training.branch import step_checkpoint, tokens_per_step
+from training.faults import DIVERGED
 from training.config import RunConfig, TrainConfig
 
 TRUNKS = "trunks"
@@ -178,6 +179,12 @@ class BudgetRuns:
                 return None
             if all((f / "summary.json").is_file() for f in served):
                 return None
+            diverged = folder / DIVERGED
+            if diverged.is_file() and (step := read_json(diverged, "divergence")["step"]) <= b.branch_step:
+                raise UserError(
+                    f"it stopped on a non-finite loss at step {step:,} ({DIVERGED}), so it is not trained again and "
+                    f"the budget report takes this rate out of the arm's grid past that step; to try again, delete {diverged}"
+                )
             if (folder / "ckpt_last.pt").is_file():
                 return [sys.executable, TRAIN_PY, "--resume", "--run-name", run_name, where, *keep, *self.resume_argv]
             if folder.exists():

@@ -106,6 +106,20 @@ def test_a_trunk_stage_no_unfinished_branch_needs_is_skipped(tmp_path):
     assert jobs["trunks/tied-s0@195"].command() is not None
 
 
+def test_a_trunk_that_diverged_is_not_trained_again_past_its_step(tmp_path):
+    """A trunk whose record says it stopped on a non-finite loss at step 300 is refused, with the way to try
+    again, for the stage that would cross that step; the stage before it (to 195) still runs."""
+    axis = _axis(tmp_path, [500_000, 1_000_000])
+    trunk = tmp_path / "trunks" / "tied-s0"
+    trunk.mkdir(parents=True)
+    (trunk / "ckpt_last.pt").write_bytes(b"")
+    (trunk / "diverged.json").write_text(json.dumps({"step": 300, "reason": "non-finite training loss (nan)"}))
+    jobs = {j.name: j for j in axis.jobs(["tied"], [("-s0", [])])}
+    assert jobs["trunks/tied-s0@195"].command() is not None
+    with pytest.raises(UserError, match="non-finite loss at step 300 .*delete .*diverged.json"):
+        jobs["trunks/tied-s0@390"].command()
+
+
 def test_an_arm_that_unties_at_a_fraction_of_the_run_is_refused_on_the_budget_axis():
     """tie-then-untie's switch would fall inside the shared trunk: refused, naming tie-untie-cooldown."""
     with pytest.raises(budgets.UserError, match="use tie-untie-cooldown"):
@@ -281,6 +295,65 @@ def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_reado
     # Holm over both declared budgets, the unread 1M counted as p = 1: twice the raw p here
     ro = budget_readout.readout(tmp_path, [500_000, 1_000_000], "tied", 0.01, with_recorded(None))
     assert ro.rows[0].best["untied"].p_holm == pytest.approx(min(1.0, 2 * ro.rows[0].best["untied"].p))
+
+
+def _diverged_trunk(root: Path, arm: str, lr: float, seed: int, step: int) -> None:
+    """A trunk that stopped on a non-finite loss at ``step``, its branch points those of 0.5M and 1M."""
+    run = arm_run(
+        root / "trunks",
+        arm,
+        seed,
+        3.0,
+        name=f"{arm}-lr{lr:g}-s{seed - 1337}",
+        train__learning_rate=lr,
+        train__save_at=[195, 390],
+    )
+    (run / "summary.json").unlink()
+    (run / "diverged.json").write_text(json.dumps({"step": step, "reason": "non-finite training loss (nan)"}))
+
+
+def test_a_diverged_trunk_takes_its_rate_out_of_each_arm_it_serves_at_the_budgets_it_never_reached(tmp_path):
+    """A tied trunk that diverged at step 300 passed 0.5M's branch point (195) but not 1M's (390): at 1M
+    both tied and tie-untie-cooldown (its branch) lose that rate and seed. A branch's own record counts
+    at its budget unless the branch finished after all."""
+    _diverged_trunk(tmp_path, "tied", 4e-3, 1338, 300)
+    arms = ["tied", "tie-untie-cooldown", "untied"]
+    got = budget_readout.load_diverged(tmp_path, ["0.5M", "1M"], arms, with_recorded(None))
+    assert [(d.budget, d.arm, d.lr, d.seed, d.step) for d in got] == [
+        ("1M", "tied", 4e-3, 1338, 300),
+        ("1M", "tie-untie-cooldown", 4e-3, 1338, 300),
+    ]
+    assert {d.run for d in got} == {"trunks/tied-lr0.004-s1"}
+    _branch(tmp_path, "0.5M", "untied", 4e-3, 1339, 3.0)
+    branch = tmp_path / "0.5M" / "untied-lr0.004-s2"
+    (branch / "diverged.json").write_text(json.dumps({"step": 230, "reason": "non-finite gradient norm (inf)"}))
+    got = budget_readout.load_diverged(tmp_path, ["0.5M", "1M"], arms, with_recorded(None))
+    assert "0.5M/untied-lr0.004-s2" not in {d.run for d in got}  # it finished after all: a result
+    (branch / "summary.json").unlink()
+    got = budget_readout.load_diverged(tmp_path, ["0.5M", "1M"], arms, with_recorded(None))
+    assert [(d.budget, d.arm, d.step) for d in got if d.run == "0.5M/untied-lr0.004-s2"] == [("0.5M", "untied", 230)]
+
+
+def test_a_rate_that_diverged_leaves_the_arms_grid_on_every_seed_and_the_report_names_the_run(tmp_path):
+    """Untied diverged at 4e-3 on seed 1338 (its trunk, before 1M's branch point): at 1M untied is read on
+    all 3 seeds over 1e-3 and 2e-3 alone (not on the 2 seeds that finished 4e-3), its mean at 4e-3 is
+    left out, and the report says which run diverged and what it took out; 0.5M keeps all three rates."""
+    for s in range(3):
+        for lr, tied, untied in ((1e-3, 3.0, 2.95), (2e-3, 2.9, 2.88), (4e-3, 2.95, 2.7)):
+            for budget in ("0.5M", "1M"):
+                _branch(tmp_path, budget, "tied", lr, 1337 + s, tied + s / 100)
+                if not (budget == "1M" and lr == 4e-3 and s == 1):
+                    _branch(tmp_path, budget, "untied", lr, 1337 + s, untied + s / 100)
+    _diverged_trunk(tmp_path, "untied", 4e-3, 1338, 300)
+    ro = budget_readout.readout(tmp_path, [500_000, 1_000_000], "tied", 0.01, with_recorded(None))
+    half, one = ro.rows
+    assert one.seeds["untied"] == [1337, 1338, 1339] and one.best["untied"].best_lr["untied"] <= 2e-3
+    assert sorted(one.means["untied"]) == [1e-3, 2e-3] and sorted(half.means["untied"]) == [1e-3, 2e-3, 4e-3]
+    assert 4e-3 not in one.shared["untied"] and 4e-3 in half.shared["untied"]
+    (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
+    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    assert "- `trunks/untied-lr0.004-s1` (untied; lr 0.004, seed 1338) at step 300: 1M" in md
+    assert "| 1M | 3 | untied | 2.9600 | **2.8900** | — |" in md
 
 
 def test_the_means_table_averages_every_arm_over_the_same_seeds(tmp_path):

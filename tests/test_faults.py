@@ -346,6 +346,22 @@ def test_non_finite_step_stops_the_run_naming_step_and_checkpoint(tmp_path, corp
         assert ckpt["step"] <= 4 and all(torch.isfinite(t).all() for t in ckpt["model"].values())
 
 
+def test_a_run_stopped_by_a_non_finite_loss_says_so_until_it_finishes(tmp_path, corpus, monkeypatch, capsys):
+    """A NaN loss at step 6 leaves diverged.json (step, reason, rate) in the run folder, so a reader can
+    tell a diverged rate from a run not yet trained; resumed with one skip allowed, the run finishes
+    and the record is gone."""
+    poison_forward(monkeypatch, {6}, "loss")
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=12", "--run-name", "r")) == 2
+    record = tmp_path / "runs" / "r" / "diverged.json"
+    diverged = json.loads(record.read_text())
+    assert diverged["step"] == 6 and diverged["reason"].startswith("non-finite training loss")
+    assert diverged["learning_rate"] > 0
+    capsys.readouterr()
+    resume = ["--resume", "--run-name", "r", f"--train.out_dir={tmp_path / 'runs'}", "--train.max_skipped_steps=1"]
+    assert train.main(resume) == 0
+    assert not record.exists() and (tmp_path / "runs" / "r" / "summary.json").is_file()
+
+
 def test_skipped_non_finite_steps_are_not_applied_and_are_counted(tmp_path, corpus, monkeypatch):
     """With max_skipped_steps=2, two poisoned steps are skipped: AdamW made 2 fewer updates, both
     skips are in metrics.jsonl and summary.json, and the weights stay finite."""

@@ -11,6 +11,7 @@ for each fault and the test that injects it (``tests/test_faults.py``)::
 - :func:`check_run_name`, :func:`check_paths`: a run writes only into its folder and the data cache.
 - :func:`claim_run_folder`: create and lock a run folder; a start that fails leaves none behind.
 - :func:`write_checkpoint`: never a non-finite model, and a failed write explained.
+- :func:`record_divergence`: a run stopped by a non-finite loss says so in its folder (``diverged.json``).
 """
 
 from __future__ import annotations
@@ -338,3 +339,15 @@ def lock_is_live(run_dir: Path) -> bool:
         return on_this_host  # no working flock here (e.g. ENOLCK): trust the live pid
     finally:
         os.close(fd)  # releases the shared flock if it was granted
+
+
+DIVERGED = "diverged.json"  # a run that stopped on a non-finite loss or gradient; gone once it finishes
+
+
+def record_divergence(run_dir: Path, step: int, reason: str, learning_rate: float) -> None:
+    """Write ``run_dir/diverged.json``: the step whose loss or gradient was non-finite, why, and the rate.
+
+    Readers (the budget report) take it as a result -- that rate diverged -- rather than a run
+    still to train; :func:`training.report.write_summary` removes it when a resumed run finishes.
+    """
+    write_json(run_dir / DIVERGED, {"step": step, "reason": reason, "learning_rate": learning_rate})

@@ -258,6 +258,8 @@ class Trainer:
                 else f"non-finite gradient norm ({result.grad_norm})"
             )
             if p.skipped >= tc.max_skipped_steps:
+                if self.main:
+                    faults.record_divergence(self.run_dir, p.step + 1, what, lr)
                 raise UserError(
                     f"{what} at step {p.step + 1}: the run stopped without saving; the last good checkpoint is "
                     f"{self.last_path} (step {self.saved_step}); continue with {self.resume_cmd} "

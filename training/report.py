@@ -18,7 +18,7 @@ from core import files, flops, hardware
 from data.config import data_label
 from data.tokenizers import save_tokenizer
 from model.generation import generate_text
-from training import runs
+from training import faults, runs
 from training.config import RunConfig, describe_config
 from training.setup import Progress, Setup
 
@@ -112,6 +112,7 @@ def write_summary(run_dir: Path, summary: dict, s: Setup, cfg: RunConfig, unigra
         flops.mfu_record(s.model.flops_per_token(), summary["tokens_per_s_median"], s.device, s.amp_dtype, world_size)
     )
     files.write_json(run_dir / "summary.json", summary)
+    (run_dir / faults.DIVERGED).unlink(missing_ok=True)  # resumed past the step that stopped it
     if cfg.train.loss_plot:
         runs.write_loss_plot(run_dir, unigram, Path(cfg.data.cache_dir))
 
