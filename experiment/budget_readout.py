@@ -49,8 +49,9 @@ from core.errors import UserError
 from core.files import read_json
 from experiment import stats
 from experiment.arms import ArmSet
-from experiment.budgets import TRUNKS, label, trunk_arm
+from experiment.budgets import TRUNKS, label, plan_budgets, trunk_arm
 from experiment.report import flatten
+from training.config import RunConfig
 from training.faults import DIVERGED
 from training.runs import read_metrics
 
@@ -130,6 +131,7 @@ class BudgetReadout:
     finished: dict[tuple[str, str, float], int] = field(default_factory=dict)  # (budget, arm, rate) -> seeds done
     labels: list[str] = field(default_factory=list)  # every declared budget, smallest first
     diverged: list[Diverged] = field(default_factory=list)  # out of their arm's grid at their budget
+    no_rate: dict[str, list[str]] = field(default_factory=dict)  # budget -> arms every rate of which diverged there
 
 
 def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score]:
@@ -164,15 +166,16 @@ def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score
     return out
 
 
-def load_diverged(out_dir: Path, labels: list[str], arms: list[str], arm_set: ArmSet) -> list[Diverged]:
+def load_diverged(out_dir: Path, budgets: list[int], arms: list[str], arm_set: ArmSet) -> list[Diverged]:
     """Every budget, arm, rate and seed left without a score by a run that stopped on a non-finite loss.
 
     A branch folder with ``diverged.json`` and no ``summary.json`` counts at its budget; a trunk's
-    at each budget whose branch point (its ``train.save_at``, one per budget) it did not pass, for
-    each of ``arms`` that branches from it (``tie-untie-cooldown`` from ``tied``).
+    at each of ``budgets`` (tokens) whose branch point under the trunk's config
+    (:func:`experiment.budgets.plan_budgets`) it did not pass, for each of ``arms`` that branches
+    from it (``tie-untie-cooldown`` from ``tied``).
     """
     out = []
-    for lab in labels:
+    for lab in (label(t) for t in budgets):
         for marker in sorted((out_dir / lab).glob(f"*/{DIVERGED}")):
             run = marker.parent
             if (run / "summary.json").is_file():  # resumed past it and finished
@@ -185,9 +188,11 @@ def load_diverged(out_dir: Path, labels: list[str], arms: list[str], arm_set: Ar
         config, step = read_json(run / "config.json", "run config"), read_json(marker, "divergence")["step"]
         trunk, tc = arm_set.of(flatten(config), str(run)), config["train"]
         served = [a for a in dict.fromkeys([trunk, *arms]) if trunk_arm(a, arm_set) == trunk]
-        for lab, branch_step in zip(labels, tc.get("save_at") or []):
-            if branch_step >= step:  # the checkpoint at the branch point was never written
-                out += [Diverged(lab, a, tc["learning_rate"], tc["seed"], step, f"{TRUNKS}/{run.name}") for a in served]
+        for b in plan_budgets(budgets, RunConfig.from_dict(config, str(run / "config.json"))):
+            if b.branch_step >= step:  # the checkpoint at the branch point, written after its step, never was
+                out += [
+                    Diverged(b.label, a, tc["learning_rate"], tc["seed"], step, f"{TRUNKS}/{run.name}") for a in served
+                ]
     return out
 
 
@@ -314,20 +319,23 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
     arms = all_arms[1:]
     scored = {(s.budget, s.arm, s.lr, s.seed) for s in scores}
     diverged = [
-        d for d in load_diverged(out_dir, labels, all_arms, arm_set) if (d.budget, d.arm, d.lr, d.seed) not in scored
+        d for d in load_diverged(out_dir, budgets, all_arms, arm_set) if (d.budget, d.arm, d.lr, d.seed) not in scored
     ]
     dropped = {(d.budget, d.arm, d.lr) for d in diverged}  # a rate that diverged leaves the arm's grid there
     rates = sorted({s.lr for s in scores} | {d.lr for d in diverged})
-    rows, waiting = [], {}
+    rows, waiting, no_rate = [], {}, {}
     for lab, tokens in zip(labels, budgets):
         here = [s for s in scores if s.budget == lab and (lab, s.arm, s.lr) not in dropped]
         own = {a: [r for r in rates if (lab, a, r) not in dropped] for a in all_arms}
-        seeds = {a: _complete_seeds(here, {reference: own[reference], a: own[a]}) for a in arms}
-        seeds = {a: v if own[a] and own[reference] else [] for a, v in seeds.items()}  # every rate diverged
-        short = [f"{a} {len(seeds[a])}" for a in arms if len(seeds[a]) < 2]
+        gone = [a for a in all_arms if not own[a]]  # every rate diverged: a result, never read
+        if gone:
+            no_rate[lab] = gone
+        live = [a for a in arms if own[a] and own[reference]]
+        seeds = {a: _complete_seeds(here, {reference: own[reference], a: own[a]}) for a in live}
+        short = [f"{a} {len(seeds[a])}" for a in live if len(seeds[a]) < 2]
         if short:
             waiting[lab] = f"seeds with the arm and {reference} at every rate: {', '.join(short)}; 2 needed"
-        readable = [a for a in arms if len(seeds[a]) >= 2]
+        readable = [a for a in live if len(seeds[a]) >= 2]
         if not readable:
             continue
         common = sorted(set.intersection(*(set(seeds[a]) for a in readable)))  # one set of seeds for every row
@@ -351,7 +359,9 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
     finished: dict[tuple[str, str, float], int] = {}
     for s in scores:
         finished[s.budget, s.arm, s.lr] = finished.get((s.budget, s.arm, s.lr), 0) + 1
-    return BudgetReadout(reference, arms, rates, margin, rows, waiting, params, split, finished, labels, diverged)
+    return BudgetReadout(
+        reference, arms, rates, margin, rows, waiting, params, split, finished, labels, diverged, no_rate
+    )
 
 
 def _means(scores: list[Score], arm: str, rates: list[float], seeds: list[int]) -> dict[float, float]:

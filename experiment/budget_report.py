@@ -297,6 +297,9 @@ def _diverged_lines(ro: BudgetReadout) -> list[str]:
     for run, ds in by_run.items():
         arms, budgets = ", ".join(dict.fromkeys(d.arm for d in ds)), ", ".join(dict.fromkeys(d.budget for d in ds))
         lines.append(f"- `{run}` ({arms}; lr {ds[0].lr:g}, seed {ds[0].seed}) at step {ds[0].step:,}: {budgets}")
+    gone = [f"{', '.join(arms)} at {lab}" for lab, arms in ro.no_rate.items()]
+    if gone:
+        lines += ["", f"Every rate diverged, so there is nothing to read, for {'; '.join(gone)}."]
     return [*lines, ""]
 
 

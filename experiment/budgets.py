@@ -179,12 +179,7 @@ class BudgetRuns:
                 return None
             if all((f / "summary.json").is_file() for f in served):
                 return None
-            diverged = folder / DIVERGED
-            if diverged.is_file() and (step := read_json(diverged, "divergence")["step"]) <= b.branch_step:
-                raise UserError(
-                    f"it stopped on a non-finite loss at step {step:,} ({DIVERGED}), so it is not trained again and "
-                    f"the budget report takes this rate out of the arm's grid past that step; to try again, delete {diverged}"
-                )
+            refuse_diverged(folder, b.branch_step)
             if (folder / "ckpt_last.pt").is_file():
                 return [sys.executable, TRAIN_PY, "--resume", "--run-name", run_name, where, *keep, *self.resume_argv]
             if folder.exists():
@@ -226,7 +221,26 @@ class BudgetRuns:
             *self.group,
             *self.resume_argv,
         ]
-        return lambda: arm_command(branch, self.out_dir / b.label, run_name, [], self.resume_argv)
+        folder = self.out_dir / b.label / run_name
+
+        def command() -> list[str] | None:
+            if not (folder / "summary.json").is_file():
+                refuse_diverged(folder, b.steps)
+            return arm_command(branch, self.out_dir / b.label, run_name, [], self.resume_argv)
+
+        return command
+
+
+def refuse_diverged(folder: Path, to_step: int) -> None:
+    """Raise :class:`UserError` if the run in ``folder`` stopped on a non-finite loss at or before
+    ``to_step`` (its ``diverged.json``): training it again would stop there again, and the budget
+    report reads it as a result (:func:`experiment.budget_readout.load_diverged`)."""
+    marker = folder / DIVERGED
+    if marker.is_file() and (step := read_json(marker, "divergence")["step"]) <= to_step:
+        raise UserError(
+            f"it stopped on a non-finite loss at step {step:,} ({DIVERGED}), so it is not trained again and the "
+            f"budget report takes this rate out of the arm's grid past that step; to try again, delete {marker}"
+        )
 
 
 def trunk_step(folder: Path, budgets: list[Budget]) -> int:

@@ -118,6 +118,22 @@ def test_a_trunk_that_diverged_is_not_trained_again_past_its_step(tmp_path):
     assert jobs["trunks/tied-s0@195"].command() is not None
     with pytest.raises(UserError, match="non-finite loss at step 300 .*delete .*diverged.json"):
         jobs["trunks/tied-s0@390"].command()
+    (trunk / "diverged.json").write_text(json.dumps({"step": 391}))
+    assert jobs["trunks/tied-s0@390"].command() is not None  # it wrote step 390's checkpoint first
+
+
+def test_a_branch_that_diverged_is_not_trained_again(tmp_path):
+    """A cooldown branch whose record says it stopped on a non-finite loss is refused, not resumed into the
+    same step again; once it has a summary (a resume finished it) nothing is refused."""
+    axis = _axis(tmp_path, [500_000, 1_000_000])
+    branch = tmp_path / "0.5M" / "untied-s0"
+    branch.mkdir(parents=True)
+    (branch / "diverged.json").write_text(json.dumps({"step": 230}))
+    jobs = {j.name: j for j in axis.jobs(["untied"], [("-s0", [])])}
+    with pytest.raises(UserError, match="non-finite loss at step 230"):
+        jobs["0.5M/untied-s0"].command()
+    (branch / "summary.json").write_text("{}")
+    assert jobs["0.5M/untied-s0"].command() is None
 
 
 def test_an_arm_that_unties_at_a_fraction_of_the_run_is_refused_on_the_budget_axis():
@@ -298,7 +314,8 @@ def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_reado
 
 
 def _diverged_trunk(root: Path, arm: str, lr: float, seed: int, step: int) -> None:
-    """A trunk that stopped on a non-finite loss at ``step``, its branch points those of 0.5M and 1M."""
+    """A trunk that stopped on a non-finite loss at ``step``: 2,048 tokens a step, so 0.5M and 1M branch at
+    steps 195 and 390."""
     run = arm_run(
         root / "trunks",
         arm,
@@ -306,10 +323,22 @@ def _diverged_trunk(root: Path, arm: str, lr: float, seed: int, step: int) -> No
         3.0,
         name=f"{arm}-lr{lr:g}-s{seed - 1337}",
         train__learning_rate=lr,
-        train__save_at=[195, 390],
+        train__batch_size=16,
+        train__lr_schedule="wsd",
+        train__warmup_iters=30,
+        model__block_size=128,
     )
     (run / "summary.json").unlink()
     (run / "diverged.json").write_text(json.dumps({"step": step, "reason": "non-finite training loss (nan)"}))
+
+
+@pytest.mark.parametrize("step, out", [(390, ["1M"]), (391, []), (195, ["0.5M", "1M"])])
+def test_a_trunk_that_diverged_at_a_branch_point_never_wrote_it(tmp_path, step, out):
+    """The checkpoint at a branch point is written after that step: a trunk that diverged at step 390 (1M's
+    branch point) takes 1M out, one that diverged at 391 had written it and takes nothing out."""
+    _diverged_trunk(tmp_path, "untied", 4e-3, 1337, step)
+    got = budget_readout.load_diverged(tmp_path, [500_000, 1_000_000], ["untied"], with_recorded(None))
+    assert [d.budget for d in got] == out
 
 
 def test_a_diverged_trunk_takes_its_rate_out_of_each_arm_it_serves_at_the_budgets_it_never_reached(tmp_path):
@@ -318,7 +347,7 @@ def test_a_diverged_trunk_takes_its_rate_out_of_each_arm_it_serves_at_the_budget
     at its budget unless the branch finished after all."""
     _diverged_trunk(tmp_path, "tied", 4e-3, 1338, 300)
     arms = ["tied", "tie-untie-cooldown", "untied"]
-    got = budget_readout.load_diverged(tmp_path, ["0.5M", "1M"], arms, with_recorded(None))
+    got = budget_readout.load_diverged(tmp_path, [500_000, 1_000_000], arms, with_recorded(None))
     assert [(d.budget, d.arm, d.lr, d.seed, d.step) for d in got] == [
         ("1M", "tied", 4e-3, 1338, 300),
         ("1M", "tie-untie-cooldown", 4e-3, 1338, 300),
@@ -327,10 +356,10 @@ def test_a_diverged_trunk_takes_its_rate_out_of_each_arm_it_serves_at_the_budget
     _branch(tmp_path, "0.5M", "untied", 4e-3, 1339, 3.0)
     branch = tmp_path / "0.5M" / "untied-lr0.004-s2"
     (branch / "diverged.json").write_text(json.dumps({"step": 230, "reason": "non-finite gradient norm (inf)"}))
-    got = budget_readout.load_diverged(tmp_path, ["0.5M", "1M"], arms, with_recorded(None))
+    got = budget_readout.load_diverged(tmp_path, [500_000, 1_000_000], arms, with_recorded(None))
     assert "0.5M/untied-lr0.004-s2" not in {d.run for d in got}  # it finished after all: a result
     (branch / "summary.json").unlink()
-    got = budget_readout.load_diverged(tmp_path, ["0.5M", "1M"], arms, with_recorded(None))
+    got = budget_readout.load_diverged(tmp_path, [500_000, 1_000_000], arms, with_recorded(None))
     assert [(d.budget, d.arm, d.step) for d in got if d.run == "0.5M/untied-lr0.004-s2"] == [("0.5M", "untied", 230)]
 
 
@@ -354,6 +383,23 @@ def test_a_rate_that_diverged_leaves_the_arms_grid_on_every_seed_and_the_report_
     md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
     assert "- `trunks/untied-lr0.004-s1` (untied; lr 0.004, seed 1338) at step 300: 1M" in md
     assert "| 1M | 3 | untied | 2.9600 | **2.8900** | — |" in md
+
+
+def test_an_arm_that_diverged_at_every_rate_is_a_result_not_a_budget_waiting(tmp_path):
+    """Untied's trunks diverged at both rates before 1M: 1M is not 'not read yet' (no seed could change
+    that), the report says nothing is left to read there, and 0.5M is read as usual."""
+    for s in range(2):
+        for lr in (1e-3, 2e-3):
+            for budget in ("0.5M", "1M"):
+                _branch(tmp_path, budget, "tied", lr, 1337 + s, 3.0 + s / 100)
+            _branch(tmp_path, "0.5M", "untied", lr, 1337 + s, 2.9 + s / 100)
+    for lr in (1e-3, 2e-3):
+        _diverged_trunk(tmp_path, "untied", lr, 1337, 300)
+    ro = budget_readout.readout(tmp_path, [500_000, 1_000_000], "tied", 0.01, with_recorded(None))
+    assert [row.budget for row in ro.rows] == ["0.5M"] and ro.waiting == {} and ro.no_rate == {"1M": ["untied"]}
+    (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
+    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    assert "Every rate diverged, so there is nothing to read, for untied at 1M." in md and "Not read yet" not in md
 
 
 def test_the_means_table_averages_every_arm_over_the_same_seeds(tmp_path):

@@ -29,7 +29,7 @@ import training.loop
 from core.errors import UserError
 from model.checkpoint import load_checkpoint
 from model.gpt import GPT
-from training import runs
+from training import faults, runs
 
 REPO = Path(__file__).resolve().parent.parent
 LOG, EVAL = 1, 10  # log and eval intervals of the subprocess runs: a train row every step
@@ -355,11 +355,23 @@ def test_a_run_stopped_by_a_non_finite_loss_says_so_until_it_finishes(tmp_path, 
     record = tmp_path / "runs" / "r" / "diverged.json"
     diverged = json.loads(record.read_text())
     assert diverged["step"] == 6 and diverged["reason"].startswith("non-finite training loss")
-    assert diverged["learning_rate"] > 0
+    config = json.loads((tmp_path / "runs" / "r" / "config.json").read_text())
+    assert diverged["learning_rate"] == config["train"]["learning_rate"] >= diverged["lr_at_step"] > 0
     capsys.readouterr()
     resume = ["--resume", "--run-name", "r", f"--train.out_dir={tmp_path / 'runs'}", "--train.max_skipped_steps=1"]
     assert train.main(resume) == 0
     assert not record.exists() and (tmp_path / "runs" / "r" / "summary.json").is_file()
+
+
+def test_a_divergence_record_goes_once_the_run_has_trained_past_its_step(tmp_path):
+    """clear_divergence keeps diverged.json while the run is short of the step that stopped it (a resume
+    may stop there again), and removes it once a checkpoint is past that step."""
+    faults.record_divergence(tmp_path, 6, "non-finite training loss (nan)", 1e-3, 5e-4)
+    faults.clear_divergence(tmp_path, 5)
+    assert (tmp_path / faults.DIVERGED).is_file()
+    faults.clear_divergence(tmp_path, 6)
+    assert not (tmp_path / faults.DIVERGED).exists()
+    faults.clear_divergence(tmp_path, 7)  # nothing to remove: no error
 
 
 def test_skipped_non_finite_steps_are_not_applied_and_are_counted(tmp_path, corpus, monkeypatch):

@@ -344,10 +344,20 @@ def lock_is_live(run_dir: Path) -> bool:
 DIVERGED = "diverged.json"  # a run that stopped on a non-finite loss or gradient; gone once it finishes
 
 
-def record_divergence(run_dir: Path, step: int, reason: str, learning_rate: float) -> None:
-    """Write ``run_dir/diverged.json``: the step whose loss or gradient was non-finite, why, and the rate.
+def record_divergence(run_dir: Path, step: int, reason: str, learning_rate: float, lr_at_step: float) -> None:
+    """Write ``run_dir/diverged.json``: the (1-based) step whose loss or gradient was non-finite, why, the
+    run's peak ``learning_rate`` and the scheduled rate at that step.
 
     Readers (the budget report) take it as a result -- that rate diverged -- rather than a run
-    still to train; :func:`training.report.write_summary` removes it when a resumed run finishes.
+    still to train; :func:`clear_divergence` removes it once a resumed run gets past that step.
     """
-    write_json(run_dir / DIVERGED, {"step": step, "reason": reason, "learning_rate": learning_rate})
+    record = {"step": step, "reason": reason, "learning_rate": learning_rate, "lr_at_step": lr_at_step}
+    write_json(run_dir / DIVERGED, record)
+
+
+def clear_divergence(run_dir: Path, step: int) -> None:
+    """Remove ``run_dir/diverged.json`` if the run has now trained ``step`` steps, past the one that stopped it."""
+    marker = run_dir / DIVERGED
+    with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError):
+        if json.loads(marker.read_text())["step"] <= step:
+            marker.unlink()

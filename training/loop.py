@@ -259,7 +259,7 @@ class Trainer:
             )
             if p.skipped >= tc.max_skipped_steps:
                 if self.main:
-                    faults.record_divergence(self.run_dir, p.step + 1, what, lr)
+                    faults.record_divergence(self.run_dir, p.step + 1, what, tc.learning_rate, lr)
                 raise UserError(
                     f"{what} at step {p.step + 1}: the run stopped without saving; the last good checkpoint is "
                     f"{self.last_path} (step {self.saved_step}); continue with {self.resume_cmd} "
@@ -354,6 +354,8 @@ class Trainer:
         """ckpt_last.pt: everything a resume needs, optimizer included."""
         self.save(self.last_path, with_optimizer=True)
         self.saved_step = self.p.step
+        if self.main:  # a resume that got past the step a non-finite loss stopped it at
+            faults.clear_divergence(self.run_dir, self.p.step)
 
     def save(self, path: Path, with_optimizer: bool) -> None:
         """A checkpoint of the current step (a collective: every rank calls it, rank 0 writes)."""
