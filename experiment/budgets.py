@@ -27,10 +27,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
+from core import hardware
 from core.errors import UserError
 from core.files import read_json
 from experiment.arms import PRESETS, ArmSet
 from experiment.launch import TRAIN_PY, Job, arm_command
+from experiment.plan import measure_step_seconds
 from training.branch import step_checkpoint, tokens_per_step
 from training.faults import DIVERGED
 from training.config import RunConfig, TrainConfig
@@ -365,3 +369,28 @@ def measured_seconds_per_token(out_dir: Path, labels: list[str], threads: int, h
     if not tokens or used.threads != [threads] or used.cpus != [here]:
         return None
     return (used.trunk_s + used.branch_s) / tokens
+
+
+def seconds_per_token(out_dir: Path, labels: list[str], cfg: RunConfig, threads: int) -> tuple[float | None, str]:
+    """``(seconds a token takes one run on threads threads, where that came from)`` for the plan line.
+
+    Measured on the experiment's finished runs when they trained here alike
+    (:func:`measured_seconds_per_token`), else a few training steps timed now
+    (:func:`experiment.plan.measure_step_seconds`), which leave out evaluations and checkpoints.
+    ``(None, why)`` when a timed step fails (e.g. out of device memory).
+    """
+    device = hardware.pick_device(cfg.train.device)
+    here = torch.cuda.get_device_name(device) if device.type == "cuda" else hardware.cpu_model()
+    measured = measured_seconds_per_token(out_dir, labels, threads, here)
+    if measured is not None:
+        return measured, f"the runs finished here, {measured * 1e6:.0f} µs a token each, evaluations included"
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        per_step = measure_step_seconds(cfg)
+    except (RuntimeError, OSError) as e:  # an estimate is not worth stopping for
+        return None, f"a timed training step failed ({type(e).__name__})"
+    finally:
+        torch.set_num_threads(before)
+    per_token = per_step / tokens_per_step(cfg)
+    return per_token, f"training steps alone, timed here at {per_token * 1e6:.0f} µs a token on {threads} thread(s)"

@@ -41,7 +41,6 @@ from experiment.plan import (
     equal_params_config,
     lr_flags,
     lr_grid_refusals,
-    measure_step_seconds,
     next_rates,
     plan_line,
     power_line,
@@ -412,7 +411,7 @@ def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str],
     trunks = sorted({j.folder for j in jobs if j.claim})
     params = {arm: arm_params(cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
     branches = [(f"{b.label}/{arm}{suffix}", params[arm]) for b in steps for suffix, _ in runs for arm in plan.arms]
-    per_token, how = _budget_seconds_per_token(cmds.out_dir, [b.label for b in steps], cfg, threads)
+    per_token, how = budgets.seconds_per_token(cmds.out_dir, [b.label for b in steps], cfg, threads)
     print(budgets.plan_line(cmds.out_dir, steps, cfg, trunks, branches, per_token, how, n, threads), flush=True)
     bar = RunsBar(len(jobs), sum(_job_done(cmds.out_dir, j) for j in jobs))
     try:
@@ -431,37 +430,6 @@ def _job_done(out_dir: Path, job: launch.Job) -> bool:
     if job.claim:
         return budgets.step_checkpoint(out_dir / job.claim, int(job.name.rsplit("@", 1)[1])).is_file()
     return (out_dir / job.name / "summary.json").is_file()
-
-
-def _budget_seconds_per_token(
-    out_dir: Path, labels: list[str], cfg: RunConfig, threads: int
-) -> tuple[float | None, str]:
-    """Seconds a token takes one budget run: measured on the experiment's finished runs when they ran
-    here alike (:func:`experiment.budgets.measured_seconds_per_token`), else training steps timed now."""
-    import torch
-
-    device = hardware.pick_device(cfg.train.device)
-    here = torch.cuda.get_device_name(device) if device.type == "cuda" else hardware.cpu_model()
-    measured = budgets.measured_seconds_per_token(out_dir, labels, threads, here)
-    if measured is None:
-        return _seconds_per_token(cfg, threads)
-    return measured, f"the runs finished here, {measured * 1e6:.0f} µs a token each, evaluations included"
-
-
-def _seconds_per_token(cfg: RunConfig, threads: int) -> tuple[float | None, str]:
-    """Seconds a training token takes here on ``threads`` threads (:func:`experiment.plan.measure_step_seconds`)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        per_step = measure_step_seconds(cfg)
-    except (RuntimeError, OSError) as e:  # e.g. out of device memory: an estimate is not worth stopping for
-        return None, f"a timed training step failed ({type(e).__name__})"
-    finally:
-        torch.set_num_threads(before)
-    per_token = per_step / budgets.tokens_per_step(cfg)
-    return per_token, f"training steps alone, timed here at {per_token * 1e6:.0f} µs a token on {threads} thread(s)"
 
 
 def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[float, str]]:
