@@ -115,3 +115,24 @@ def test_bad_padding_and_fused_off_cuda_are_refused():
     cfg = parse_config(None, {"train": {"head_loss": "fused"}})
     with pytest.raises(UserError, match="CUDA only"):
         resolve_head_loss(cfg, torch.device("cpu"))
+
+
+def test_the_fused_loss_runs_outside_the_compiled_graph(monkeypatch):
+    """Under torch.compile the fused kernel is called eagerly (Dynamo fails inside Liger-Kernel), and the
+    compiled model's loss is the chunked loss. A stand-in for Liger's function checks where it runs."""
+    import core.optional
+    from model.head_loss import linear_cross_entropy
+
+    calls = []
+
+    def stand_in(x, weight, targets, bias):
+        calls.append(torch.compiler.is_compiling())
+        return linear_cross_entropy(x, weight, bias, targets)
+
+    monkeypatch.setattr(core.optional, "liger_fused_linear_cross_entropy", lambda: stand_in)
+    fused, chunked = _model(tie=True, pad=8, head_loss="fused"), _model(tie=True, pad=8)
+    idx = torch.randint(0, VOCAB, (2, 16), generator=torch.Generator().manual_seed(1))
+    torch._dynamo.reset()
+    _, loss = torch.compile(fused, backend="eager")(idx, idx, return_logits=False)
+    assert calls == [False]
+    torch.testing.assert_close(loss, chunked(idx, idx, return_logits=False)[1])
