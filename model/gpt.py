@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from core.errors import UserError
 from model.config import GPTConfig
-from model.head_loss import fused_linear_cross_entropy, linear_cross_entropy, padded_head
+from model.head_loss import fused_loss_outside_compile, linear_cross_entropy, padded_head
 from model.kv_cache import KVCache
 from model.sampling import check_sampling, row_generators, sample_next
 from model.sdpa import causal_attention
@@ -164,6 +164,7 @@ class GPT(nn.Module):
             )
         self.config = config
         self.pad_vocab_multiple, self.head_loss = pad_vocab_multiple, head_loss
+        self.fused_loss = fused_loss_outside_compile() if head_loss == "fused" else None
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.block_size, config.n_embd)
         self.drop = nn.Dropout(config.dropout)
@@ -249,7 +250,7 @@ class GPT(nn.Module):
                 raise ValueError("return_logits=False needs targets: the loss is all it returns")
             # The padded rows are masked (-inf bias), not cut: these losses see whole rows of logits.
             weight, bias = padded_head(self.lm_head.weight, self.lm_head.bias, self.pad_vocab_multiple, mask=True)
-            head_loss = fused_linear_cross_entropy if self.head_loss == "fused" else linear_cross_entropy
+            head_loss = self.fused_loss if self.head_loss == "fused" else linear_cross_entropy
             return None, head_loss(x.view(B * T, -1), weight, bias, targets.reshape(B * T))  # (B*T, n_embd), (B*T,)
         weight, bias = padded_head(self.lm_head.weight, self.lm_head.bias, self.pad_vocab_multiple)
         # (B, T, vocab_size): the padded columns are cut off, so no padded id is ever scored or sampled.

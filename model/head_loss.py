@@ -223,7 +223,6 @@ def padded_head(
     return weight, bias
 
 
-@torch.compiler.disable
 def fused_linear_cross_entropy(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor
 ) -> torch.Tensor:
@@ -232,13 +231,21 @@ def fused_linear_cross_entropy(
     ``x`` ``(N, n_embd)``, ``weight`` ``(V, n_embd)``, ``bias`` ``(V,)`` or None, ``targets`` ``(N,)``
     -> the mean cross-entropy, a float32 scalar, as :func:`linear_cross_entropy`.  Raises
     :class:`core.errors.UserError` when ``liger-kernel`` is not installed (training needs it only
-    for ``train.head_loss='fused'``).
-
-    Kept out of ``torch.compile``'s graph (the model compiles around it, the kernel runs as Liger
-    ships it): traced by Dynamo, Liger-Kernel 0.8.5 on PyTorch 2.11 failed both ways on an H100 on
-    2026-11-27, a ``TypeError`` in its ``addmm(out_dtype=...)`` with an unpadded head and an
-    illegal memory access with a padded one (``results/speed-h100-2026-11-27/``).
+    for ``train.head_loss='fused'``).  The model calls it through :func:`fused_loss_outside_compile`.
     """
     from core.optional import liger_fused_linear_cross_entropy
 
     return liger_fused_linear_cross_entropy()(x, weight, targets.long(), bias).float()
+
+
+def fused_loss_outside_compile():
+    """:func:`fused_linear_cross_entropy` wrapped in ``torch.compiler.disable``: same arguments and result.
+
+    Kept out of ``torch.compile``'s graph (the model compiles around it, the kernel runs as Liger
+    ships it): traced by Dynamo, Liger-Kernel 0.8.5 on PyTorch 2.11 failed both ways on an H100 on
+    2026-11-27, a ``TypeError`` in its ``addmm(out_dtype=...)`` with an unpadded head and an
+    illegal memory access with a padded one (``results/speed-h100-2026-11-27/``).  Made on request,
+    not as a decorator: ``torch.compiler.disable`` imports Dynamo, about 1 s at every process start
+    on a 2-core CPU, which no other head loss needs.
+    """
+    return torch.compiler.disable(fused_linear_cross_entropy)

@@ -136,3 +136,14 @@ def test_the_fused_loss_runs_outside_the_compiled_graph(monkeypatch):
     _, loss = torch.compile(fused, backend="eager")(idx, idx, return_logits=False)
     assert calls == [False]
     torch.testing.assert_close(loss, chunked(idx, idx, return_logits=False)[1])
+
+
+def test_only_the_fused_loss_imports_dynamo():
+    """Keeping the fused kernel out of torch.compile needs Dynamo, whose import costs every process about
+    a second: training without head_loss='fused' must not import it (checked in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = "import sys, training.loop, training.setup, model.gpt; print('torch._dynamo' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
