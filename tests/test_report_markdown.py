@@ -11,7 +11,7 @@ import re
 import pytest
 from fake_runs import UNIGRAM, fake_experiment, fake_run, fake_tuning
 
-from experiment import readout, report, report_markdown
+from experiment import readout, report, report_markdown, report_sections
 from experiment.arms import DESCRIPTIONS
 
 CLEAR = [(3.0, 2.85), (3.1, 2.97), (3.2, 3.04)]  # untied lower on every seed by 0.13-0.16 nats
@@ -237,7 +237,7 @@ def test_timings_are_marked_as_measured_under_load_with_median_and_range(tmp_pat
     md = _md(_exp(tmp_path, [(3.0, 3.1), (3.1, 3.2), (3.2, 3.3)], extras))
     assert "| tokens/s (each run's median) ‡ | 800 (range 401–1,200) | 100 |" in md
     assert "| wall time (s) ‡ | 20.0 (range 10.0–30.0) | 60.0 |" in md
-    assert report_markdown.TIMING_NOTE in md and "median and the range" in report_markdown.TIMING_NOTE
+    assert report_sections.TIMING_NOTE in md and "median and the range" in report_sections.TIMING_NOTE
 
 
 def test_per_arm_table_has_one_column_per_arm_reference_first_and_labelled_losses(tmp_path):
@@ -285,7 +285,7 @@ def test_sections_come_in_report_order_and_the_command_right_after_the_title(tmp
     positions = [md.index(f"\n## {h}") for h in order]
     assert positions == sorted(positions)
     assert (
-        f"![val_loss_vs_step.png](val_loss_vs_step.png)\n\n*{report_markdown.CAPTIONS['val_loss_vs_step.png']}*" in md
+        f"![val_loss_vs_step.png](val_loss_vs_step.png)\n\n*{report_sections.CAPTIONS['val_loss_vs_step.png']}*" in md
     )
 
 
@@ -339,14 +339,14 @@ def test_samples_are_labelled_an_illustration_with_one_column_per_arm(tmp_path):
 
 def test_sample_cells_are_escaped():
     """Sample text cannot break the Markdown table or inject HTML."""
-    assert report_markdown._cell("a|b <i>x</i>\nc") == "a&#124;b &lt;i&gt;x&lt;/i&gt;<br>c"
+    assert report_sections._cell("a|b <i>x</i>\nc") == "a&#124;b &lt;i&gt;x&lt;/i&gt;<br>c"
 
 
 def test_spread_gives_median_and_range_or_the_median_alone():
     """_spread: 'median (range min–max)'; the median alone when min equals max; 'n/a' when not recorded."""
-    assert report_markdown._spread((800.0, 401.0, 1200.0)) == "800 (range 401–1,200)"
-    assert report_markdown._spread((100.0, 100.0, 100.0)) == "100"
-    assert report_markdown._spread(None) == "n/a"
+    assert report_sections._spread((800.0, 401.0, 1200.0)) == "800 (range 401–1,200)"
+    assert report_sections._spread((100.0, 100.0, 100.0)) == "100"
+    assert report_sections._spread(None) == "n/a"
 
 
 def test_a_margin_in_bits_per_byte_adds_its_verdicts_beside_the_nats(tmp_path):
