@@ -174,19 +174,23 @@ def load_diverged(out_dir: Path, budgets: list[int], arms: list[str], arm_set: A
     (:func:`experiment.budgets.plan_budgets`) it did not pass, for each of ``arms`` that branches
     from it (``tie-untie-cooldown`` from ``tied``).
     """
+
+    def stopped(marker: Path) -> tuple[dict, int, str, dict]:
+        """The diverged run's config, the step that stopped it, its arm and its train config."""
+        run = marker.parent
+        config, step = read_json(run / "config.json", "run config"), read_json(marker, "divergence")["step"]
+        return config, step, arm_set.of(flatten(config), str(run)), config["train"]
+
     out = []
     for lab in (label(t) for t in budgets):
         for marker in sorted((out_dir / lab).glob(f"*/{DIVERGED}")):
-            run = marker.parent
-            if (run / "summary.json").is_file():  # resumed past it and finished
+            if (marker.parent / "summary.json").is_file():  # resumed past it and finished
                 continue
-            config, step = read_json(run / "config.json", "run config"), read_json(marker, "divergence")["step"]
-            arm, tc = arm_set.of(flatten(config), str(run)), config["train"]
-            out.append(Diverged(lab, arm, tc["learning_rate"], tc["seed"], step, f"{lab}/{run.name}"))
+            _, step, arm, tc = stopped(marker)
+            out.append(Diverged(lab, arm, tc["learning_rate"], tc["seed"], step, f"{lab}/{marker.parent.name}"))
     for marker in sorted((out_dir / TRUNKS).glob(f"*/{DIVERGED}")):
         run = marker.parent
-        config, step = read_json(run / "config.json", "run config"), read_json(marker, "divergence")["step"]
-        trunk, tc = arm_set.of(flatten(config), str(run)), config["train"]
+        config, step, trunk, tc = stopped(marker)
         served = [a for a in dict.fromkeys([trunk, *arms]) if trunk_arm(a, arm_set) == trunk]
         for b in plan_budgets(budgets, RunConfig.from_dict(config, str(run / "config.json"))):
             if b.branch_step >= step:  # the checkpoint at the branch point, written after its step, never was

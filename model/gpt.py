@@ -250,7 +250,7 @@ class GPT(nn.Module):
                 raise ValueError("return_logits=False needs targets: the loss is all it returns")
             # The padded rows are masked (-inf bias), not cut: these losses see whole rows of logits.
             weight, bias = padded_head(self.lm_head.weight, self.lm_head.bias, self.pad_vocab_multiple, mask=True)
-            head_loss = self.fused_loss if self.head_loss == "fused" else linear_cross_entropy
+            head_loss = self.fused_loss or linear_cross_entropy
             return None, head_loss(x.view(B * T, -1), weight, bias, targets.reshape(B * T))  # (B*T, n_embd), (B*T,)
         weight, bias = padded_head(self.lm_head.weight, self.lm_head.bias, self.pad_vocab_multiple)
         # (B, T, vocab_size): the padded columns are cut off, so no padded id is ever scored or sampled.
