@@ -55,7 +55,9 @@ from experiment.runner import (
     DEFAULT_MARGIN,
     VERDICT_FILE,
     Plan,
+    declared_reference,
     declared_settings,
+    experiment_runs,
     run_budget_experiment,
     run_experiment,
     run_sequential,
@@ -447,7 +449,7 @@ class Compared:
     margin: float
     declared: bool  # the margin was declared before the runs (experiment.json) or given now
     outcome: str
-    sequential: tuple  # (level, design) of a --seeds auto experiment; (0.05, "") otherwise
+    sequential: tuple  # (level, design in words, as data) of a --seeds auto experiment; (0.05, "", None) otherwise
 
 
 def _report_folder(args: argparse.Namespace, command: str) -> int | None:
@@ -475,16 +477,23 @@ def _report_folder(args: argparse.Namespace, command: str) -> int | None:
 
 
 def _given_runs(args: argparse.Namespace) -> Compared:
-    """The run folders named on the command line, read with what their experiment declared."""
-    check_run_folders(args.runs)
-    tuning = [p for p in args.runs if Path(p).name.startswith("tune-")]
-    reported = [p for p in args.runs if p not in tuning]
-    margin, declared, outcome, sequential = declared_settings(
-        Path(args.runs[0]).resolve().parent, args.margin, args.outcome
-    )
-    arm_set, reference = arms_of_runs([*reported, *tuning], args.reference)
-    out_dir = args.report_dir or Path(args.runs[0]).resolve().parent
+    """The run folders named on the command line (or every run folder of one experiment folder given
+    alone), read with what their experiment declared."""
+    folder = _experiment_folder(args.runs)
+    runs = experiment_runs(folder) if folder else args.runs
+    check_run_folders(runs)
+    tuning = [p for p in runs if Path(p).name.startswith("tune-")]
+    reported = [p for p in runs if p not in tuning]
+    where = folder or Path(runs[0]).resolve().parent
+    margin, declared, outcome, sequential = declared_settings(where, args.margin, args.outcome)
+    arm_set, reference = arms_of_runs([*reported, *tuning], declared_reference(where, args.reference))
+    out_dir = args.report_dir or where
     return Compared(reported, tuning, out_dir, arm_set, reference, margin, declared, outcome, sequential)
+
+
+def _experiment_folder(runs: list[Path]) -> Path | None:
+    """The one experiment folder (holding experiment.json) given alone to re-render, else None."""
+    return runs[0] if len(runs) == 1 and (runs[0] / "experiment.json").is_file() else None
 
 
 def _plan(args: argparse.Namespace, overrides: dict) -> Plan:
@@ -514,7 +523,7 @@ def _trained_runs(plan: Plan) -> Compared:
     if plan.max_seeds:
         reported, tuning, out_dir, sequential = run_sequential(plan)
     else:
-        (reported, tuning, out_dir), sequential = run_experiment(plan), (0.05, "")
+        (reported, tuning, out_dir), sequential = run_experiment(plan), (0.05, "", None)
     return Compared(
         reported, tuning, out_dir, plan.arm_set, plan.reference, plan.margin, True, plan.outcome, sequential
     )
@@ -564,14 +573,14 @@ def main(argv: list[str] | None = None) -> int:
             c.out_dir,
             prompts,
             _title(c.arm_set, c.out_dir),
-            c.reference,
-            c.margin,
-            command,
-            args.margin_bpb,
-            c.arm_set,
-            c.declared,
-            c.outcome,
-            c.sequential,
+            reference=c.reference,
+            margin=c.margin,
+            command=command,
+            margin_bpb=args.margin_bpb,
+            arm_set=c.arm_set,
+            margin_declared=c.declared,
+            outcome=c.outcome,
+            sequential=c.sequential,
         )
         _print_report(path, meaningful=meaningful)
         return gate(path.parent / VERDICT_FILE, args.fail_on)

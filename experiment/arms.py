@@ -369,6 +369,19 @@ def head() -> str:
     return _git("rev-parse", "HEAD").stdout.strip()
 
 
+def diff_stat(before: str, after: str) -> str | None:
+    """``git diff --shortstat before after`` in words, e.g. ``"2 files changed, 9 insertions(+), 3 deletions(-)"``;
+    None when git cannot tell (no repository, a commit it does not have)."""
+    done = _git("diff", "--shortstat", before, after)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def changed_files(before: str, after: str) -> list[str] | None:
+    """The files ``git diff --name-only before after`` lists, or None when git cannot tell."""
+    done = _git("diff", "--name-only", before, after)
+    return done.stdout.split() if done.returncode == 0 else None
+
+
 def check_clean() -> None:
     """Refuse a checkout with uncommitted changes or untracked files (``results/`` and what ``.gitignore``
     keeps out aside): a run records only the commit it trained from."""

@@ -34,7 +34,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json, write_json
 from core.settings import field_types, merge, parse_cli_value
-from experiment import readout, report
+from experiment import readout, report, stats
 from experiment.arms import with_recorded
 from experiment.grid_model import cell_vocab_use
 from experiment.plan import best_lr, lr_grid_refusals, score as tuning_score
@@ -312,10 +312,10 @@ def _arm_lr(exp: Experiment, arm: str) -> float:
     return exp.runs[arm][0].learning_rate
 
 
-def _bpb_verdict(exp: Experiment, arm: str, margin_bpb: float) -> tuple[str, int | None]:
+def _bpb_verdict(exp: Experiment, arm: str, margin_bpb: float) -> tuple[str, stats.SeedsFigure | None]:
     """An arm's verdict from the paired final val bpb with an equivalence margin in bpb (``--margin-bpb``).
 
-    :func:`experiment.readout.bpb_comparison`'s verdict, with a rough seeds-needed figure when
+    :func:`experiment.readout.bpb_comparison`'s verdict, with the seeds figure (:func:`stats.seeds_figure`) when
     inconclusive; "no bpb" when a run has no bits per byte.
     """
     c = readout.bpb_comparison(exp, arm, margin_bpb)

@@ -74,7 +74,8 @@ def _table(rows: list[dict]) -> list[str]:
     for r in rows:
         epochs = f" ({r['epochs']:.2f})" if r["epochs"] else ""
         bpb = f"{r['delta_bpb']:+.4f} {_ci(*r['ci_bpb'])}" if r["delta_bpb"] is not None else "n/a"
-        verdict = r["verdict"] + (f" (~{r['seeds_needed']} seeds would settle it)" if r["seeds_needed"] else "")
+        needed = r["seeds_needed"]
+        verdict = r["verdict"] + (f" (seeds to detect the margin: {needed.short()})" if needed else "")
         use = [never_seen_fraction(r["vocab_use"]), seen_often_fraction(r["vocab_use"])]
         never, often = (f"{v:.1%}" if v is not None else "n/a" for v in use)
         lines.append(

@@ -275,15 +275,15 @@ def power_line(out_dir: Path, arms: list[str], reference: str, seeds: int, margi
     arm, (sd, n) = max(spreads.items(), key=lambda kv: kv[1][0])
     alpha = 0.05 / max(1, len(arms) - 1)  # Holm's strictest step over the arms compared with the reference
     found = stats.detectable_difference(sd, seeds, alpha)
-    need = stats.seeds_for(margin, sd, alpha)
     line = (
         f"[compare] power: {arm} − {reference} spreads by {sd:.4f} nats a seed ({n} paired seeds finished here); "
         f"{seeds} seeds detect a difference of about {found:.4f} nats (80% power, {100 * alpha:.3g}% two-sided)"
         if found is not None
         else f"[compare] power: {arm} − {reference} spreads by {sd:.4f} nats a seed ({n} paired seeds finished here)"
     )
-    if need is not None and need > seeds:
-        line += f"; the declared margin ±{margin:g} needs about {need} seeds: raise --seeds"
+    figure = stats.seeds_figure(sd, n, margin, alpha)  # the rule an inconclusive verdict's figure follows too
+    if figure is not None and (figure.seeds is None or figure.seeds > seeds or figure.too_small):
+        line += f"; the declared margin: {figure.words(f'±{margin:g} nats')}"
     return line
 
 

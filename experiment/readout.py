@@ -23,7 +23,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json
 from experiment import stats
-from experiment.report import Experiment, Run
+from experiment.report import Experiment, Run, code_versions
 
 # What a verdict may read, declared before the runs (``compare.py --outcome``): the final val loss
 # (nats/token); a systems change's speed: each run's median tokens/s, compared as -ln(tokens/s) so
@@ -164,7 +164,8 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
         "margin_declared": margin_declared,
         "learning_rates_tuned": tuned,
         "alpha": exp.alpha,
-        "sequential": exp.sequential or None,
+        "sequential": exp.looks,
+        "code": code_versions(exp),
         "values": {  # null for a run that never reached a tokens-to target (strict JSON has no infinity)
             arm: [v if math.isfinite(v := outcome_value(r, exp.outcome)) else None for r in members]
             for arm, members in exp.runs.items()

@@ -27,7 +27,7 @@ import torch
 from core.errors import UserError
 from core.files import read_json
 from experiment import schedules
-from experiment.arms import CODE, PRESETS, REFUSED, ArmSet, arms_from_differences, with_recorded
+from experiment.arms import CODE, PRESETS, REFUSED, ArmSet, arms_from_differences, diff_stat, with_recorded
 from training import config
 from training.runs import load_run_config, read_metrics
 
@@ -111,6 +111,7 @@ class Experiment:
     outcome: str = "loss"  # what the verdict reads (experiment.readout.OUTCOMES), declared before the runs
     alpha: float = 0.05  # the level the verdicts test at (lower at each look of a sequential experiment)
     sequential: str = ""  # for a sequential experiment (--seeds auto), which look it stopped at, in words
+    looks: dict | None = None  # the same as data (verdict.json's "sequential"): looks, seeds read, alpha, rule
 
     @property
     def arms(self) -> list[str]:
@@ -184,7 +185,7 @@ def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
     needed = ("parameters", "non_embedding_parameters", "tokens_per_s_median")
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), (int, float)) for k in needed):
         raise UserError(f"{path / 'summary.json'} lacks {', '.join(needed)}: re-run the run's last step with train.py")
-    arm = arms.of({**flatten(config), CODE: _commit(path)}, str(path))
+    arm = arms.of({**flatten(config), CODE: run_commit(path)}, str(path))
     return Run(
         path,
         config,
@@ -221,7 +222,7 @@ def arms_of_runs(paths: list[Path], reference: str | None) -> tuple[ArmSet, str]
         try:
             derived, names = arms_from_differences(configs)
         except UserError:  # the same settings: the runs may differ in the code they trained with
-            derived, names = arms_from_differences([{**c, CODE: _commit(p)} for c, p in zip(configs, paths)])
+            derived, names = arms_from_differences([{**c, CODE: run_commit(p)} for c, p in zip(configs, paths)])
         differing = {k for settings in derived.settings.values() for k in settings}
         refused = sorted(differing & set(REFUSED))
         if refused:
@@ -231,7 +232,7 @@ def arms_of_runs(paths: list[Path], reference: str | None) -> tuple[ArmSet, str]
         if not differing <= set(pool.keys) | TUNED_KEYS | SIZE_KEYS | {"train.min_lr"}:
             return derived, reference or names[0]
     try:
-        named = [pool.of({**c, CODE: _commit(p)}, str(p)) for c, p in zip(configs, paths)]
+        named = [pool.of({**c, CODE: run_commit(p)}, str(p)) for c, p in zip(configs, paths)]
     except UserError:  # e.g. untied runs with and without an lm_head bias: compared by the keys they differ in
         if derived is None:
             raise
@@ -249,7 +250,7 @@ def _recorded_arms(paths: list[Path]) -> dict:
     return recorded
 
 
-def _commit(path: Path) -> str | None:
+def run_commit(path: Path) -> str | None:
     """The git commit a run trained from (``env.json``), or None."""
     env = Path(path) / "env.json"
     try:
@@ -257,6 +258,22 @@ def _commit(path: Path) -> str | None:
     except UserError:  # an unreadable env.json names no commit; the report needs nothing else from it
         return None
     return record.get("git_commit") if isinstance(record, dict) else None
+
+
+def code_versions(exp: Experiment) -> dict[str, dict]:
+    """Where arms trained from other code: ``{arm: {"commit", "reference_commit", "diff_stat"}}`` for each arm
+    whose runs recorded another commit (``env.json``) than the reference's; ``{}`` when all share one.
+
+    ``diff_stat`` is ``git diff --shortstat`` from the reference's commit to the arm's, in git's words
+    (None where git cannot tell, e.g. a commit this repository does not have).
+    """
+    commits = {arm: run_commit(members[0].path) for arm, members in exp.runs.items()}
+    ref = commits[exp.reference]
+    return {
+        arm: {"commit": c, "reference_commit": ref, "diff_stat": diff_stat(ref, c) if ref and c else None}
+        for arm, c in commits.items()
+        if arm != exp.reference and c != ref
+    }
 
 
 def _same_config(members: list[Run], what: str) -> None:
@@ -430,9 +447,8 @@ def check_run_folders(paths: list[Path]) -> None:
     for path in paths:
         if (path / "experiment.json").is_file():
             raise UserError(
-                f"{path} is an experiment folder (it holds experiment.json), not a run folder: report on its run "
-                f"folders with python compare.py {shlex.quote(str(path))}/*/ (tune-* are its learning-rate grid), or run "
-                f"the compare.py command that made it again (see its report.md; finished runs are reused)"
+                f"{path} is an experiment folder (it holds experiment.json), not a run folder: give it alone to "
+                f"write its report again (python compare.py {shlex.quote(str(path))})"
             )
         if not (path / "config.json").is_file():
             what = (

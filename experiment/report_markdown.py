@@ -89,6 +89,11 @@ def baseline_warning(exp: Experiment) -> str | None:
     )
 
 
+def _head(c: stats.Comparison) -> str:
+    """A verdict line's opening, naming which arm is the reference: ``- drop vs base (reference): ``."""
+    return f"- {c.arm} vs {c.reference} (reference): "
+
+
 def _speed_line(c: stats.Comparison) -> str:
     """A speed comparison (``--outcome tokens-per-s``) in words: Δ of -ln(tokens/s) read back as a percentage."""
 
@@ -104,7 +109,7 @@ def _speed_line(c: stats.Comparison) -> str:
         else (f"**as fast within ±{100 * c.margin:g}%**" if c.verdict == "equivalent" else "**inconclusive**")
     )
     return (
-        f"- {c.arm} vs {c.reference}: {verdict} — tokens/s {pct(c.mean)} (95% CI {ci}; Holm-adjusted p = "
+        f"{_head(c)}{verdict} — tokens/s {pct(c.mean)} (95% CI {ci}; Holm-adjusted p = "
         f"{_p(c.p_holm)}; TOST p at ±{100 * c.margin:g}% = {_p(c.p_tost)}; {n} interleaved seed pair{'s' if n != 1 else ''})"
     )
 
@@ -119,7 +124,7 @@ def _target_line(c: stats.Comparison, target: str) -> str:
     ci = "n/a" if not all(map(math.isfinite, c.ci)) else f"[{pct(c.ci[0])}, {pct(c.ci[1])}]"
     verdict = f"**{c.verdict}**" + (f" within ±{100 * c.margin:g}%" if c.verdict == "equivalent" else "")
     return (
-        f"- {c.arm} vs {c.reference}: {verdict} — tokens to reach val loss {target} {pct(c.mean)} (95% CI {ci}; "
+        f"{_head(c)}{verdict} — tokens to reach val loss {target} {pct(c.mean)} (95% CI {ci}; "
         f"Holm-adjusted p = {_p(c.p_holm)}; TOST p at ±{100 * c.margin:g}% = {_p(c.p_tost)}; {n} seeds)"
     )
 
@@ -140,7 +145,7 @@ def _never_reached_line(exp: Experiment) -> str | None:
 def _verdict_line(c: stats.Comparison) -> str:
     """One comparison in words: the verdict in bold, then the numbers behind it."""
     n = len(c.diffs)
-    head = f"- {c.arm} vs {c.reference}: "
+    head = _head(c)
     if c.verdict in ("better", "worse"):
         near, far = (c.ci[1], c.ci[0]) if c.verdict == "better" else c.ci  # near: the end nearest no difference
         within = f", by less than the ±{c.margin:g} margin" if abs(far) < c.margin else ""
@@ -158,9 +163,9 @@ def _verdict_line(c: stats.Comparison) -> str:
     if n < 2:
         settle = "one seed has no spread to test against: run at least 2 seeds per arm, 5 or more to settle it"
     elif c.seeds_needed is None:
-        settle = "no practical number of seeds would settle it at the observed spread"
+        settle = "the seeds moved every pair alike, so no spread says how many more would settle it"
     else:
-        settle = f"about {c.seeds_needed} seeds would settle it (rough estimate from the observed spread)"
+        settle = c.seeds_needed.words(f"±{c.margin:g} nats")
     return (
         head + f"**inconclusive** — mean difference {_num(c.mean)} nats (95% CI {_ci(c)}; Holm-adjusted "
         f"p = {_p(c.p_holm)}; TOST p at ±{c.margin:g} = {_p(c.p_tost)}; {n} seed{'s' if n != 1 else ''}): neither a difference nor "
@@ -245,11 +250,11 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
         "",
         "| arm | per seed | mean | 95% CI | paired t p | Holm p | Wilcoxon p | sign-test p | d_z | "
         f"{'time-per-token ratio' if speed else ('tokens ratio' if target else 'perplexity ratio')} | "
-        f"TOST p (±{exp.margin:g}) | verdict | seeds needed |",
+        f"TOST p (±{exp.margin:g}) | verdict | seeds to detect the margin (95% range) |",
         "|" + "---|" * 13,
     ]
     for c in comps:
-        needed = "—" if c.verdict != "inconclusive" else (str(c.seeds_needed) if c.seeds_needed else "n/a")
+        needed = "—" if c.verdict != "inconclusive" else (c.seeds_needed.short() if c.seeds_needed else "n/a")
         lines.append(
             f"| {c.arm} | {', '.join(_signed(d) for d in c.diffs)} | {_signed(c.mean)} | {_ci(c, 4)} | {_p(c.p_t)} | "
             f"{_p(c.p_holm)} | {_p(c.p_wilcoxon)} | {_p(c.p_sign)} | {_num(c.d_z, 2)} | {c.ppl_ratio:.4f} | "
@@ -418,7 +423,7 @@ def render_markdown(
     """
     comps = comparisons(exp)
     warning = baseline_warning(exp)
-    lines = [f"# {title}", ""]
+    lines = [f"# {title} (reference: {exp.reference})", ""]
     lines += _command_block(command) if command else []
     lines += [warning, ""] if warning else []
     lines += _verdict_section(exp, comps, warning is not None)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from experiment.figures import CAPTIONS
 from experiment.readout import arm_table
-from experiment.report import SIZE_KEYS, Experiment
+from experiment.report import SIZE_KEYS, Experiment, code_versions
 
 TIMING_NOTE = (
     "‡ Timings were measured under whatever load the machine had while each run trained (other "
@@ -102,7 +102,16 @@ def setup_section(exp: Experiment) -> list[str]:
             lines.append(f"  - {arm}: `{key}` {exp.reference} `{a}`, {arm} `{b}`")
     for key, (a, b) in exp.bookkeeping.items():
         lines.append(f"  - `{key}`: {exp.reference} `{a}`, another arm `{b}` (bookkeeping: no effect on the maths)")
+    for arm, v in code_versions(exp).items():
+        ref, own = _short(v["reference_commit"]), _short(v["commit"])
+        change = f"; {v['diff_stat']} (`git diff --stat {ref} {own}`)" if v["diff_stat"] else ""
+        lines.append(f"  - {arm}: the code, commit `{own}` against {exp.reference}'s `{ref}`{change}")
     return lines + [""]
+
+
+def _short(commit: str | None) -> str:
+    """A commit as a report names it: its first 12 characters, or "unknown" for a run that recorded none."""
+    return commit[:12] if commit else "unknown"
 
 
 def arm_section(exp: Experiment) -> list[str]:

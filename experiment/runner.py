@@ -30,7 +30,7 @@ from core.files import file_lock, read_json, write_json, write_text_atomic
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import adopt, arms, budgets, figures, launch, readout, report, report_markdown, stats
+from experiment import adopt, arms, budgets, figures, launch, readout, report, report_markdown, schedules, stats
 from experiment.arms import ARMS, PRESETS, ArmSet
 from experiment.plan import (
     TUNING_SEED_OFFSET,
@@ -135,7 +135,12 @@ def _commands(plan: Plan, cfg: RunConfig, name: str) -> Commands:
     passed_on = {
         s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in plan.overrides.items()
     }
-    arm_flags = {arm: plan.arm_set.argv(arm) + _size_flags(cfg, plan.equal_params, arm) for arm in plan.arms}
+    arm_flags = {
+        arm: plan.arm_set.argv(arm)
+        + _min_lr_flags(cfg, plan.arm_set.settings[arm], arm)
+        + _size_flags(cfg, plan.equal_params, arm)
+        for arm in plan.arms
+    }
     # train.out_dir is the experiment's parent here; launch.run_arm names the experiment folder itself.
     resume_argv = overrides_to_argv(
         {
@@ -194,6 +199,7 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     cfg, data, name = _prepare(plan)
     cmds = _commands(plan, cfg, name)
     out_dir = cmds.out_dir
+    check_planned(plan, cmds)
     settings = remember_settings(out_dir, cfg, plan)
     sha = data.meta.get("source_sha256")
     adopting = adopt.identify(plan.adopt, cfg.train.seed, plan.arms, plan.seeds, plan.arm_set)
@@ -327,6 +333,40 @@ def _progress(out_dir: Path, names: list[str], what: str) -> str:
     return line
 
 
+def _min_lr_flags(cfg: RunConfig, settings: dict, arm: str) -> list[str]:
+    """For an arm that sets the peak rate but not min_lr: min_lr scaled with it, as --lr-grid scales it, so the
+    schedule keeps its shape (said once); [] otherwise."""
+    lr = settings.get("train.learning_rate")
+    if lr is None or "train.min_lr" in settings:
+        return []
+    flags = lr_flags(cfg.train.learning_rate, cfg.train.min_lr, lr)[1:]
+    print(
+        f"[compare] arm {arm} sets train.learning_rate={lr:g}: its {flags[0][2:]} follows it, as --lr-grid "
+        "scales it, so its schedule keeps the shape of the others' (set train.min_lr in the arm for another)",
+        flush=True,
+    )
+    return flags
+
+
+def check_planned(plan: Plan, cmds: Commands) -> None:
+    """Refuse, before any run trains or experiment.json records the arms, what the report would refuse after
+    training: arms whose planned configs differ in more than their own settings (and a tuned rate or size), or
+    whose learning-rate schedules part (:func:`experiment.schedules.check_planned`)."""
+    planned = {arm: cmds.expected(arm, 0) for arm in plan.arms}
+    ref = report.flatten(planned[plan.reference].to_dict())
+    allowed = set(plan.arm_set.keys) | report.TUNED_KEYS | report.SIZE_KEYS | report.BOOKKEEPING
+    for arm, cfg in planned.items():
+        flat = report.flatten(cfg.to_dict())
+        unfair = sorted(k for k in set(ref) | set(flat) if ref.get(k) != flat.get(k) and k not in allowed)
+        if unfair:
+            raise UserError(
+                f"arm {arm} would differ from {plan.reference} in more than its own settings ({', '.join(unfair)}): "
+                "set them in the config every arm shares, or in the arm itself"
+            )
+    own = {arm: plan.arm_set.settings[arm] for arm in plan.arms}
+    schedules.check_planned({arm: cfg.train for arm, cfg in planned.items()}, plan.reference, own)
+
+
 def _size_flags(cfg: RunConfig, equal_params: str | None, arm: str) -> list[str]:
     """With --equal-params, the grown width or depth for the arms that share one matrix (tied, tied-bias)."""
     if not equal_params or arm not in ("tied", "tied-bias"):
@@ -354,7 +394,7 @@ def write_report(
     arm_set: ArmSet = PRESETS,
     margin_declared: bool = True,
     outcome: str = "loss",
-    sequential: tuple[float, str] = (0.05, ""),
+    sequential: tuple[float, str, dict | None] = (0.05, "", None),
 ) -> tuple[Path, bool]:
     """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures) and
     ``out_dir/verdict.json`` (:func:`readout.verdict_record`; ``margin_declared`` goes into it).
@@ -365,18 +405,27 @@ def write_report(
     Returns ``(report path, meaningful)``: ``meaningful`` is False when the report opens with
     :func:`report_markdown.baseline_warning` (a run did not beat the unigram baseline).
     """
-    exp = report.check_experiment(
-        report.load_runs(paths, arm_set), reference, margin, report.load_runs(tuning, arm_set), arm_set, outcome
-    )
-    exp = dataclasses.replace(exp, alpha=sequential[0], sequential=sequential[1])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    names = figures.plot_all(exp, out_dir)
-    texts = report.samples(exp, prompts) if prompts else {}
-    md = report_markdown.render_markdown(exp, names, texts, title, command, out_dir, margin_bpb)
-    path = out_dir / "report.md"
+    path, verdict = out_dir / "report.md", out_dir / VERDICT_FILE
+    try:
+        exp = report.check_experiment(
+            report.load_runs(paths, arm_set), reference, margin, report.load_runs(tuning, arm_set), arm_set, outcome
+        )
+        alpha, words, looks = sequential
+        looks = None if looks is None else {**looks, "seeds_read": len(exp.seeds)}
+        exp = dataclasses.replace(exp, alpha=alpha, sequential=words, looks=looks)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        names = figures.plot_all(exp, out_dir)
+        texts = report.samples(exp, prompts) if prompts else {}
+        md = report_markdown.render_markdown(exp, names, texts, title, command, out_dir, margin_bpb)
+        record = json.dumps(readout.verdict_record(exp, margin_declared, margin_bpb), indent=2) + "\n"
+    except BaseException:  # a report that failed leaves no earlier verdict standing for a script to read
+        path.unlink(missing_ok=True)
+        verdict.unlink(missing_ok=True)
+        raise
+    # report.md goes last, each file whole (renamed into place): a report.md always has its own verdict.json.
+    path.unlink(missing_ok=True)
+    write_text_atomic(verdict, record)
     write_text_atomic(path, md)
-    record = readout.verdict_record(exp, margin_declared, margin_bpb)
-    write_text_atomic(out_dir / VERDICT_FILE, json.dumps(record, indent=2) + "\n")
     return path, report_markdown.baseline_warning(exp) is None
 
 
@@ -392,6 +441,7 @@ def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str],
     budgets.check_arms(plan.arms, plan.arm_set)
     steps = budgets.plan_budgets(plan.budgets, cfg)
     cmds = _commands(plan, cfg, name)
+    check_planned(plan, cmds)
     remember_settings(cmds.out_dir, cfg, plan)
     tc = cfg.train
     runs = [
@@ -432,7 +482,7 @@ def _job_done(out_dir: Path, job: launch.Job) -> bool:
     return (out_dir / job.name / "summary.json").is_file()
 
 
-def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[float, str]]:
+def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[float, str, dict]]:
     """``--seeds auto``: train the experiment a look at a time (:func:`stats.sequential_looks` up to
     ``plan.max_seeds``) and stop at the first look where every arm's verdict is decided.
 
@@ -463,7 +513,7 @@ def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[floa
                 "Bonferroni), so over all the looks each arm's chance of a false verdict stays at most 5% "
                 "(better or worse: for all the arms together, Holm within each look)"
             )
-            return reported, tuning, out_dir, (alpha, words)
+            return reported, tuning, out_dir, (alpha, words, looks_record(looks, n, alpha))
     raise AssertionError("unreachable: the last look returns")
 
 
@@ -491,6 +541,7 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
         "lr_grid": plan.lr_grid,
         "lr_widen": plan.lr_widen,
         "margin": plan.margin,
+        "reference": plan.reference,  # the arm every verdict reads against, declared before the runs
     }
     if plan.max_seeds:  # --seeds auto: the looks, fixed before the runs
         settings["max_seeds"] = plan.max_seeds
@@ -516,6 +567,7 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
             "checkout": before.get("checkout", now.get("checkout")),
             "outcome": before.get("outcome"),
             "max_seeds": before.get("max_seeds"),
+            "reference": before.get("reference", now["reference"]),  # older folders recorded none
         }
         changed += [k for k, v in was.items() if v != now.get(k)]
         gone = sorted(set(before.get("budgets", [])) - set(plan.budgets))
@@ -558,6 +610,26 @@ def _declared_margin(out_dir: Path, given: float | None) -> tuple[float, bool]:
     return (given if given is not None else DEFAULT_MARGIN), False
 
 
+def experiment_runs(out_dir: Path) -> list[Path]:
+    """The run folders of an experiment folder (each holding a config.json; tune-* are its rate grid), sorted.
+
+    Raises :class:`UserError` when it holds none (its runs were never started, or were moved)."""
+    runs = sorted(p.parent for p in out_dir.glob("*/config.json"))
+    if not runs:
+        raise UserError(f"experiment folder {out_dir} holds no run folders yet: run the command that made it")
+    return runs
+
+
+def declared_reference(out_dir: Path, given: str | None) -> str | None:
+    """The reference arm the experiment folder declared (experiment.json), checked against ``--reference`` if
+    given; else ``given`` (None: the report's own rule picks one).  Raises :class:`UserError` on a clash."""
+    saved = out_dir / "experiment.json"
+    declared = read_json(saved, "experiment settings").get("reference") if saved.is_file() else None
+    if declared is not None and given is not None and given != declared:
+        raise UserError(f"{saved} declared --reference {declared} before the runs: report with it (drop --reference)")
+    return declared or given
+
+
 def _declared_outcome(out_dir: Path, given: str | None) -> str:
     """The outcome the experiment folder declared (experiment.json), checked against ``--outcome`` if given."""
     saved = out_dir / "experiment.json"
@@ -567,16 +639,24 @@ def _declared_outcome(out_dir: Path, given: str | None) -> str:
     return declared or given or "loss"
 
 
-def _declared_sequential(out_dir: Path) -> tuple[float, str]:
-    """``(alpha, words)`` for runs of a sequential experiment folder (its experiment.json's max_seeds), else
-    ``(0.05, "")``: a report on its runs tests at the looks' level, as its verdict did."""
+def _declared_sequential(out_dir: Path) -> tuple[float, str, dict | None]:
+    """``(alpha, words, looks as data)`` for runs of a sequential experiment folder (its
+    experiment.json's max_seeds), else ``(0.05, "", None)``: a report on its runs tests at the looks' level,
+    as its verdict did."""
     saved = out_dir / "experiment.json"
     max_seeds = read_json(saved, "experiment settings").get("max_seeds") if saved.is_file() else None
     if not max_seeds:
-        return 0.05, ""
+        return 0.05, "", None
     looks = stats.sequential_looks(max_seeds)
     alpha = stats.look_alpha(looks)
-    return alpha, (
+    words = (
         f"from a sequential experiment of up to {max_seeds} seeds in looks of {', '.join(map(str, looks))}; "
         f"every look tests at α = {alpha:.4g} (0.05 over {len(looks)} looks, Bonferroni)"
     )
+    return alpha, words, looks_record(looks, None, alpha)
+
+
+def looks_record(looks: list[int], seeds: int | None, alpha: float) -> dict:
+    """verdict.json's ``sequential``: the seed counts of the looks declared before the runs, the seeds this
+    verdict read (None: not known here), the level every look tests at, and the rule that set it."""
+    return {"looks": looks, "seeds_read": seeds, "alpha_per_look": alpha, "rule": "bonferroni"}

@@ -23,6 +23,20 @@ from pathlib import Path
 from typing import Protocol
 
 from core.errors import UserError
+from training.config import TrainConfig
+from training.schedule import get_lr
+
+# The train.py settings that shape the learning-rate schedule (relative to its peak).
+SHAPE_KEYS = (
+    "train.learning_rate",
+    "train.min_lr",
+    "train.warmup_iters",
+    "train.lr_decay_iters",
+    "train.max_iters",
+    "train.lr_schedule",
+    "train.cooldown_frac",
+    "train.cooldown_shape",
+)
 
 # lr / peak values closer than this are the same schedule: the tuned arms' min_lr is passed on the
 # command line to 6 significant digits (experiment.plan.lr_flags), so their ratios differ in the
@@ -122,4 +136,42 @@ def check_schedules(runs: list[Scheduled]) -> None:
         raise UserError(
             f"{culprit.path} and {other.path} moved their learning-rate schedules differently on resume, from step "
             f"{steps[0]} ({why}): compare runs trained on one schedule (re-train the one that differs in one go)"
+        )
+
+
+def check_planned(planned: dict[str, TrainConfig], reference: str, own: dict[str, dict]) -> None:
+    """Before anything trains: refuse arms whose planned schedules differ, relative to each one's peak, as
+    :func:`check_schedules` would refuse their runs after training.
+
+    ``planned``: each arm's resolved train config (the reference's first); ``own``: each arm's own settings
+    (flat keys), which the message names with the fix.  lr / peak is compared at every step of the
+    reference's run (:func:`training.schedule.get_lr`), within :data:`REL_TOL`.  Raises :class:`UserError`.
+    """
+    ref = planned[reference]
+    for arm, tc in planned.items():
+        steps = range(max(ref.max_iters, tc.max_iters))
+        parting = next(
+            (
+                (step, get_lr(step, tc) / tc.learning_rate, get_lr(step, ref) / ref.learning_rate)
+                for step in steps
+                if not math.isclose(
+                    get_lr(step, tc) / tc.learning_rate,
+                    get_lr(step, ref) / ref.learning_rate,
+                    rel_tol=REL_TOL,
+                    abs_tol=ABS_TOL,
+                )
+            ),
+            None,
+        )
+        if parting is None and tc.max_iters == ref.max_iters:
+            continue
+        step, x, y = parting or (min(tc.max_iters, ref.max_iters), 1.0, 1.0)
+        keys = [k for k in own.get(arm, {}) if k in SHAPE_KEYS] or [
+            k for k in own.get(reference, {}) if k in SHAPE_KEYS
+        ]
+        raise UserError(
+            f"arm {arm} would follow another learning-rate schedule than {reference}, parting at step {step} "
+            f"(lr / peak {x:.4g} vs {y:.4g}){' because of its ' + ', '.join(keys) if keys else ''}: an arm may change "
+            "the peak rate (its train.min_lr then follows it), not the schedule's shape or length; drop "
+            f"{', '.join(keys) or 'the setting'} from the arm, or compare the schedules as a --budgets or --grid axis"
         )

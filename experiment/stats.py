@@ -15,7 +15,7 @@ Every statistical computation is done by scipy or statsmodels, not by hand:
 * exact sign test: ``scipy.stats.binomtest``;
 * equivalence (TOST, Schuirmann 1987): ``statsmodels.stats.weightstats.ttost_paired``;
 * Holm step-down adjustment (Holm 1979): ``statsmodels.stats.multitest.multipletests``;
-* t quantiles for the seeds-needed planning figure: ``scipy.stats.t.ppf``.
+* the seeds-needed planning figure: statsmodels' ``TTestPower`` and the sd's interval from ``scipy.stats.chi2``.
 
 Verdict rule (alpha = 0.05 unless told otherwise), per comparison:
 
@@ -24,8 +24,8 @@ Verdict rule (alpha = 0.05 unless told otherwise), per comparison:
 * **worse**: p_holm < alpha and the whole 95% CI is above 0;
 * otherwise **equivalent**: p_tost < alpha, the 90% two one-sided tests at the margin
   (declared before the runs) show the difference lies within (-margin, +margin);
-* otherwise **inconclusive**, with ``seeds_needed`` a rough figure for how many seeds would
-  settle it.
+* otherwise **inconclusive**, with ``seeds_needed`` the seeds that would detect a difference of
+  the margin with 80% power, and the range the spread's own uncertainty allows (:func:`seeds_figure`).
 
 With fewer than 2 seeds the verdict is always inconclusive (seeds_needed None).
 """
@@ -63,8 +63,8 @@ class Comparison:
     (Schuirmann 1987; ``statsmodels.stats.weightstats.ttost_paired``); ``p_holm`` the Holm (1979)
     adjusted p_t across one report (equals p_t until :func:`holm` fills it); ``verdict`` one of
     "better", "worse", "equivalent", "inconclusive" (rule in the module docstring);
-    ``seeds_needed`` for "inconclusive", a rough number of seeds that would settle it
-    (:func:`seeds_needed`), else None.
+    ``seeds_needed`` for "inconclusive", how many seeds would detect a difference of the margin and how
+    sure that figure is (:func:`seeds_figure`), else None.
     """
 
     arm: str
@@ -83,7 +83,7 @@ class Comparison:
     p_tost: float
     p_holm: float
     verdict: str
-    seeds_needed: int | None
+    seeds_needed: SeedsFigure | None
 
 
 def _check_inputs(
@@ -122,8 +122,8 @@ def _decide(
     n: int,
     alpha: float,
     family: int = 1,
-) -> tuple[str, int | None]:
-    """The verdict (rule in the module docstring) and, when inconclusive, seeds_needed.
+) -> tuple[str, SeedsFigure | None]:
+    """The verdict (rule in the module docstring) and, when inconclusive, the seeds figure (:func:`seeds_figure`).
 
     ``p_adj`` is the p-value to test the difference with (p_t, or p_holm after :func:`holm`).
     ``family`` is the number of comparisons adjusted together: the planning figure then uses
@@ -138,7 +138,7 @@ def _decide(
         return "worse", None
     if not math.isnan(p_tost) and p_tost < alpha:
         return "equivalent", None
-    return "inconclusive", seeds_needed(mean, sd, margin, alpha / family)
+    return "inconclusive", seeds_figure(sd, n, margin, alpha / family)
 
 
 def _p_wilcoxon(diffs: np.ndarray) -> float | None:
@@ -240,31 +240,79 @@ def holm(comparisons: list[Comparison], alpha: float = 0.05, family: int | None 
     return out
 
 
-def seeds_needed(mean: float, sd: float, margin: float, alpha: float = 0.05, max_n: int = 1000) -> int | None:
-    """Roughly how many seeds would settle a comparison, if the observed mean and sd held.
+MIN_PLANNING_DF = 4  # a spread from fewer degrees of freedom (a pilot under 5 seeds) is too uncertain to plan on
 
-    A rough planning figure from the observed spread (``mean`` and ``sd`` of the per-seed
-    differences, nats/token), not a power analysis: it ignores that the next seeds' mean and sd
-    will differ.  Returns the smallest n >= 2 (up to ``max_n``) at which either
 
-    * a difference would be shown: t_{1-alpha/2, n-1} * sd / sqrt(n) < |mean|, or
-    * when |mean| < margin, equivalence would be shown (TOST, Schuirmann 1987):
-      t_{1-alpha, n-1} * sd / sqrt(n) < margin - |mean|,
+@dataclass(frozen=True)
+class SeedsFigure:
+    """How many paired seeds would detect a difference the size of the margin, and how sure that figure is.
 
-    whichever needs fewer seeds (quantiles from ``scipy.stats.t.ppf``).  None if sd is nan, inf
-    or <= 0, or if no n <= max_n works.  Raises nothing.
+    ``seeds``: the fewest seeds whose paired t test detects a true difference of ``margin`` with 80%
+    power (:func:`seeds_for`) if the per-seed differences spread by the observed sd; ``low`` and
+    ``high``: the same at the ends of the sd's 95% interval (chi-square on ``df`` degrees of freedom),
+    so a spread from a small pilot shows how little it knows (2 df: sd × 0.52 to × 6.3, seeds × 0.27
+    to × 40).  A count above :data:`MAX_SEEDS` is None.
     """
-    if not (math.isfinite(sd) and sd > 0 and math.isfinite(mean)):
+
+    seeds: int | None
+    low: int | None
+    high: int | None
+    df: int
+
+    @property
+    def too_small(self) -> bool:
+        """Whether the spread came from too few seeds to plan on (fewer than :data:`MIN_PLANNING_DF` df)."""
+        return self.df < MIN_PLANNING_DF
+
+    def short(self) -> str:
+        """``"8 (4–190)"``: the figure and its 95% range, for a table cell."""
+
+        def count(n: int | None) -> str:
+            return f"{n}" if n is not None else f">{MAX_SEEDS}"
+
+        if self.low is None:  # even the spread's low end needs more than the most counted
+            return count(None)
+        return f"{count(self.seeds)} ({count(self.low)}–{count(self.high)})"
+
+    def words(self, margin: str) -> str:
+        """``"about 8 seeds (95% range 4 to 190, from a spread on 2 degrees of freedom) detect ±0.01 with 80%
+        power"``; ``margin`` is the margin as the caller writes it, unit included."""
+
+        def count(n: int | None) -> str:
+            return f"{n}" if n is not None else f"more than {MAX_SEEDS}"
+
+        head = f"about {count(self.seeds)} seeds" if self.seeds is not None else f"more than {MAX_SEEDS} seeds"
+        text = (
+            f"{head} (95% range {count(self.low)} to {count(self.high)}, from a spread on {self.df} degree"
+            f"{'s' if self.df != 1 else ''} of freedom) would detect a difference of {margin} with 80% power"
+        )
+        if self.too_small:
+            text += f"; a spread from {self.df + 1} seeds is too uncertain to plan on: {MIN_PLANNING_DF + 1} or more"
+        return text
+
+
+MAX_SEEDS = 1000  # the most seeds a planning figure counts to
+
+
+def seeds_figure(sd: float, n: int, margin: float, alpha: float = 0.05) -> SeedsFigure | None:
+    """The :class:`SeedsFigure` for per-seed differences of sample sd ``sd`` over ``n`` seeds, a difference of
+    ``margin`` (same unit) and a two-sided level ``alpha``.
+
+    The sd's 95% interval is ``sd * sqrt(df / chi2.ppf(0.975 or 0.025, df))`` with df = n - 1 (the textbook
+    interval for a normal sd, ``scipy.stats.chi2``).  None for n < 2, or an sd or margin that is not finite
+    and > 0.  Raises nothing.
+    """
+    if n < 2 or not (math.isfinite(sd) and sd > 0 and math.isfinite(margin) and margin > 0):
         return None
-    if max_n < 2:
-        return None
-    ns = np.arange(2, max_n + 1)
-    se = sd / np.sqrt(ns)
-    settled = stats.t.ppf(1 - alpha / 2, ns - 1) * se < abs(mean)
-    if abs(mean) < margin:
-        settled |= stats.t.ppf(1 - alpha, ns - 1) * se < margin - abs(mean)
-    hits = np.flatnonzero(settled)
-    return int(ns[hits[0]]) if len(hits) else None
+    df = n - 1
+    lo_sd = sd * math.sqrt(df / stats.chi2.ppf(0.975, df))
+    hi_sd = sd * math.sqrt(df / stats.chi2.ppf(0.025, df))
+    return SeedsFigure(
+        seeds_for(margin, sd, alpha, max_n=MAX_SEEDS),
+        seeds_for(margin, lo_sd, alpha, max_n=MAX_SEEDS),
+        seeds_for(margin, hi_sd, alpha, max_n=MAX_SEEDS),
+        df,
+    )
 
 
 def compute_equivalent(ref_final: float, steps: Sequence[int], arm_curve: Sequence[float]) -> float | None:
@@ -320,7 +368,9 @@ def detectable_difference(sd: float, n: int, alpha: float = 0.05, power: float =
     """
     if n < 2 or not (math.isfinite(sd) and sd > 0):
         return None
-    return float(TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power)) * sd
+    # solve_power returns a 1-element array for some n (statsmodels 0.15): read its one value either way.
+    effect = np.ravel(TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power))[0]
+    return float(effect) * sd
 
 
 def seeds_for(difference: float, sd: float, alpha: float = 0.05, power: float = 0.8, max_n: int = 1000) -> int | None:

@@ -102,7 +102,7 @@ def test_a_committed_experiment_is_reused_without_its_checkpoints(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in out.rglob("summary.json")} == stamps
     assert not list((out / "exp" / "untied-s0").glob("*.pt"))  # nothing trained, nothing resumed
     md = (out / "exp" / "report.md").read_text()
-    assert "untied vs tied: **" in md
+    assert "untied vs tied (reference): **" in md
     assert re.search(r"^\| [^|*]*RO[^|]* \| \*no checkpoint\* \|$", md, re.M)  # tied's sample, then untied's gap
     assert "- `tied-s0` (tied, seed 1337)" in md  # runs named from the report's folder, not this machine's path
     assert json.loads((out / "exp" / "experiment.json").read_text())["lr_grid"] == []

@@ -156,7 +156,7 @@ def test_report_on_fake_runs_has_the_known_difference(tmp_path):
     out, meaningful = runner.write_report(paths, [], tmp_path, prompts=[], title="t")
     md = out.read_text()
     assert meaningful  # no unigram baseline recorded: nothing to warn about
-    assert "untied vs tied: **worse**" in md and "+0.1000" in md
+    assert "untied vs tied (reference): **worse**" in md and "+0.1000" in md
     assert "model.tie_embeddings" in md
     for png in ("val_loss_vs_step.png", "paired_difference_vs_step.png"):
         assert (tmp_path / png).stat().st_size > 1000 and f"]({png})" in md

@@ -16,6 +16,8 @@ import time
 import pytest
 from helpers import VERSE, error_line
 
+from fake_runs import fake_run
+
 import compare
 from experiment import launch
 
@@ -31,17 +33,50 @@ def test_help_keeps_the_examples_line_continuations(capsys):
     assert not [line for line in out.splitlines() if "         --" in line.strip()]
 
 
-def test_an_experiment_folder_is_named_as_such_with_what_to_give_instead(tmp_path, capsys):
-    """compare.py <a folder holding experiment.json>: exit 2, one line saying it is an experiment folder, not a
-    run folder, and how to report on its runs (their folders, <folder>/*/) or make it again."""
+def test_an_experiment_folder_among_run_folders_is_named_as_such(tmp_path, capsys):
+    """compare.py <an experiment folder> <a run folder>: exit 2, one line saying it is an experiment folder, not
+    a run folder, and that alone it writes its report again."""
     exp = tmp_path / "exp"
     (exp / "tied-s0").mkdir(parents=True)
     (exp / "tied-s0" / "config.json").write_text("{}")
     (exp / "experiment.json").write_text(json.dumps({"margin": 0.01}))
-    assert compare.main([str(exp)]) == 2
+    assert compare.main([str(exp), str(exp / "tied-s0")]) == 2
     line = error_line(capsys)
     assert "is an experiment folder (it holds experiment.json), not a run folder" in line
-    assert f"python compare.py {exp}/*/" in line and "is this a tinygpt run folder" not in line
+    assert f"give it alone to write its report again (python compare.py {exp})" in line
+
+
+def test_an_experiment_folder_given_alone_is_reported_again_with_its_declared_readout(tmp_path, capsys):
+    """compare.py <experiment folder>: every run folder in it is read (tune-* as the grid), with the margin and
+    the reference its experiment.json declared, into the folder's own report.md and verdict.json."""
+    exp = tmp_path / "exp"
+    for s, (t, u) in enumerate([(3.00, 3.05), (3.01, 3.06), (3.02, 3.07)]):
+        fake_run(exp, f"tied-s{s}", True, 1337 + s, t)
+        fake_run(exp, f"untied-s{s}", False, 1337 + s, u)
+    (exp / "experiment.json").write_text(json.dumps({"margin": 0.02, "reference": "untied"}))
+    assert compare.main([str(exp)]) == 0
+    record = json.loads((exp / "verdict.json").read_text())
+    assert record["reference"] == "untied" and record["margin"] == 0.02 and record["seeds"] == [1337, 1338, 1339]
+    assert (exp / "report.md").read_text().startswith("# Should the embedding be tied? exp (reference: untied)")
+    capsys.readouterr()
+    assert compare.main([str(exp), "--reference", "tied"]) == 2
+    assert "declared --reference untied before the runs" in error_line(capsys)
+
+
+def test_a_report_that_fails_leaves_no_earlier_verdict_standing(tmp_path, capsys):
+    """A folder re-rendered after a run was added that breaks the pairing: exit 2, and the earlier report.md and
+    verdict.json are gone rather than left for a script to read as the current verdict."""
+    exp = tmp_path / "exp"
+    for s in range(2):
+        fake_run(exp, f"tied-s{s}", True, 1337 + s, 3.0 + s / 100)
+        fake_run(exp, f"untied-s{s}", False, 1337 + s, 3.1 + s / 100)
+    (exp / "experiment.json").write_text(json.dumps({"margin": 0.01}))
+    assert compare.main([str(exp)]) == 0 and (exp / "verdict.json").is_file()
+    fake_run(exp, "tied-s2", True, 1339, 3.0)  # no untied run of seed 1339: unpaired
+    capsys.readouterr()
+    assert compare.main([str(exp)]) == 2
+    assert "seeds are not paired" in error_line(capsys)
+    assert not (exp / "report.md").exists() and not (exp / "verdict.json").exists()
 
 
 CHILD = """

@@ -34,7 +34,7 @@ def test_compare_prints_the_warning_only_when_a_run_is_behind_the_baseline(
     paths = fake_experiment(tmp_path, [(final, final + 0.1), (final + 0.1, final + 0.22)], [(UNIGRAM, UNIGRAM)] * 2)
     assert compare.main([str(p) for p in paths]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("# Should the embedding be tied?") and "untied vs tied: **" in out
+    assert out.startswith("# Should the embedding be tied?") and "untied vs tied (reference): **" in out
     assert ("**Warning: this comparison is not meaningful.**" in out) == warned
     assert ("[compare] warning: a run did not beat the unigram baseline" in err) == warned
 
@@ -247,4 +247,4 @@ def test_a_report_on_existing_runs_with_a_margin_in_bits_per_byte(tmp_path, caps
     md = (tmp_path / "report.md").read_text()
     assert "## In bits per byte, at ±0.02 bpb (`--margin-bpb 0.02`)" in md
     assert "| untied | −0.0750, −0.0700, −0.0800 | −0.0750 | [−0.0874, −0.0626] | [−0.0834, −0.0666] |" in md
-    assert "| **better** |" in md and "untied vs tied: **better**" in md
+    assert "| **better** |" in md and "untied vs tied (reference): **better**" in md

@@ -16,7 +16,7 @@ from helpers import error_line, tiny_compare_args
 
 import compare
 from core.errors import UserError
-from experiment import arms, runner
+from experiment import arms, launch, runner
 from experiment.arms import define_arms, parse_arm
 from experiment.stats import look_alpha, sequential_looks
 
@@ -39,7 +39,7 @@ def test_runs_that_differ_in_dropout_are_compared_by_dropout(tmp_path, capsys):
     assert compare.main([str(p) for p in paths]) == 0
     md = (tmp_path / "report.md").read_text()
     assert md.startswith("# model.dropout=0.0 vs model.dropout=0.1")
-    assert "- model.dropout=0.1 vs model.dropout=0.0: **worse**" in md
+    assert "- model.dropout=0.1 vs model.dropout=0.0 (reference): **worse**" in md
     assert "The arms train the same budget" in md
 
 
@@ -96,7 +96,7 @@ def test_compare_trains_arms_of_your_own_settings_and_remembers_them(tmp_path, c
     assert (exp / "report.md").read_text().startswith("# base vs drop: exp")
     runs = [str(exp / n) for n in ("base-s0", "base-s1", "drop-s0", "drop-s1")]
     assert compare.main([*runs, "--report-dir", str(tmp_path / "again")]) == 0
-    assert "- drop vs base: **" in (tmp_path / "again" / "report.md").read_text()
+    assert "- drop vs base (reference): **" in (tmp_path / "again" / "report.md").read_text()
     capsys.readouterr()
     assert compare.main([*base, "--arm", "base:", "--arm", "drop:model.dropout=0.2"]) == 2
     assert "the settings of arm drop" in error_line(capsys)
@@ -161,7 +161,7 @@ def test_compare_trains_an_arm_from_an_earlier_revision_and_tells_the_runs_apart
     head, before = log.stdout.split()
     assert commits == {"new-s0": head, "new-s1": head, "old-s0": before, "old-s1": before}
     md = (exp / "report.md").read_text()
-    assert md.startswith("# new vs old: exp") and "- old vs new: **" in md
+    assert md.startswith("# new vs old: exp") and "- old vs new (reference): **" in md
     assert f"trained with the code of commit {before[:12]}" in md
 
 
@@ -184,7 +184,9 @@ def test_runs_that_no_preset_names_fall_back_to_the_keys_they_differ_in(tmp_path
         for s in range(2)
     ]
     assert compare.main([str(p) for p in paths]) == 0
-    assert "- model.lm_head_bias=True vs model.lm_head_bias=False: **" in (tmp_path / "report.md").read_text()
+    assert (
+        "- model.lm_head_bias=True vs model.lm_head_bias=False (reference): **" in (tmp_path / "report.md").read_text()
+    )
 
 
 def test_an_arm_that_equals_a_preset_is_refused():
@@ -214,7 +216,7 @@ def test_the_speed_outcome_reads_tokens_per_s_as_a_ratio(tmp_path):
     paths = _speed_runs(tmp_path, {"a": [1000, 1100, 900, 1050], "b": [1050, 1156, 944, 1103]})
     assert compare.main([str(p) for p in paths] + ["--outcome", "tokens-per-s", "--margin", "0.02"]) == 0
     md = (tmp_path / "report.md").read_text()
-    line = next(x for x in md.splitlines() if x.startswith("- model.dropout=0.1 vs model.dropout=0.0:"))
+    line = next(x for x in md.splitlines() if x.startswith("- model.dropout=0.1 vs model.dropout=0.0 (reference):"))
     assert "**faster** — tokens/s +5.0%" in line and "4 interleaved seed pairs" in line
     record = json.loads((tmp_path / "verdict.json").read_text())
     assert record["outcome"] == "tokens_per_s" and record["comparisons"][0]["verdict"] == "better"
@@ -244,8 +246,9 @@ def _looks(tmp_path, monkeypatch, gap: float) -> list[int]:
     monkeypatch.setattr(runner, "run_experiment", fake_run_experiment)
     arms = define_arms(None, {"base": {}, "drop": {"model.dropout": 0.1}})
     plan = runner.Plan(None, {}, arms.names, 3, reference="base", arm_set=arms, max_seeds=8)
-    *_, (alpha, words) = runner.run_sequential(plan)
+    *_, (alpha, words, looks) = runner.run_sequential(plan)
     assert alpha == pytest.approx(0.05 / 4) and "0.05 over 4 looks, Bonferroni" in words
+    assert looks == {"looks": [3, 5, 7, 8], "seeds_read": asked[-1], "alpha_per_look": alpha, "rule": "bonferroni"}
     return asked
 
 
@@ -318,3 +321,40 @@ def test_no_verdict_at_all_fails_the_gate(tmp_path, capsys):
     assert compare.main([str(x) for x in paths] + ["--outcome", "tokens-to:3.25", "--fail-on", "worse"]) == 1
     assert "an arm has no verdict to gate on" in capsys.readouterr().err
     assert json.loads((tmp_path / "verdict.json").read_text())["values"]["model.dropout=0.1"] == [None, None]
+
+
+# ----------------------------------------------------------------------------- refusals before the first run
+
+
+def test_an_arm_that_changes_the_schedule_is_refused_before_anything_trains_or_is_recorded(tmp_path, capsys):
+    """--arm short:train.lr_decay_iters=3 would follow another schedule than base, which the report refuses after
+    training: compare.py refuses it first, naming the key and the fix, with no run trained and no experiment.json
+    recording the arm."""
+    argv = [*tiny_compare_args(tmp_path), "--seeds", "2", "--arm", "base:", "--arm", "short:train.lr_decay_iters=3"]
+    assert compare.main(argv) == 2
+    line = error_line(capsys)
+    assert "arm short would follow another learning-rate schedule than base, parting at step 3" in line
+    assert "because of its train.lr_decay_iters" in line and "drop train.lr_decay_iters from the arm" in line
+    assert not (tmp_path / "exp" / "experiment.json").exists() and not list((tmp_path / "exp").glob("*/config.json"))
+
+
+def test_a_learning_rate_arm_scales_min_lr_with_its_rate_as_the_grid_does(tmp_path, monkeypatch, capsys):
+    """--arm lr4:train.learning_rate=4e-3: the run is started with min_lr scaled alike (the config's min_lr /
+    learning_rate times 4e-3), said once, so its schedule has the others' shape and the report accepts it."""
+    started = {}
+
+    def record(base_argv, out_dir, name, extra, resume_argv, train_py=launch.TRAIN_PY):
+        started[name] = extra
+        if name == "lr4-s0":
+            raise UserError("stop here")
+        return out_dir / name
+
+    monkeypatch.setattr(launch, "run_arm", record)
+    argv = [*tiny_compare_args(tmp_path), "--seeds", "1", "--arm", "base:", "--arm", "lr4:train.learning_rate=4e-3"]
+    assert compare.main(argv) == 2
+    out = capsys.readouterr().out
+    assert "arm lr4 sets train.learning_rate=0.004: its train.min_lr=" in out and "follows it" in out
+    cfg = json.loads((tmp_path / "exp" / "experiment.json").read_text())["config"]
+    expected = 4e-3 * cfg["train.min_lr"] / cfg["train.learning_rate"]
+    flags = dict(f[2:].split("=", 1) for f in started["lr4-s0"] if f.startswith("--"))
+    assert float(flags["train.min_lr"]) == pytest.approx(expected, rel=1e-5)

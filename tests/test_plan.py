@@ -145,7 +145,8 @@ def test_the_disk_rule_is_what_a_run_writes(tmp_path, corpus):
 
 def test_the_power_line_gives_what_the_seeds_can_detect_from_the_spread_seen(tmp_path):
     """Three paired seeds finished: the spread of untied − tied, what --seeds 5 detects, and how many seeds the
-    margin needs; with no paired seeds, how to measure the spread."""
+    margin needs with its range (the same figure an inconclusive report gives) and that 3 seeds are too few to
+    plan on; with no paired seeds, how to measure the spread."""
     for i, (t, u) in enumerate([(3.00, 3.02), (3.10, 3.09), (3.05, 3.08)]):
         for arm, final in (("tied", t), ("untied", u)):
             (tmp_path / f"{arm}-s{i}").mkdir()
@@ -154,5 +155,17 @@ def test_the_power_line_gives_what_the_seeds_can_detect_from_the_spread_seen(tmp
     sd = statistics.stdev([0.02, -0.01, 0.03])
     assert f"untied − tied spreads by {sd:.4f} nats a seed (3 paired seeds finished here)" in line
     assert f"5 seeds detect a difference of about {stats.detectable_difference(sd, 5):.4f} nats (80% power, 5% " in line
-    assert f"the declared margin ±0.01 needs about {stats.seeds_for(0.01, sd)} seeds: raise --seeds" in line
+    figure = stats.seeds_figure(sd, 3, 0.01)
+    assert f"the declared margin: {figure.words('±0.01 nats')}" in line
+    assert "a spread from 3 seeds is too uncertain to plan on: 5 or more" in line
     assert "a pilot (--seeds 3) measures it" in plan.power_line(tmp_path / "none", ["tied", "untied"], "tied", 5, 0.01)
+
+
+def test_the_seeds_figure_widens_with_a_smaller_pilot():
+    """The same observed spread from 3 seeds and from 9: the same point figure, a far wider range from 3, whose
+    upper end is about 40 times its point (the sd's 95% interval on 2 df reaches 6.3 times the sd)."""
+    small, large = stats.seeds_figure(0.01, 3, 0.01), stats.seeds_figure(0.01, 9, 0.01)
+    assert small.seeds == large.seeds
+    assert small.low < large.low <= large.seeds <= large.high < small.high
+    assert 30 < small.high / small.seeds < 50 and small.too_small and not large.too_small
+    assert stats.seeds_figure(0.0, 3, 0.01) is None and stats.seeds_figure(0.02, 1, 0.01) is None

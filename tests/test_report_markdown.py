@@ -46,7 +46,7 @@ def test_clearly_better_arm_gets_a_bold_better_with_its_numbers(tmp_path):
     the perplexity ratio, the seed count and the Holm-adjusted p."""
     md = _md(_exp(tmp_path, CLEAR))
     assert (
-        "- untied vs tied: **better** — final val loss lower by 0.147 nats (95% CI [−0.185, −0.109]; "
+        "- untied vs tied (reference): **better** — final val loss lower by 0.147 nats (95% CI [−0.185, −0.109]; "
         "perplexity ×0.864; 3 seeds; Holm-adjusted p = 0.004)"
     ) in _section(md, "Verdict")
 
@@ -55,7 +55,7 @@ def test_a_gain_whose_interval_reaches_inside_the_margin_says_so(tmp_path):
     """Better on every seed, the 95% interval from beyond −margin to inside it: the verdict says a difference
     smaller than the margin is not ruled out."""
     verdict = _section(_md(_exp(tmp_path, [(3.0, 2.996), (3.1, 3.088), (3.2, 3.194), (3.05, 3.04)])), "Verdict")
-    assert "- untied vs tied: **better**, possibly by less than the ±0.01 margin — " in verdict
+    assert "- untied vs tied (reference): **better**, possibly by less than the ±0.01 margin — " in verdict
 
 
 def test_a_gain_whose_whole_interval_lies_inside_the_margin_is_called_smaller_than_it(tmp_path):
@@ -63,7 +63,7 @@ def test_a_gain_whose_whole_interval_lies_inside_the_margin_is_called_smaller_th
     verdict says the gain is real and smaller than the margin."""
     pairs = [(3.0, 2.997), (3.1, 3.0969), (3.2, 3.1971), (3.05, 3.047)]
     verdict = _section(_md(_exp(tmp_path, pairs)), "Verdict")
-    assert "- untied vs tied: **better**, by less than the ±0.01 margin — " in verdict
+    assert "- untied vs tied (reference): **better**, by less than the ±0.01 margin — " in verdict
 
 
 def test_a_verdict_without_tuned_rates_leads_with_that_caveat(tmp_path):
@@ -75,18 +75,21 @@ def test_a_verdict_without_tuned_rates_leads_with_that_caveat(tmp_path):
 
 
 def test_inconclusive_arm_says_how_many_seeds_would_settle_it(tmp_path):
-    """Noisy differences: '**inconclusive**' and the rough seeds-needed figure from stats, called an estimate."""
+    """Noisy differences: '**inconclusive**' and the seeds figure from stats, with its range and the power it
+    plans for (the same words the power line uses)."""
     exp = _exp(tmp_path, NOISY)
     needed = readout.comparisons(exp)[0].seeds_needed
     verdict = _section(_md(exp), "Verdict")
-    assert "- untied vs tied: **inconclusive** — " in verdict
-    assert f"about {needed} seeds would settle it (rough estimate from the observed spread)" in verdict
+    assert "- untied vs tied (reference): **inconclusive** — " in verdict
+    assert needed.words("±0.01 nats") in verdict and "with 80% power" in verdict
 
 
 def test_equivalent_arm_names_the_margin_and_the_tost_p(tmp_path):
     """Differences far inside the margin with little spread: '**equivalent within ±0.01 nats**' and the TOST p."""
     verdict = _section(_md(_exp(tmp_path, CLOSE)), "Verdict")
-    assert re.search(r"- untied vs tied: \*\*equivalent within ±0\.01 nats\*\* \(TOST p = [0-9.e−-]+;", verdict)
+    assert re.search(
+        r"- untied vs tied \(reference\): \*\*equivalent within ±0\.01 nats\*\* \(TOST p = [0-9.e−-]+;", verdict
+    )
 
 
 def test_one_seed_is_inconclusive_with_no_interval(tmp_path):
@@ -100,7 +103,7 @@ def test_one_seed_is_inconclusive_with_no_interval(tmp_path):
 def test_every_non_reference_arm_gets_a_verdict_and_a_statistics_row(tmp_path):
     """Three arms: one verdict bullet and one table row each for the two non-reference arms, none for tied."""
     md = _md(_exp(tmp_path, THREE, arms=ARMS3))
-    assert re.findall(r"^- (\S+) vs tied: ", _section(md, "Verdict"), re.M) == [
+    assert re.findall(r"^- (\S+) vs tied \(reference\): ", _section(md, "Verdict"), re.M) == [
         "untied",
         "tied-bias",
     ]  # the arms' canonical order
@@ -270,7 +273,7 @@ def test_sections_come_in_report_order_and_the_command_right_after_the_title(tmp
         figures=["val_loss_vs_step.png"],
         samples={"a": {"tied": "x", "untied": "y"}},
     )
-    assert md.startswith("# t\n\nProduced by:\n\n```\npython compare.py --seeds 3\n```\n\n## Verdict")
+    assert md.startswith("# t (reference: tied)\n\nProduced by:\n\n```\npython compare.py --seeds 3\n```\n\n## Verdict")
     order = [
         "Verdict",
         "Paired statistics",

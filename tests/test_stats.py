@@ -12,7 +12,7 @@ import pytest
 
 from core.errors import UserError
 from experiment import stats
-from experiment.stats import Comparison, compare_paired, compute_equivalent, holm, seeds_needed
+from experiment.stats import Comparison, SeedsFigure, compare_paired, compute_equivalent, holm, seeds_figure, seeds_for
 
 REF5 = [3.50, 3.52, 3.48, 3.51, 3.49]
 REF10 = REF5 + [3.47, 3.53, 3.50, 3.46, 3.54]
@@ -50,11 +50,13 @@ def test_tiny_noisy_differences_inside_the_margin_are_equivalent():
 
 
 def test_three_noisy_seeds_near_the_margin_are_inconclusive_with_seeds_needed():
-    """Three seeds, mean 0.05 = the margin, sd 0.026: neither shown; seeds_needed is an int above 3."""
+    """Three seeds, mean 0.05 = the margin, sd 0.026: neither shown; seeds_needed is a figure above 3 seeds
+    whose range spans the spread's uncertainty on 2 degrees of freedom."""
     c = compare_paired("untied", "tied", paired([0.02, 0.07, 0.06], REF5[:3]), REF5[:3], margin=0.05)
     assert c.p_t > 0.05 and c.p_tost > 0.05
     assert c.verdict == "inconclusive"
-    assert isinstance(c.seeds_needed, int) and c.seeds_needed > 3
+    fig = c.seeds_needed
+    assert isinstance(fig, SeedsFigure) and fig.seeds > 3 and fig.df == 2 and fig.low < fig.seeds < fig.high
 
 
 def test_sign_test_for_five_of_five_negative_diffs_is_exact_binomial():
@@ -74,7 +76,8 @@ def test_holm_makes_a_lone_significant_p_non_significant_and_changes_the_verdict
     a = adjusted[0]
     assert a.p_holm > 0.05 and a.p_holm == pytest.approx(4 * weak.p_t)
     assert a.verdict == "inconclusive"
-    assert isinstance(a.seeds_needed, int) and a.seeds_needed > len(a.diffs)
+    assert a.seeds_needed.seeds > len(a.diffs)
+    assert a.seeds_needed.seeds == seeds_for(0.02, a.sd, 0.05 / 4)  # planned at Holm's strictest step
 
 
 def test_holm_returns_new_objects_and_leaves_its_inputs_alone():
@@ -123,11 +126,14 @@ def test_the_90_percent_interval_inside_the_margin_is_the_tost_verdict(diffs):
     assert all(math.isnan(v) for v in compare_paired("a", "ref", [3.1], [3.0], 0.02).ci90)
 
 
-def test_seeds_needed_is_the_first_n_where_the_interval_clears_zero():
-    """mean 0.05, sd 0.026, margin 0.02: 4 seeds (t_.975,3 * sd/2 = 0.042 < 0.05; n=3 gives 0.066)."""
-    assert seeds_needed(0.05, 0.026457513110645845, 0.02) == 4
-    assert seeds_needed(0.05, 0.0, 0.02) is None and seeds_needed(0.05, float("nan"), 0.02) is None
-    assert seeds_needed(0.0001, 1.0, 0.001, max_n=50) is None
+def test_the_seeds_figure_is_the_power_at_the_margin_with_the_spreads_interval():
+    """sd 0.026 over 5 seeds, margin 0.02: the point is seeds_for at the observed sd; the range is seeds_for at
+    the ends of the sd's 95% chi-square interval on 4 df (sd × 0.599 and × 2.87); a zero or nan spread: None."""
+    fig = seeds_figure(0.026, 5, 0.02)
+    assert fig.seeds == seeds_for(0.02, 0.026) and fig.df == 4 and not fig.too_small
+    assert fig.low == seeds_for(0.02, 0.026 * 0.5991, max_n=1000)
+    assert fig.high == seeds_for(0.02, 0.026 * 2.8735, max_n=1000)
+    assert seeds_figure(0.0, 5, 0.02) is None and seeds_figure(float("nan"), 5, 0.02) is None
 
 
 def test_compute_equivalent_interpolates_between_bracketing_evals():
