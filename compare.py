@@ -1,5 +1,8 @@
-"""Should the embedding and the head share one matrix?  A fair, tuned, multi-arm experiment in one command.
+"""Is a change real?  A fair, tuned, multi-arm A/B experiment over paired seeds, in one command.
 
+    python compare.py --config configs/shakespeare.toml --arm base: --arm drop:model.dropout=0.1 --seeds 5
+    python compare.py --config configs/shakespeare.toml --arm old@HEAD~1 --arm new: --reference old --fail-on worse
+                                                                             # your last commit against its parent
     python compare.py --config configs/shakespeare.toml                      # tied vs untied, 5 seeds, then the report
     python compare.py --config configs/shakespeare.toml --arms tied,untied,tied-bias,untied-split,tie-then-untie \\
         --lr-grid 1e-3,2e-3,4e-3,8e-3 --seeds 5 --margin 0.01               # every arm at its own tuned learning rate
@@ -14,7 +17,8 @@
         --grid data.tokenizer=char,bpe:4096,gpt2 --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3 --seeds 5
                                                                              # one tuned experiment per cell, the scaling view
 
-Each arm is a set of ``train.py`` settings (docs/experiment.md): tied, untied, tied-bias (a
+Each arm is a set of ``train.py`` settings (docs/experiment.md), or the code of a commit (``NAME@REV``).
+The tying question is the presets' (tied vs untied is the default): tied, untied, tied-bias (a
 learned lm_head bias), untied-split (a zero-init head with nanochat's earlier learning-rate ratios, on AdamW),
 tie-then-untie (modded-nanogpt's schedule).  With ``--lr-grid`` every arm first trains at every
 grid learning rate on a tuning seed no reported run uses (with ``--lr-widen N`` also up to N
@@ -58,6 +62,7 @@ from experiment.runner import (
     declared_reference,
     declared_settings,
     experiment_runs,
+    remove_worktrees,
     run_budget_experiment,
     run_experiment,
     run_sequential,
@@ -196,7 +201,13 @@ def _add_tuning_options(p: argparse.ArgumentParser) -> None:
         "experiment on the same thread count, recorded in its env.json). Default: one run per core on a CPU "
         "(two 1-thread runs made 1.17x the tokens/s of one 2-thread run on 2 cores), one on a GPU.",
     )
-    p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-tied-vs-untied...).")
+    p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-<arms>...).")
+    p.add_argument(
+        "--keep-worktrees",
+        action="store_true",
+        help="Keep the git worktrees of arms from code (NAME@REV, in .worktrees/) after the report "
+        "(default: removed once the report is written; a later report adds one back to sample from it).",
+    )
 
 
 def _add_report_options(p: argparse.ArgumentParser) -> None:
@@ -245,9 +256,7 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
         "--report-dir", type=Path, help="Where report.md goes when reporting on existing runs (default: their parent)."
     )
     p.add_argument(
-        "--prompt",
-        action="append",
-        help="Prompt for the side-by-side samples (repeatable; default: a newline and 'ROMEO:').",
+        "--prompt", action="append", help="Prompt for the side-by-side samples (repeatable; default: a newline)."
     )
 
 
@@ -542,12 +551,20 @@ def _print_report(path: Path, what: str = "report", meaningful: bool = True) -> 
         )
 
 
+def _tidy(plan: Plan, keep: bool) -> None:
+    """After the report: remove the worktrees of the arms from code, unless --keep-worktrees, saying so."""
+    if keep:
+        return
+    for sha in remove_worktrees(plan):
+        print(f"[compare] removed the worktree of commit {sha[:12]} (--keep-worktrees keeps it)", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (2 on bad input or unfair runs)."""
 
     def body() -> int:
         args, overrides = parse_args(argv)
-        prompts = args.prompt if args.prompt is not None else ["\n", "ROMEO:"]
+        prompts = args.prompt if args.prompt is not None else ["\n"]
         command = shlex.join(["python", "compare.py", *(sys.argv[1:] if argv is None else argv)])
         status = _report_folder(args, command)
         if status is not None:
@@ -562,10 +579,14 @@ def main(argv: list[str] | None = None) -> int:
             c = _given_runs(args)
         else:
             plan = _plan(args, overrides)
-            if args.budgets:
-                return _budgets(plan, command)
-            if args.grid:
-                return _grid(plan, args.grid, prompts, command, Readout(args.margin_bpb))
+            if args.budgets or args.grid:
+                status = (
+                    _budgets(plan, command)
+                    if args.budgets
+                    else _grid(plan, args.grid, prompts, command, Readout(args.margin_bpb))
+                )
+                _tidy(plan, args.keep_worktrees)
+                return status
             c = _trained_runs(plan)
         path, meaningful = write_report(
             c.reported,
@@ -583,6 +604,8 @@ def main(argv: list[str] | None = None) -> int:
             sequential=c.sequential,
         )
         _print_report(path, meaningful=meaningful)
+        if not args.runs:
+            _tidy(plan, args.keep_worktrees)
         return gate(path.parent / VERDICT_FILE, args.fail_on)
 
     return run_command(body)

@@ -37,6 +37,7 @@ import math
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -412,6 +413,56 @@ def worktree(sha: str) -> Path:
             why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
             raise UserError(f"git worktree add {path} {sha[:12]} failed: {why}")
     return path
+
+
+def remove_worktree(sha: str) -> None:
+    """Remove the worktree of commit ``sha`` (``.worktrees/<sha[:12]>``) if there is one, under the lock
+    :func:`worktree` takes; git's own record of it goes too.  Raises nothing: a worktree that cannot be
+    removed stays, and ``git worktree prune`` clears its record later."""
+    path = WORKTREES / sha[:12]
+    if not path.exists():
+        return
+    with file_lock(WORKTREES / ".lock"):
+        _git("worktree", "remove", "--force", str(path))
+        shutil.rmtree(path, ignore_errors=True)
+        _git("worktree", "prune")
+
+
+# Folders whose code decides what a checkpoint loads into and how it samples: a run trained from a commit
+# that differs from the checkout here is sampled with its own code.
+MODEL_CODE = ("model/", "data/", "training/", "sample.py")
+
+
+def needs_own_code(sha: str | None) -> bool:
+    """Whether a run trained from commit ``sha`` must be loaded with that commit's code: its model, data or
+    training code differs from the checkout's (:data:`MODEL_CODE`), or git cannot tell.  False for the
+    checkout's own commit and for a run that recorded none (nothing better to load it with)."""
+    if sha is None or sha == head():
+        return False
+    files = changed_files(sha, "HEAD")
+    return files is None or any(f.startswith(MODEL_CODE) for f in files)
+
+
+def sample_with_code(sha: str, run: Path, prompt: str, max_new_tokens: int, seed: int) -> str:
+    """One sample from ``run``'s ``ckpt_best.pt`` by commit ``sha``'s own ``sample.py`` (top-k 50, temperature
+    0.8), in a worktree of that commit, added for this and removed after unless it was there already.
+
+    Returns the prompt and the text after it, as sample.py prints them.  Raises :class:`UserError` with git's or sample.py's last
+    line when the worktree cannot be made or the sample fails.
+    """
+    existed = (WORKTREES / sha[:12] / "sample.py").is_file()
+    path = worktree(sha)
+    argv = [sys.executable, "sample.py", "--run", str(Path(run).resolve()), "--prompt", prompt]
+    argv += ["--max-new-tokens", str(max_new_tokens), "--top-k", "50", "--temperature", "0.8", "--seed", str(seed)]
+    try:
+        done = subprocess.run(argv, cwd=path, capture_output=True, text=True, timeout=600)
+    finally:
+        if not existed:
+            remove_worktree(sha)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise UserError(f"sample.py of commit {sha[:12]} failed: {why}")
+    return done.stdout.removesuffix("\n")  # sample.py prints the prompt, the sample and a newline
 
 
 def _is_clean_at(path: Path, sha: str) -> bool:

@@ -123,7 +123,7 @@ def bpb_comparison(exp: Experiment, arm: str, margin_bpb: float) -> stats.Compar
     return stats.compare_paired(arm, exp.reference, mine, ref, margin_bpb)
 
 
-VERDICT_SCHEMA = 1  # docs/experiment.md, "A verdict a script can read"
+VERDICT_SCHEMA = 2  # docs/experiment.md, "A verdict a script can read"
 
 
 def _comparison_record(c: stats.Comparison) -> dict:
@@ -142,6 +142,7 @@ def _comparison_record(c: stats.Comparison) -> dict:
         "p_wilcoxon": c.p_wilcoxon,
         "p_sign": c.p_sign,
         "verdict": c.verdict,
+        "seeds_needed": None if c.seeds_needed is None else dataclasses.asdict(c.seeds_needed),
     }
 
 

@@ -27,7 +27,17 @@ import torch
 from core.errors import UserError
 from core.files import read_json
 from experiment import schedules
-from experiment.arms import CODE, PRESETS, REFUSED, ArmSet, arms_from_differences, diff_stat, with_recorded
+from experiment.arms import (
+    CODE,
+    PRESETS,
+    REFUSED,
+    ArmSet,
+    arms_from_differences,
+    diff_stat,
+    needs_own_code,
+    sample_with_code,
+    with_recorded,
+)
 from training import config
 from training.runs import load_run_config, read_metrics
 
@@ -394,47 +404,89 @@ def _check_tuning(tuning: list[Run], seeds: list[int], arms: dict[str, list[Run]
     return {arm: sorted(members, key=lambda r: r.learning_rate) for arm, members in grid.items()}
 
 
-def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed: int = 1337) -> dict:
+class Samples(dict):
+    """``{prompt: {arm: text}}``, and ``left_out``: ``{arm: why it has no sample}`` for an arm whose checkpoint
+    is there but could not be sampled (the code it trained with could not be run)."""
+
+    def __init__(self, texts: dict | None = None, left_out: dict[str, str] | None = None) -> None:
+        super().__init__(texts or {})
+        self.left_out = left_out or {}
+
+
+def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed: int = 1337) -> Samples:
     """``{prompt: {arm: text}}`` from each arm's first seed with a ``ckpt_best.pt``, same prompt and seed (an illustration).
 
-    Prompts the tokenizer cannot encode are skipped.  Top-k 50, temperature 0.8.  An arm none
-    of whose run folders holds a checkpoint (run folders committed under ``results/`` keep
-    only their text files) gets no sample; :func:`report_markdown.render_markdown` says so.
-    When no arm has one, every prompt maps to ``{}``, so the report still says why it has no text.
+    Each run is sampled with the code it trained with: the checkout's, loaded here, unless its commit
+    (``env.json``) changed the model, data or training code since, when that commit's ``sample.py`` samples
+    it in a worktree (:func:`experiment.arms.sample_with_code`); never the checkout's model on another
+    commit's weights.  An arm that cannot be sampled is left out with the reason (``left_out``).  Prompts
+    the tokenizer cannot encode are skipped.  Top-k 50, temperature 0.8, stopping at the tokenizer's
+    end-of-text token as ``sample.py`` does.  An arm none of whose run folders holds a checkpoint (run
+    folders committed under ``results/`` keep only their text files) gets no sample; the report says so.
     """
-    from model.generation import generate_text
-    from training.runs import load_run
-
     firsts = {
         arm: next((r for r in members if (r.path / "ckpt_best.pt").is_file()), None)
         for arm, members in exp.runs.items()
     }
-    if all(r is None for r in firsts.values()):
-        return {prompt: {} for prompt in prompts}
-    out: dict = {}
+    out = Samples({prompt: {} for prompt in prompts})
     for arm, run in firsts.items():
         if run is None:
             continue
-        model, tokenizer, _ = load_run(run.path, "best", torch.device("cpu"))
-        for prompt in prompts:
-            try:
-                tokenizer.encode(prompt)
-            except UserError:
-                continue
-            gen = torch.Generator().manual_seed(seed)
-            text = "".join(
-                generate_text(
-                    model,
-                    tokenizer,
-                    prompt,
-                    max_new_tokens,
-                    torch.device("cpu"),
-                    temperature=0.8,
-                    top_k=50,
-                    generator=gen,
-                )
+        commit = run_commit(run.path)
+        try:
+            texts = (
+                _sample_with_code(commit, run.path, prompts, max_new_tokens, seed)
+                if needs_own_code(commit)
+                else _sample_here(run.path, prompts, max_new_tokens, seed)
             )
-            out.setdefault(prompt, {})[arm] = text
+        except UserError as e:
+            out.left_out[arm] = str(e)
+            continue
+        for prompt, text in texts.items():
+            out[prompt][arm] = text
+    return out
+
+
+def _sample_here(run: Path, prompts: list[str], max_new_tokens: int, seed: int) -> dict[str, str]:
+    """``{prompt: text}`` from ``run``'s ``ckpt_best.pt`` loaded with the checkout's code (prompts the tokenizer
+    cannot encode left out).  Raises :class:`UserError` when the checkpoint does not fit the model."""
+    from model.generation import generate_text
+    from training.runs import load_run
+
+    model, tokenizer, _ = load_run(run, "best", torch.device("cpu"))
+    out = {}
+    for prompt in prompts:
+        try:
+            tokenizer.encode(prompt)
+        except UserError:
+            continue
+        gen = torch.Generator().manual_seed(seed)
+        pieces = generate_text(
+            model,
+            tokenizer,
+            prompt,
+            max_new_tokens,
+            torch.device("cpu"),
+            temperature=0.8,
+            top_k=50,
+            generator=gen,
+            stop_token=getattr(tokenizer, "eot_token", None),
+        )
+        out[prompt] = "".join(pieces)
+    return out
+
+
+def _sample_with_code(commit: str, run: Path, prompts: list[str], max_new_tokens: int, seed: int) -> dict[str, str]:
+    """``{prompt: text}`` from ``run`` by commit ``commit``'s own sample.py; a prompt it fails on is left out.
+    Raises :class:`UserError` (the last failure) when every prompt failed."""
+    out, failure = {}, None
+    for prompt in prompts:
+        try:
+            out[prompt] = sample_with_code(commit, run, prompt, max_new_tokens, seed)
+        except UserError as e:
+            failure = e
+    if not out and failure is not None:
+        raise failure
     return out
 
 

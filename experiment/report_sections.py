@@ -169,11 +169,13 @@ def samples_section(exp: Experiment, sample_texts: dict) -> list[str]:
     """``## Samples``: one table per prompt, one column per arm; labelled an illustration, not evidence."""
     if not sample_texts:
         return []
+    left_out = getattr(sample_texts, "left_out", {})  # experiment.report.Samples: arms that could not be sampled
     lines = [
         "## Samples: an illustration, not evidence",
         "",
         "Each arm's first seed with a checkpoint (ckpt_best.pt), top-k 50, temperature 0.8, the same "
-        "sampling seed; *no checkpoint* where none of the arm's run folders kept one.",
+        "sampling seed, each run sampled by the code it trained with; *no checkpoint* where none of the arm's run "
+        "folders kept one.",
         "",
     ]
     for prompt, by_arm in sample_texts.items():
@@ -182,10 +184,17 @@ def samples_section(exp: Experiment, sample_texts: dict) -> list[str]:
             "",
             "| " + " | ".join(exp.arms) + " |",
             "|" + "---|" * len(exp.arms),
-            "| " + " | ".join(_cell(by_arm[arm]) if arm in by_arm else "*no checkpoint*" for arm in exp.arms) + " |",
+            "| " + " | ".join(_sample_cell(by_arm, arm, left_out) for arm in exp.arms) + " |",
             "",
         ]
-    return lines
+    return lines + [f"- {arm}: not sampled: {why}" for arm, why in left_out.items()] + ([""] if left_out else [])
+
+
+def _sample_cell(by_arm: dict[str, str], arm: str, left_out: dict[str, str]) -> str:
+    """One arm's sample as a table cell; why there is none where there is none."""
+    if arm in by_arm:
+        return _cell(by_arm[arm])
+    return "*not sampled (below)*" if arm in left_out else "*no checkpoint*"
 
 
 def runs_section(exp: Experiment, folder: Path | None) -> list[str]:

@@ -183,7 +183,15 @@ def _prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
     stem = Path(plan.config).stem if plan.config else "default"
     suffix = f"{'-equal-params-' + plan.equal_params if plan.equal_params else ''}{'-tuned' if plan.lr_grid else ''}"
     suffix += "-budgets" if plan.budgets else ""
-    return cfg, data, plan.name or f"{stem}-tied-vs-untied{suffix}"
+    return cfg, data, plan.name or f"{stem}-{_arms_name(plan)}{suffix}"
+
+
+def _arms_name(plan: Plan) -> str:
+    """The arms' part of a default experiment name: ``tied-vs-untied`` for the tying presets (as it always
+    was), ``new-vs-old`` for two or three arms of the user's own, ``base-and-4-arms`` for more."""
+    if all(a in ARMS for a in plan.arms):
+        return "tied-vs-untied"
+    return "-vs-".join(plan.arms) if len(plan.arms) <= 3 else f"{plan.arms[0]}-and-{len(plan.arms) - 1}-arms"
 
 
 def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
@@ -266,6 +274,12 @@ def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.
         what += f"; up to {2 * plan.lr_widen * len(plan.arms)} more past the grid's edges" if plan.lr_widen else ""
     params = {arm: arm_params(cmds.cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
     print(plan_line(cmds.out_dir, runs, states, params, cmds.cfg.train.max_iters, timing, what), flush=True)
+    others = ", ".join(a for a in plan.arms if a != plan.reference)
+    print(
+        f"[compare] reference: {plan.reference}; each verdict reads {others} against it (better: lower loss than "
+        f"{plan.reference}), and --fail-on gates on those verdicts",
+        flush=True,
+    )
     if plan.outcome == "loss":  # the spread it reads is of the final val loss
         print(power_line(cmds.out_dir, plan.arms, plan.reference, plan.seeds, plan.margin), flush=True)
     return RunsBar(len(runs), sum(s in ("finished", "adopted") for s in states))
@@ -427,6 +441,17 @@ def write_report(
     write_text_atomic(verdict, record)
     write_text_atomic(path, md)
     return path, report_markdown.baseline_warning(exp) is None
+
+
+def remove_worktrees(plan: Plan) -> list[str]:
+    """Remove the worktrees of the plan's arms from code (:func:`experiment.arms.remove_worktree`) once its
+    report is written; returns the commits whose worktree was there.  A later report that samples such a
+    run adds the worktree again for the sample and removes it after."""
+    shas = sorted({sha for arm in plan.arms if (sha := plan.arm_set.code(arm))})
+    there = [sha for sha in shas if (arms.WORKTREES / sha[:12]).exists()]
+    for sha in there:
+        arms.remove_worktree(sha)
+    return there
 
 
 def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str], Path]:

@@ -107,6 +107,31 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     return ckpt
 
 
+_LOAD_FIX = (
+    ": load it with the model config and the code it was trained with (the run's config.json, and the "
+    "git_commit in its env.json)"
+)
+
+
+def _state_mismatch(model: GPT, ckpt: dict, error: Exception) -> str:
+    """What does not fit, in one line: the parameters the checkpoint lacks, those the model lacks, and those of
+    another shape (each list cut at 4 names); PyTorch's first line when none of these is the cause."""
+    state = ckpt.get("model") if isinstance(ckpt.get("model"), dict) else {}
+    own = model.state_dict()
+    parts = []
+    for what, names in (
+        ("missing from the checkpoint", sorted(set(own) - set(state))),
+        ("not in this model", sorted(set(state) - set(own))),
+        (
+            "of another shape",
+            sorted(k for k in set(own) & set(state) if getattr(state[k], "shape", None) != own[k].shape),
+        ),
+    ):
+        if names:
+            parts.append(f"{what}: {', '.join(names[:4])}{f' and {len(names) - 4} more' if len(names) > 4 else ''}")
+    return "; ".join(parts) or first_line(error)
+
+
 def load_model_state(model: GPT, ckpt: dict, source: str = "checkpoint") -> None:
     """Load ``ckpt['model']`` into ``model``, checking the embedding tie first.
 
@@ -141,8 +166,6 @@ def load_model_state(model: GPT, ckpt: dict, source: str = "checkpoint") -> None
     try:
         model.load_state_dict(ckpt["model"], strict=True)
     except (RuntimeError, KeyError) as e:
-        raise UserError(
-            f"{source} does not fit this model ({first_line(e)}): use the model config the checkpoint was trained with"
-        ) from e
+        raise UserError(f"{source} does not fit this model ({_state_mismatch(model, ckpt, e)}){_LOAD_FIX}") from e
     if want:
         assert model.lm_head.weight is model.wte.weight, "tied weights came apart while loading"

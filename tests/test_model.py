@@ -394,3 +394,16 @@ def test_cpu_bf16_training_attention_runs_the_math_kernel_and_computes_the_same_
         torch.testing.assert_close(a.float(), b.float(), atol=5e-2, rtol=5e-2)
     # Causal: the first position's output is its own value vector, in either kernel.
     torch.testing.assert_close(ours[:, :, 0].float(), v[:, :, 0].float(), atol=1e-2, rtol=1e-2)
+
+
+def test_a_checkpoint_of_another_parameter_set_names_what_does_not_fit():
+    """A checkpoint from a 2-layer model loaded into a 1-layer one: one UserError line that names the parameters
+    the model lacks (cut at 4) and sends the user to the config and the commit the run trained with."""
+    small = GPT(GPTConfig(vocab_size=17, block_size=8, n_layer=1, n_head=2, n_embd=8))
+    big = GPT(GPTConfig(vocab_size=17, block_size=8, n_layer=2, n_head=2, n_embd=8))
+    ckpt = {"model": big.state_dict(), "tie_embeddings": True}
+    with pytest.raises(UserError) as e:
+        load_model_state(small, ckpt, source="ckpt_best.pt")
+    text = str(e.value)
+    assert "\n" not in text and text.startswith("ckpt_best.pt does not fit this model (not in this model: blocks.1.")
+    assert " more)" in text and "the git_commit in its env.json" in text

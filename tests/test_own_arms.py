@@ -49,12 +49,13 @@ def test_verdict_json_holds_every_seed_the_intervals_and_the_verdict(tmp_path):
     paths = _dropout_runs(tmp_path, {0.0: [3.00, 3.01, 3.02], 0.1: [3.05, 3.06, 3.07]})
     assert compare.main([str(p) for p in paths]) == 0
     record = json.loads((tmp_path / "verdict.json").read_text())
-    assert record["schema"] == 1 and record["outcome"] == "final_val_loss"
+    assert record["schema"] == 2 and record["outcome"] == "final_val_loss"
     assert record["arms"] == {"model.dropout=0.0": {"model.dropout": 0.0}, "model.dropout=0.1": {"model.dropout": 0.1}}
     assert record["values"]["model.dropout=0.1"] == [3.05, 3.06, 3.07] and record["seeds"] == [1337, 1338, 1339]
     (c,) = record["comparisons"]
     assert c["delta"] == pytest.approx(0.05) and c["ci95"][0] > 0 and c["verdict"] == "worse"
     assert record["margin_declared"] is False and record["learning_rates_tuned"] is False
+    assert record["sequential"] is None and record["code"] == {} and c["seeds_needed"] is None
 
 
 @pytest.mark.parametrize(
@@ -358,3 +359,106 @@ def test_a_learning_rate_arm_scales_min_lr_with_its_rate_as_the_grid_does(tmp_pa
     expected = 4e-3 * cfg["train.min_lr"] / cfg["train.learning_rate"]
     flags = dict(f[2:].split("=", 1) for f in started["lr4-s0"] if f.startswith("--"))
     assert float(flags["train.min_lr"]) == pytest.approx(expected, rel=1e-5)
+
+
+# ----------------------------------------------------------------------------- a code change to the parameters
+
+# A throwaway commit that adds a parameter (a frozen zero gain on the final hidden state): the new code's
+# checkpoints hold a key the old code's model lacks, and its logits are all zero, so its val loss stays at
+# ln(vocab_size) while the old code learns: clearly worse, on every seed.
+ADD_PARAMETER = (
+    (
+        "        self.loss_fn = nn.CrossEntropyLoss()\n",
+        "        self.loss_fn = nn.CrossEntropyLoss()\n"
+        "        self.out_gain = nn.Parameter(torch.zeros(config.n_embd), requires_grad=False)\n",
+    ),
+    (
+        "        x = self.ln_f(self.hidden(idx))  # (B, T, n_embd)\n",
+        "        x = self.ln_f(self.hidden(idx)) * self.out_gain  # (B, T, n_embd)\n",
+    ),
+)
+
+
+@pytest.fixture
+def param_clone(tmp_path, monkeypatch):
+    """A clone of this repository whose last commit adds a parameter (:data:`ADD_PARAMETER`); returns
+    ``(clone, the parent's commit, the new commit)``."""
+    path = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(path)], check=True)
+    gpt = path / "model" / "gpt.py"
+    text = gpt.read_text()
+    for old, new in ADD_PARAMETER:
+        assert old in text, old
+        text = text.replace(old, new)
+    gpt.write_text(text)
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "commit", "-qam", "add a parameter"], check=True)
+    revs = subprocess.run([*git, "rev-parse", "HEAD~1", "HEAD"], capture_output=True, text=True, check=True)
+    monkeypatch.setattr(arms, "REPO_ROOT", path)
+    return path, *revs.stdout.split()
+
+
+def _compare_in(clone: Path, tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
+    """``python compare.py`` in ``clone`` on a tiny char experiment ``exp`` under ``tmp_path/runs`` (3 seeds)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
+    flags = [
+        *("--config", "configs/debug.toml", "--name", "exp", "--seeds", "3", "--prompt", "ROMEO:"),
+        *(f"--data.source={corpus}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}"),
+        *(f"--train.out_dir={tmp_path / 'runs'}", "--train.max_iters=20", "--train.sample_tokens=0"),
+    ]
+    return subprocess.run([sys.executable, "compare.py", *flags, *argv], cwd=clone, capture_output=True, text=True)
+
+
+def _samples_row(report: str) -> str:
+    """The table row of the report's samples (one prompt)."""
+    section = report[report.index("## Samples") :]
+    return next(line for line in section.splitlines() if line.startswith("| ROMEO:") or line.startswith("| *"))
+
+
+@pytest.mark.slow
+def test_a_commit_that_adds_a_parameter_is_compared_with_its_parent_end_to_end(param_clone, tmp_path):
+    """At the new commit, --arm old@HEAD~1 --arm new: --reference old --fail-on worse: both arms train, each
+    is sampled by its own code (no checkpoint of the parent is loaded into the new model), the report names
+    the commits and the diff, the gate exits 1 because new is worse than old, the folder re-renders alone,
+    and the parent's worktree is gone afterwards."""
+    clone, parent, new = param_clone
+    done = _compare_in(
+        clone, tmp_path, "--arm", "old@HEAD~1", "--arm", "new:", "--reference", "old", "--fail-on", "worse"
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "--fail-on worse:" in done.stderr and "[compare] reference: old" in done.stdout
+    exp = tmp_path / "runs" / "exp"
+    md = (exp / "report.md").read_text()
+    assert md.startswith("# old vs new: exp (reference: old)") or md.startswith("# new vs old")
+    assert "- new vs old (reference): **worse**" in md
+    assert f"the code, commit `{new[:12]}` against old's `{parent[:12]}`; 1 file changed" in md
+    row = _samples_row(md)
+    assert row.count("ROMEO:") == 2 and "not sampled" not in row, row
+    record = json.loads((exp / "verdict.json").read_text())
+    assert record["reference"] == "old" and record["code"]["new"]["commit"] == new
+    assert not (clone / ".worktrees" / parent[:12]).exists()
+    again = subprocess.run(
+        [sys.executable, "compare.py", str(exp), "--prompt", "ROMEO:"], cwd=clone, capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert _samples_row((exp / "report.md").read_text()) == row and not (clone / ".worktrees" / parent[:12]).exists()
+
+
+@pytest.mark.slow
+def test_the_parent_checked_out_compares_the_commit_that_adds_a_parameter_and_gates_the_other_way(
+    param_clone, tmp_path
+):
+    """At the parent commit, --arm old: --arm new@<commit> --reference new: the new commit's checkpoints (a key
+    the parent's model lacks) are sampled by the new code, and old is better than the reference, so --fail-on
+    worse exits 0: the gate follows the reference, not the order of the arms."""
+    clone, parent, new = param_clone
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", parent], check=True)
+    done = _compare_in(
+        clone, tmp_path, "--arm", "old:", "--arm", f"new@{new}", "--reference", "new", "--fail-on", "worse"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    md = ((tmp_path / "runs" / "exp") / "report.md").read_text()
+    assert "- old vs new (reference): **better**" in md
+    row = _samples_row(md)
+    assert row.count("ROMEO:") == 2 and "not sampled" not in row, row
