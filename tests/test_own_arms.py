@@ -139,33 +139,6 @@ def test_an_arm_from_code_names_a_known_revision_of_a_clean_checkout(clone):
         define_arms(None, {"base": {}, "before": settings})
 
 
-@pytest.mark.slow
-def test_compare_trains_an_arm_from_an_earlier_revision_and_tells_the_runs_apart(clone, tmp_path):
-    """In a clone whose last commit widens the init: --arm new: --arm old@HEAD~1 trains old with HEAD~1's
-    train.py (its runs record that commit), the report compares the two, and old's runs are its own."""
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
-    argv = [
-        *(sys.executable, "compare.py", "--config", "configs/debug.toml", "--name", "exp", "--seeds", "2"),
-        *(f"--data.source={corpus}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}"),
-        *(f"--train.out_dir={tmp_path / 'runs'}", "--train.max_iters=6", "--train.sample_tokens=0"),
-        *("--arm", "new:", "--arm", "old@HEAD~1"),
-    ]
-    done = subprocess.run(argv, cwd=clone, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    exp = tmp_path / "runs" / "exp"
-    commits = {
-        n: json.loads((exp / n / "env.json").read_text())["git_commit"]
-        for n in ("new-s0", "new-s1", "old-s0", "old-s1")
-    }
-    log = subprocess.run(["git", "-C", str(clone), "rev-parse", "HEAD", "HEAD~1"], capture_output=True, text=True)
-    head, before = log.stdout.split()
-    assert commits == {"new-s0": head, "new-s1": head, "old-s0": before, "old-s1": before}
-    md = (exp / "report.md").read_text()
-    assert md.startswith("# new vs old: exp") and "- old vs new (reference): **" in md
-    assert f"trained with the code of commit {before[:12]}" in md
-
-
 def test_runs_that_differ_in_the_validation_data_are_refused(tmp_path, capsys):
     """Run folders that differ in a key no comparison may differ in (the tokenizer) are one error line."""
     paths = [
@@ -399,13 +372,14 @@ def param_clone(tmp_path, monkeypatch):
 
 
 def _compare_in(clone: Path, tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
-    """``python compare.py`` in ``clone`` on a tiny char experiment ``exp`` under ``tmp_path/runs`` (3 seeds)."""
+    """``python compare.py`` in ``clone`` on a tiny char experiment ``exp`` under ``tmp_path/runs`` (2 seeds: the
+    arm with zero logits misses the other by the same amount on each, so even 1 df decides)."""
     corpus = tmp_path / "c.txt"
     corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
     flags = [
-        *("--config", "configs/debug.toml", "--name", "exp", "--seeds", "3", "--prompt", "ROMEO:"),
+        *("--config", "configs/debug.toml", "--name", "exp", "--seeds", "2", "--prompt", "ROMEO:"),
         *(f"--data.source={corpus}", "--data.tokenizer=char", f"--data.cache_dir={tmp_path / 'cache'}"),
-        *(f"--train.out_dir={tmp_path / 'runs'}", "--train.max_iters=20", "--train.sample_tokens=0"),
+        *(f"--train.out_dir={tmp_path / 'runs'}", "--train.max_iters=12", "--train.sample_tokens=0"),
     ]
     return subprocess.run([sys.executable, "compare.py", *flags, *argv], cwd=clone, capture_output=True, text=True)
 
@@ -420,7 +394,7 @@ def _samples_row(report: str) -> str:
 def test_a_commit_that_adds_a_parameter_is_compared_with_its_parent_end_to_end(param_clone, tmp_path):
     """At the new commit, --arm old@HEAD~1 --arm new: --reference old --fail-on worse: both arms train, each
     is sampled by its own code (no checkpoint of the parent is loaded into the new model), the report names
-    the commits and the diff, the gate exits 1 because new is worse than old, the folder re-renders alone,
+    the commits and the diff (each run records its own), the gate exits 1 because new is worse than old, the folder re-renders alone,
     and the parent's worktree is gone afterwards."""
     clone, parent, new = param_clone
     done = _compare_in(
@@ -437,6 +411,8 @@ def test_a_commit_that_adds_a_parameter_is_compared_with_its_parent_end_to_end(p
     assert row.count("ROMEO:") == 2 and "not sampled" not in row, row
     record = json.loads((exp / "verdict.json").read_text())
     assert record["reference"] == "old" and record["code"]["new"]["commit"] == new
+    commits = {n: json.loads((exp / n / "env.json").read_text())["git_commit"] for n in ("old-s1", "new-s1")}
+    assert commits == {"old-s1": parent, "new-s1": new}
     assert not (clone / ".worktrees" / parent[:12]).exists()
     again = subprocess.run(
         [sys.executable, "compare.py", str(exp), "--prompt", "ROMEO:"], cwd=clone, capture_output=True, text=True
