@@ -197,6 +197,9 @@ def bench_training(args, cfg) -> dict:
     cfg = s.cfg  # resolved: the head loss and padding that ran
     tc, mc, device, model = cfg.train, cfg.model, s.device, s.model
     tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
+    # Other processes on the cores slow every step: said beside the numbers, as train.py says it (checked before
+    # and after the timed steps, since a competitor may start or end between).
+    contention = hardware.thread_contention(torch.get_num_threads()) if device.type == "cpu" else None
     times = []
     profiler = contextlib.nullcontext()
     for i in range(args.warmup + args.iters):
@@ -239,6 +242,9 @@ def bench_training(args, cfg) -> dict:
     print(f"tokens/s:        {tokens_per_s:,.0f}")
     print(f"peak memory:     {peak_mem:,.0f} MiB ({kind})")
     print(f"MFU:             {mfu(flops, tokens_per_s, peak)}; {flops / 1e6:.1f} MFLOP/token, 6N + 12LHQT", flush=True)
+    contention = contention or (hardware.thread_contention(torch.get_num_threads()) if device.type == "cpu" else None)
+    if contention:
+        print(f"{contention}: these timings are low", flush=True)
     share = None if peak is None or flops * tokens_per_s > peak.flops else 100 * flops * tokens_per_s / peak.flops
     return {"ms_per_iter": ms, "tokens_per_s": tokens_per_s, "mfu_percent": share, "peak_memory_mib": peak_mem}
 

@@ -27,6 +27,11 @@ def parse_args(argv: list[str] | None):
     ex.add_argument(
         "--out", required=True, type=Path, help="New folder to write (config.json, model.safetensors, tokenizer)."
     )
+    ex.add_argument(
+        "--hub-id",
+        metavar="OWNER/NAME",
+        help="The Hub id you will publish the folder under: its model card loads that (default: the folder's name).",
+    )
     im = sub.add_parser("import", help="Hugging Face GPT-2 folder (or hub id) -> run folder for sample.py.")
     im.add_argument(
         "--hf", required=True, help="Folder written by save_pretrained, or a hub id where the hub is reachable."
@@ -44,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     def body() -> None:
         args = parse_args(argv)
         if args.command == "export":
-            export_run(args.run, args.checkpoint, args.out)
+            export_run(args.run, args.checkpoint, args.out, hub_id=args.hub_id)
             print(f"wrote {args.out}: {', '.join(sorted(p.name for p in args.out.iterdir()))}")
         else:
             import_run(args.hf, args.out, tie_embeddings=False if args.untied else None)

@@ -55,6 +55,21 @@ def test_bench_prints_every_figure(tmp_path, capsys, monkeypatch):
     assert re.search(r"^MFU:\s+[\d.]+% of 100 GFLOP/s \(a stub CPU peak\)", out, re.M)
 
 
+def test_bench_notes_other_processes_on_the_cores_as_train_py_does(tmp_path, capsys, monkeypatch):
+    """With other processes' threads running on the cores (stubbed), bench.py prints train.py's contention note
+    after its figures and says the timings are low."""
+    from core import hardware
+
+    monkeypatch.setattr(bench, "checked_peak", lambda achieved, device, amp: Peak(1e11, "a stub CPU peak"))
+    monkeypatch.setattr(hardware, "others_running", lambda: 64)
+    monkeypatch.setattr(bench.torch, "get_num_threads", lambda: 2)
+    args = tiny_bench_args(tmp_path, "--model.block_size=32", "--train.batch_size=4", "--iters", "2", "--warmup", "1")
+    assert bench.main(args) == 0
+    out = capsys.readouterr().out
+    assert "note: 64 thread(s) of other processes are running" in out and "these timings are low" in out
+    assert out.index("these timings are low") > out.index("MFU:")
+
+
 def test_bench_bad_flag_is_one_line(capsys):
     """A bad --iters value is a one-line error with exit status 2."""
     assert bench.main(["--iters", "0"]) == 2

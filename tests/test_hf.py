@@ -30,7 +30,7 @@ from model import hf
 from model.checkpoint import load_checkpoint
 from model.config import GPTConfig
 from model.gpt import GPT
-from training.card import model_card
+from training.card import model_card, public
 from training.config import RunConfig
 
 SMALL = dict(n_positions=32, n_embd=32, n_layer=2, n_head=2)
@@ -442,19 +442,46 @@ def test_model_card_states_the_runs_recorded_numbers(exported_run, fine_tuned_ru
     assert parameters == summary["parameters"] and f"| Parameters | {parameters:,} " in text
     assert "n_layer=2, n_head=2, n_embd=32, block_size=32" in text
     assert "tied (`tie_embeddings=true`): the output head and the token embedding share one matrix" in text
-    assert env["git_commit"] in text and shlex.join(env["argv"]) in text
+    assert env["git_commit"] in text and shlex.join(public(a) for a in env["argv"][1:]) in text
     assert "not recorded" not in text
 
 
+def test_model_card_names_no_absolute_path_of_the_exporting_machine(exported_run, fine_tuned_run):
+    """The card is meant for publishing: the run folder, the corpus and the command's paths appear by their names,
+    and no folder of the machine (the temporary root both sit in) is written anywhere in it."""
+    text = (exported_run / "README.md").read_text(encoding="utf-8")
+    root = os.path.commonpath([exported_run, fine_tuned_run])
+    assert root not in text and str(fine_tuned_run) not in text and str(exported_run) not in text
+    assert f"from the run folder\n`{fine_tuned_run.name}`" in text or f"`{fine_tuned_run.name}` on" in text
+
+
+def test_the_cards_usage_loads_the_hub_id_given_at_export(fine_tuned_run, tmp_path):
+    """hf.py export --hub-id alice/tiny: the card's usage and its way back into tinygpt load alice/tiny; an id
+    that is no OWNER/NAME is one error line before anything is written."""
+    out = tmp_path / "hf"
+    assert hf_cli.main(["export", "--run", str(fine_tuned_run), "--out", str(out), "--hub-id", "alice/tiny"]) == 0
+    text = (out / "README.md").read_text(encoding="utf-8")
+    assert 'AutoModelForCausalLM.from_pretrained("alice/tiny")' in text and "hf.py import --hf alice/tiny" in text
+    assert hf_cli.main(["export", "--run", str(fine_tuned_run), "--out", str(tmp_path / "x"), "--hub-id", "a b"]) == 2
+    assert not (tmp_path / "x").exists()
+
+
 def test_the_cards_usage_example_loads_the_folder_in_transformers(exported_run):
-    """The card's Python example runs as written: model and tokenizer load from the folder, README.md beside them."""
+    """The card's Python example runs as written beside the folder: model and tokenizer load from it by its name."""
     text = (exported_run / "README.md").read_text(encoding="utf-8")
     example = text.split("```python\n", 1)[1].split("```", 1)[0]
     assert len(example.splitlines()) == 3
     # Run as a user would, in a Python of its own; it prints what the test checks.
     report = "\nimport json\nprint(json.dumps([type(model).__name__, model.config.tie_word_embeddings, tokenizer('ROMEO:')['input_ids']]))"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-c", example + report], capture_output=True, text=True, env=env, check=True)
+    done = subprocess.run(  # from the folder's parent: the example loads the folder by its name
+        [sys.executable, "-c", example + report],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=exported_run.parent,
+    )
     name, tied, ids = json.loads(done.stdout.strip().splitlines()[-1])
     assert name == "GPT2LMHeadModel" and tied
     assert ids == build_tokenizer("gpt2").encode("ROMEO:")

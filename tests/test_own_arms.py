@@ -390,6 +390,15 @@ def _samples_row(report: str) -> str:
     return next(line for line in section.splitlines() if line.startswith("| ROMEO:") or line.startswith("| *"))
 
 
+def test_a_virtual_environment_in_the_checkout_leaves_it_clean(clone):
+    """A .venv/ or venv/ folder inside the checkout (where many users keep one) is ignored by git, so arms from
+    code do not refuse the checkout as having uncommitted changes."""
+    for folder in (".venv", "venv"):
+        (clone / folder / "bin").mkdir(parents=True)
+        (clone / folder / "bin" / "python").write_text("#!/bin/sh\n")
+    arms.check_clean()
+
+
 @pytest.mark.slow
 def test_a_commit_that_adds_a_parameter_is_compared_with_its_parent_end_to_end(param_clone, tmp_path):
     """At the new commit, --arm old@HEAD~1 --arm new: --reference old --fail-on worse: both arms train, each

@@ -395,3 +395,30 @@ def test_the_final_evaluation_shows_a_progress_bar(tmp_path, corpus, capsys):
     scored = int(re.search(r"final val loss .* on ([\d,]+) val tokens", out).group(1).replace(",", ""))
     batches = math.ceil(scored / 32 / 4)  # block_size windows, in batches of train.batch_size
     assert re.search(rf"final eval: +\d+%\|.*\| \d+/{batches} \[", err), err[-2000:]
+
+
+def test_wandb_mode_follows_the_flag_then_wandbs_own_environment_variable():
+    """--wandb.mode wins; left empty, WANDB_MODE decides (dryrun and run are wandb's aliases of offline and
+    online); neither set is disabled; a WANDB_MODE wandb does not know is one error naming the fix."""
+    from training.config import WandbConfig
+
+    assert WandbConfig(mode="disabled").resolved_mode({"WANDB_MODE": "offline"}) == "disabled"
+    assert WandbConfig().resolved_mode({"WANDB_MODE": "offline"}) == "offline"
+    assert WandbConfig().resolved_mode({"WANDB_MODE": "dryrun"}) == "offline"
+    assert WandbConfig().resolved_mode({"WANDB_MODE": "run"}) == "online"
+    assert WandbConfig().resolved_mode({}) == "disabled"
+    with pytest.raises(UserError, match="WANDB_MODE='sometimes' is not a wandb mode"):
+        WandbConfig().resolved_mode({"WANDB_MODE": "sometimes"})
+
+
+def test_wandb_mode_offline_in_the_environment_starts_wandb_logging(tmp_path, monkeypatch):
+    """WANDB_MODE=offline with no --wandb.mode: the run logs to wandb (offline), as wandb users expect."""
+    from training import runs
+    from training.config import RunConfig
+
+    started = []
+    monkeypatch.setattr(runs, "WandbLogger", lambda cfg, *a: started.append(cfg.wandb.resolved_mode()) or "wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert runs.make_logger(RunConfig(), tmp_path, "r", False) == "wandb" and started == ["offline"]
+    monkeypatch.delenv("WANDB_MODE")
+    assert isinstance(runs.make_logger(RunConfig(), tmp_path, "r", False), runs.NullLogger)

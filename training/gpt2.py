@@ -130,14 +130,20 @@ def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Pat
     return out_dir
 
 
-def export_run(run_dir: Path, which: str, out_dir: Path) -> Path:
+def export_run(run_dir: Path, which: str, out_dir: Path, hub_id: str | None = None) -> Path:
     """Write the ``which`` ("best" or "last") checkpoint of ``run_dir`` with its tokenizer as a GPT-2 folder.
 
     The folder also gets a model card, ``README.md`` (:func:`training.card.model_card`: the
     architecture, tying, and the run's recorded tokens, val loss, command and commit).
-    Raises :class:`UserError` for a bad run folder or an ``out_dir`` that exists and is not empty.
+    ``hub_id``: the Hub id the folder will be published under, which the card's usage loads.
+    Raises :class:`UserError` for a bad run folder, a ``hub_id`` that is no Hub id, or an ``out_dir`` that
+    exists and is not empty.
     """
     run_dir, out_dir = Path(run_dir), Path(out_dir)
+    if hub_id is not None and not hf.is_hub_id(hub_id):
+        raise UserError(
+            f"--hub-id {hub_id!r} is not a Hub id: give OWNER/NAME, e.g. --hub-id alice/tinygpt-shakespeare"
+        )
     model, tokenizer, ckpt = load_run(run_dir, which, torch.device("cpu"))
     # load_run falls back to ckpt_last.pt for a run with no best checkpoint: the card names the file read.
     read = which if which == "last" or (run_dir / "ckpt_best.pt").exists() else "last"
@@ -145,7 +151,7 @@ def export_run(run_dir: Path, which: str, out_dir: Path) -> Path:
     def write_more(folder: Path) -> None:
         write_tokenizer_files(tokenizer, folder, model.config.block_size)
         has_hf_tokenizer = (folder / "tokenizer.json").is_file()  # gpt2 and bpe:N have one, char has none
-        card = model_card(run_dir, out_dir, model, tokenizer, ckpt, read, has_hf_tokenizer)
+        card = model_card(run_dir, out_dir, model, tokenizer, ckpt, read, has_hf_tokenizer, hub_id)
         card.save(folder / CARD_FILE)
 
     return hf.export(model, out_dir, write_more)

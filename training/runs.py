@@ -217,7 +217,8 @@ class NullLogger:
 
 
 class WandbLogger:
-    """Thin wrapper over a wandb run; created only when ``wandb.mode`` is online or offline."""
+    """Thin wrapper over a wandb run; created only when the resolved mode (:meth:`WandbConfig.resolved_mode`) is
+    online or offline."""
 
     def __init__(self, cfg: RunConfig, run_dir: Path, run_name: str, resume: bool) -> None:
         import wandb  # imported lazily: wandb is slow to import and unused when disabled
@@ -233,7 +234,7 @@ class WandbLogger:
                 tags=sorted(set(cfg.wandb.tags) | {tag}),
                 config=cfg.to_dict(),
                 dir=str(run_dir),
-                mode=cfg.wandb.mode,
+                mode=cfg.wandb.resolved_mode(),
                 id=(run_dir / ".wandb_id").read_text().strip() if resume and (run_dir / ".wandb_id").exists() else None,
                 resume="allow" if resume else None,
             )
@@ -253,14 +254,15 @@ class WandbLogger:
 
 def make_logger(cfg: RunConfig, run_dir: Path, run_name: str, resume: bool):
     """A :class:`WandbLogger` if wandb is on, else a :class:`NullLogger`."""
-    if cfg.wandb.mode == "disabled":
+    mode = cfg.wandb.resolved_mode()  # --wandb.mode, else wandb's own WANDB_MODE, else disabled
+    if mode == "disabled":
         return NullLogger()
     try:
         return WandbLogger(cfg, run_dir, run_name, resume)
     except Exception as e:  # wandb raises many types (auth, network, install); all mean "cannot log"
         first = first_line(e, 160)
         raise UserError(
-            f"wandb could not start in {cfg.wandb.mode} mode ({first}): run `wandb login`, "
+            f"wandb could not start in {mode} mode ({first}): run `wandb login`, "
             "or use --wandb.mode=offline or --wandb.mode=disabled"
         ) from None
 
