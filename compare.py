@@ -61,7 +61,9 @@ from experiment.runner import (
     Plan,
     declared_reference,
     declared_settings,
+    counted_looks,
     experiment_runs,
+    record_look,
     remove_worktrees,
     run_budget_experiment,
     run_experiment,
@@ -459,6 +461,7 @@ class Compared:
     declared: bool  # the margin was declared before the runs (experiment.json) or given now
     outcome: str
     sequential: tuple  # (level, design in words, as data) of a --seeds auto experiment; (0.05, "", None) otherwise
+    folder: Path | None = None  # the experiment folder (experiment.json) whose looks this report counts
 
 
 def _report_folder(args: argparse.Namespace, command: str) -> int | None:
@@ -497,7 +500,7 @@ def _given_runs(args: argparse.Namespace) -> Compared:
     margin, declared, outcome, sequential = declared_settings(where, args.margin, args.outcome)
     arm_set, reference = arms_of_runs([*reported, *tuning], declared_reference(where, args.reference))
     out_dir = args.report_dir or where
-    return Compared(reported, tuning, out_dir, arm_set, reference, margin, declared, outcome, sequential)
+    return Compared(reported, tuning, out_dir, arm_set, reference, margin, declared, outcome, sequential, where)
 
 
 def _experiment_folder(runs: list[Path]) -> Path | None:
@@ -534,7 +537,7 @@ def _trained_runs(plan: Plan) -> Compared:
     else:
         (reported, tuning, out_dir), sequential = run_experiment(plan), (0.05, "", None)
     return Compared(
-        reported, tuning, out_dir, plan.arm_set, plan.reference, plan.margin, True, plan.outcome, sequential
+        reported, tuning, out_dir, plan.arm_set, plan.reference, plan.margin, True, plan.outcome, sequential, out_dir
     )
 
 
@@ -588,6 +591,9 @@ def main(argv: list[str] | None = None) -> int:
                 _tidy(plan, args.keep_worktrees)
                 return status
             c = _trained_runs(plan)
+        seeds = len({read_json(Path(p) / "config.json", "run config")["train"]["seed"] for p in c.reported})
+        if c.folder is not None and c.sequential[2] is None:  # seeds added after a verdict: a look of its own
+            c.sequential = counted_looks(c.folder, seeds) or c.sequential
         path, meaningful = write_report(
             c.reported,
             c.tuning,
@@ -604,6 +610,8 @@ def main(argv: list[str] | None = None) -> int:
             sequential=c.sequential,
         )
         _print_report(path, meaningful=meaningful)
+        if c.folder is not None and (c.sequential[2] is None or c.sequential[2].get("declared") is False):
+            record_look(c.folder, seeds)
         if not args.runs:
             _tidy(plan, args.keep_worktrees)
         return gate(path.parent / VERDICT_FILE, args.fail_on)

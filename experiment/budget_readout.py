@@ -22,7 +22,7 @@ of the first beside them:
 Also here: the trunks' val and val − train curves through the stable phase (:func:`trunk_curves`).
 
 Verdict rule for all three: better / worse when the p-value, Holm-adjusted across the budgets
-(statsmodels' ``multipletests``; one family per arm, and per arm and rate), is below 0.05 and
+(:func:`experiment.stats.holm_adjust`; one family per arm, and per arm and rate), is below 0.05 and
 the 95% interval excludes 0; equivalent when the 90% interval lies inside ±margin (TOST);
 otherwise inconclusive.  Where the two readouts disagree at a budget, the report says so in
 its first lines.  At each budget an arm is read against the reference on the seeds that both
@@ -43,7 +43,6 @@ from pathlib import Path
 
 import numpy as np
 from scipy import stats as sps
-from statsmodels.stats.multitest import multipletests
 
 from core.errors import UserError
 from core.files import read_json
@@ -272,7 +271,7 @@ def holm_verdicts(results: list[BestVsBest], family: int | None = None) -> list[
     if not results:
         return []
     padding = [1.0] * max(0, (family or len(results)) - len(results))
-    adjusted = multipletests([r.p for r in results] + padding, method="holm")[1][: len(results)]
+    adjusted = stats.holm_adjust([r.p for r in results] + padding)[: len(results)]
     for r, p_holm in zip(results, adjusted):
         r.p_holm = float(p_holm)
         if p_holm < ALPHA and r.ci[1] < 0:

@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 
 from core.files import write_text_atomic
 from experiment.figures import log_x, save_figure
+from experiment.readout import ONE_SEED_TUNING
 from experiment.grid import NOT_STARTED, GridCell, LrPick, cells_vocab_use, gap_rows, load_grid, lr_picks
 from experiment.grid_model import (
     ArmModels,
@@ -180,6 +181,8 @@ def render_grid(
         USE_WORDS,
         "",
     ]
+    if any(gc.exp.tuning for gc in done):  # the cells' verdicts rest on rates picked on one seed
+        lines += [f"**Not calibrated:** every cell's verdict: {ONE_SEED_TUNING}.", ""]
     lines += _tally(rows) + [""]
     for name in figures:
         lines += [f"![{name}]({name})", "", f"*{caption(name, readout.margin_bpb)}*", ""]

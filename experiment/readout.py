@@ -146,6 +146,26 @@ def _comparison_record(c: stats.Comparison) -> dict:
     }
 
 
+ONE_SEED_TUNING = (
+    "rates picked on one seed: each arm's rate was the best of its grid on a single tuning seed, which favours "
+    "an arm by chance (false better/worse in 15-22% of A/A experiments, docs/experiment.md); for a calibrated "
+    "verdict train every rate on every seed and read best against best (--budgets TOKENS)"
+)
+
+
+def not_calibrated(exp: Experiment) -> list[str]:
+    """Why ``exp``'s verdicts do not hold their 5% error rate, in words (empty: they do): rates picked on one
+    tuning seed, or seeds added to the folder after a verdict was read (``exp.looks`` not declared)."""
+    reasons = [ONE_SEED_TUNING] if exp.tuning else []
+    if exp.looks is not None and exp.looks.get("declared") is False:
+        reasons.append(
+            f"seeds added after a verdict was read at {', '.join(map(str, exp.looks['looks'][:-1]))} seeds: that "
+            "look spent the whole 5%, so no later look can stay within it; declare the looks before the runs "
+            "(--seeds auto --max-seeds N)"
+        )
+    return reasons
+
+
 def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | None = None) -> dict:
     """What ``verdict.json`` holds: the arms and their settings, the outcome, every seed's value, and each
     comparison's Δ, intervals, p-values and verdict (nats/token; with ``margin_bpb`` the same in bits per
@@ -164,6 +184,8 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
         "margin": exp.margin,
         "margin_declared": margin_declared,
         "learning_rates_tuned": tuned,
+        "calibrated": not not_calibrated(exp),
+        "not_calibrated": not_calibrated(exp),
         "alpha": exp.alpha,
         "sequential": exp.looks,
         "code": code_versions(exp),
@@ -270,6 +292,13 @@ def gate(verdict_path: Path, fail_on: str | None) -> int:
     if fail_on is None:
         return 0
     record = read_json(verdict_path, "verdict")
+    if record.get("not_calibrated"):  # a gate on a verdict whose error rate is not 5% would pass or fail by chance
+        print(
+            f"error: --fail-on {fail_on} gates only on calibrated verdicts, and this one is not "
+            f"({record['not_calibrated'][0].split(':')[0]}): see report.md's verdict section for the design that is",
+            file=sys.stderr,
+        )
+        return 2
     bpb = record.get("comparisons_bpb")
     found = bpb if bpb and len(bpb) == len(record["comparisons"]) else record["comparisons"]  # bpb only if complete
     if len(found) < len(record["arms"]) - 1:  # an arm with no verdict at all (every seed missed a target)

@@ -27,7 +27,14 @@ import torch
 
 from experiment import stats
 from experiment.arms import ARM_KEYS
-from experiment.readout import bpb_comparison, comparisons, compute_equivalent, lr_table, never_reached
+from experiment.readout import (
+    bpb_comparison,
+    comparisons,
+    compute_equivalent,
+    lr_table,
+    never_reached,
+    not_calibrated,
+)
 from experiment.report import SIZE_KEYS, Experiment
 from experiment.report_sections import (
     arm_section,
@@ -231,6 +238,8 @@ def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: boo
         lines += [_untuned_caveat(exp), ""]
     if exp.sequential:
         lines += [f"**Sequential:** {exp.sequential}.", ""]
+    for why in not_calibrated(exp):  # said before the verdicts it qualifies
+        lines += [f"**Not calibrated:** {why}.", ""]
     missing = _never_reached_line(exp)
     lines += [missing, ""] if missing else []
     if exp.outcome.startswith("tokens-to:"):
@@ -277,10 +286,11 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
             f"Differences are arm − reference in {unit}. The equivalence margin "
             f"±{exp.margin:g} {'(a fraction)' if speed or target else 'nats'} was declared before the runs. The CI is the paired t interval "
             "(`scipy.stats.ttest_rel`, n − 1 degrees of freedom); TOST is statsmodels' `ttost_paired` at ±margin; "
-            'the Holm adjustment over the arms is statsmodels\' `multipletests(method="holm")`; the Wilcoxon '
+            "the Holm (1979) step-down adjustment over the arms gives statsmodels' `multipletests` numbers; the Wilcoxon "
             "signed-rank and exact sign tests are scipy's; d_z is mean / sd of the differences; the "
             f"{'time-per-token ratio' if speed else ('tokens ratio' if target else 'perplexity ratio')} is exp(mean). "
-            "Seeds needed is a rough planning figure from the observed spread, not a power analysis."
+            "Seeds to detect the margin: the seeds a paired t test needs to detect a difference the size of the "
+            "margin with 80% power at the observed spread, and the range the spread's own 95% interval allows."
         ),
         "",
     ]

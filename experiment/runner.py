@@ -17,6 +17,7 @@ sequential design's level.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import statistics
@@ -603,6 +604,8 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
             settings["seeds"] = max(settings["seeds"], before.get("seeds", 0))
         if had or defined:  # arms may be added, never redefined
             settings["arms"] = {**had, **now.get("arms", {})}
+        if before.get("looks"):  # the verdicts read so far (record_look): kept, so that added seeds count as looks
+            settings["looks"] = before["looks"]
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if changed:
             raise UserError(
@@ -681,7 +684,43 @@ def _declared_sequential(out_dir: Path) -> tuple[float, str, dict | None]:
     return alpha, words, looks_record(looks, None, alpha)
 
 
+def counted_looks(out_dir: Path, seeds: int) -> tuple[float, str, dict | None] | None:
+    """For a report at ``seeds`` seeds on a fixed-seed experiment folder that gave verdicts at fewer seeds before
+    (experiment.json's ``looks``): ``(alpha, words, looks as data)``, this look tested at 0.05 over the looks so
+    far (Bonferroni, as ``--seeds auto`` does) and marked undeclared; None for a first look, a sequential
+    folder (its looks were declared) or no experiment folder."""
+    saved = out_dir / "experiment.json"
+    record = read_json(saved, "experiment settings") if saved.is_file() else {}
+    if record.get("max_seeds"):
+        return None
+    earlier = sorted({look["seeds"] for look in record.get("looks", []) if look.get("seeds", seeds) < seeds})
+    if not earlier:
+        return None
+    k = len(earlier) + 1
+    alpha = 0.05 / k
+    words = (
+        f"seeds added after verdicts were read at {', '.join(map(str, earlier))} seeds: this report at {seeds} "
+        f"seeds is look {k}, tested at α = {alpha:.4g} (0.05 over {k} looks, Bonferroni, as --seeds auto does)"
+    )
+    return alpha, words, {**looks_record([*earlier, seeds], seeds, alpha), "declared": False}
+
+
+def record_look(out_dir: Path, seeds: int) -> None:
+    """Add a report read at ``seeds`` seeds to the experiment folder's looks (experiment.json's ``looks``: each
+    seed count a verdict was read at, and the date), once per seed count; nothing without an experiment.json."""
+    saved = out_dir / "experiment.json"
+    if not saved.is_file():
+        return
+    (out_dir / ".claims").mkdir(exist_ok=True)
+    with file_lock(out_dir / ".claims" / "experiment.json.lock"):
+        record = read_json(saved, "experiment settings")
+        looks = record.get("looks", [])
+        if all(look.get("seeds") != seeds for look in looks):
+            record["looks"] = [*looks, {"seeds": seeds, "date": datetime.date.today().isoformat()}]
+            write_json(saved, record)
+
+
 def looks_record(looks: list[int], seeds: int | None, alpha: float) -> dict:
     """verdict.json's ``sequential``: the seed counts of the looks declared before the runs, the seeds this
     verdict read (None: not known here), the level every look tests at, and the rule that set it."""
-    return {"looks": looks, "seeds_read": seeds, "alpha_per_look": alpha, "rule": "bonferroni"}
+    return {"looks": looks, "seeds_read": seeds, "alpha_per_look": alpha, "rule": "bonferroni", "declared": True}

@@ -14,7 +14,8 @@ Every statistical computation is done by scipy or statsmodels, not by hand:
 * Wilcoxon signed-rank test: ``scipy.stats.wilcoxon`` (exact where scipy does it);
 * exact sign test: ``scipy.stats.binomtest``;
 * equivalence (TOST, Schuirmann 1987): ``statsmodels.stats.weightstats.ttost_paired``;
-* Holm step-down adjustment (Holm 1979): ``statsmodels.stats.multitest.multipletests``;
+* Holm step-down adjustment (Holm 1979): :func:`holm_adjust`, checked against
+  ``statsmodels.stats.multitest.multipletests`` in the tests;
 * the seeds-needed planning figure: statsmodels' ``TTestPower`` and the sd's interval from ``scipy.stats.chi2``.
 
 Verdict rule (alpha = 0.05 unless told otherwise), per comparison:
@@ -39,7 +40,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
@@ -83,7 +83,15 @@ class Comparison:
     p_tost: float
     p_holm: float
     verdict: str
-    seeds_needed: SeedsFigure | None
+    plan_alpha: float = 0.05  # the level the seeds figure plans at (alpha over the family: Holm's strictest step)
+
+    @property
+    def seeds_needed(self) -> SeedsFigure | None:
+        """For "inconclusive" with 2 or more seeds, :func:`seeds_figure` at the margin; else None.  Computed when
+        read: a verdict alone (an A/A simulation, a gate) never pays for it."""
+        if self.verdict != "inconclusive" or len(self.diffs) < 2:
+            return None
+        return seeds_figure(self.sd, len(self.diffs), self.margin, self.plan_alpha)
 
 
 def _check_inputs(
@@ -112,33 +120,21 @@ def _check_inputs(
     return a, r
 
 
-def _decide(
-    mean: float,
-    sd: float,
-    ci: tuple[float, float],
-    p_adj: float,
-    p_tost: float,
-    margin: float,
-    n: int,
-    alpha: float,
-    family: int = 1,
-) -> tuple[str, SeedsFigure | None]:
-    """The verdict (rule in the module docstring) and, when inconclusive, the seeds figure (:func:`seeds_figure`).
+def _decide(ci: tuple[float, float], p_adj: float, p_tost: float, n: int, alpha: float) -> str:
+    """The verdict (rule in the module docstring).
 
     ``p_adj`` is the p-value to test the difference with (p_t, or p_holm after :func:`holm`).
-    ``family`` is the number of comparisons adjusted together: the planning figure then uses
-    alpha / family (Bonferroni, the strictest Holm step), so it is conservative.
     """
     if n < 2:
-        return "inconclusive", None
+        return "inconclusive"
     p = 1.0 if math.isnan(p_adj) else p_adj
     if p < alpha and ci[1] < 0:
-        return "better", None
+        return "better"
     if p < alpha and ci[0] > 0:
-        return "worse", None
+        return "worse"
     if not math.isnan(p_tost) and p_tost < alpha:
-        return "equivalent", None
-    return "inconclusive", seeds_figure(sd, n, margin, alpha / family)
+        return "equivalent"
+    return "inconclusive"
 
 
 def _p_wilcoxon(diffs: np.ndarray) -> float | None:
@@ -155,7 +151,12 @@ def _p_wilcoxon(diffs: np.ndarray) -> float | None:
 
 
 def compare_paired(
-    arm: str, reference: str, arm_values: Sequence[float], ref_values: Sequence[float], margin: float
+    arm: str,
+    reference: str,
+    arm_values: Sequence[float],
+    ref_values: Sequence[float],
+    margin: float,
+    descriptive: bool = True,
 ) -> Comparison:
     """Compare ``arm`` with ``reference`` from final val losses (nats/token) paired by seed.
 
@@ -166,6 +167,9 @@ def compare_paired(
     ``scipy.stats.binomtest``.  When every diff is the same (sd 0) the t quantities are defined
     directly: CI (mean, mean), p_t 0.0 (1.0 if all diffs are 0), p_tost 0.0 if |mean| < margin
     else 1.0.  The verdict uses the unadjusted p_t; :func:`holm` re-derives it for a family.
+
+    ``descriptive=False`` leaves out the Wilcoxon and sign tests (None and 1.0), which the verdict does not
+    read: for simulations that call this thousands of times (tests/test_aa.py).
 
     Raises UserError when the sequences differ in length, are empty, hold a NaN/inf, or when
     margin <= 0.
@@ -182,7 +186,7 @@ def compare_paired(
         p_t = 1.0 if mean == 0 else 0.0
         p_tost = 0.0 if abs(mean) < margin else 1.0
     else:
-        sd = float(np.std(diffs, ddof=1))
+        sd = float(np.std(diffs, ddof=1))  # the verdict's statistics; the descriptive ones follow
         with warnings.catch_warnings():  # near-constant diffs: scipy warns of precision loss
             warnings.simplefilter("ignore", RuntimeWarning)
             res = stats.ttest_rel(a, r)
@@ -192,9 +196,9 @@ def compare_paired(
             p_tost = float(ttost_paired(a, r, -margin, margin)[0])
     nonzero = int(np.count_nonzero(diffs))
     negative = int(np.sum(diffs < 0))
-    p_sign = float(stats.binomtest(negative, nonzero, 0.5).pvalue) if nonzero else 1.0
+    p_sign = float(stats.binomtest(negative, nonzero, 0.5).pvalue) if nonzero and descriptive else 1.0
     d_z = mean / sd if (not math.isnan(sd) and sd > 0) else nan
-    verdict, needed = _decide(mean, sd, ci, p_t, p_tost, margin, n, alpha=0.05)
+    verdict = _decide(ci, p_t, p_tost, n, alpha=0.05)
     return Comparison(
         arm=arm,
         reference=reference,
@@ -204,7 +208,7 @@ def compare_paired(
         ci=ci,
         ci90=ci90,
         p_t=p_t,
-        p_wilcoxon=_p_wilcoxon(diffs),
+        p_wilcoxon=_p_wilcoxon(diffs) if descriptive else None,
         p_sign=p_sign,
         d_z=d_z,
         ppl_ratio=math.exp(mean),
@@ -212,14 +216,27 @@ def compare_paired(
         p_tost=p_tost,
         p_holm=p_t,
         verdict=verdict,
-        seeds_needed=needed,
     )
+
+
+def holm_adjust(p: Sequence[float]) -> np.ndarray:
+    """Holm (1979) step-down adjusted p-values, in the order given: the i-th smallest p times (m - i), made
+    non-decreasing in that order, capped at 1.  The same numbers as statsmodels' ``multipletests(p,
+    method="holm")[1]`` (tests/test_stats.py checks), without its ``gc.collect()`` per call, which costs a
+    quarter of a second in a process holding PyTorch."""
+    p = np.asarray(p, dtype=float)
+    order = np.argsort(p, kind="stable")
+    m = len(p)
+    stepped = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = stepped
+    return out
 
 
 def holm(comparisons: list[Comparison], alpha: float = 0.05, family: int | None = None) -> list[Comparison]:
     """Holm-adjust (Holm 1979) the p_t of one report's comparisons; new Comparison objects.
 
-    ``p_holm`` comes from ``statsmodels.stats.multitest.multipletests(p_t, method="holm")``; a
+    ``p_holm`` comes from :func:`holm_adjust` (statsmodels' ``multipletests(p_t, method="holm")`` numbers); a
     nan p_t (fewer than 2 seeds) counts as 1.0.  ``family`` (at least ``len(comparisons)``)
     counts comparisons declared but not made yet, each as p = 1, so that an early verdict is no
     less strict than the last.  Verdict and seeds_needed are re-derived with the
@@ -232,11 +249,12 @@ def holm(comparisons: list[Comparison], alpha: float = 0.05, family: int | None 
         return []
     size = max(family or 0, len(comparisons))
     p = [1.0 if math.isnan(c.p_t) else c.p_t for c in comparisons] + [1.0] * (size - len(comparisons))
-    adjusted = multipletests(p, alpha=alpha, method="holm")[1]
+    adjusted = holm_adjust(p)
     out = []
     for c, p_holm in zip(comparisons, adjusted):
-        verdict, needed = _decide(c.mean, c.sd, c.ci, float(p_holm), c.p_tost, c.margin, len(c.diffs), alpha, size)
-        out.append(replace(c, p_holm=float(p_holm), verdict=verdict, seeds_needed=needed))
+        verdict = _decide(c.ci, float(p_holm), c.p_tost, len(c.diffs), alpha)
+        # The seeds figure plans at alpha over the family (Bonferroni, Holm's strictest step): conservative.
+        out.append(replace(c, p_holm=float(p_holm), verdict=verdict, plan_alpha=alpha / size))
     return out
 
 
@@ -373,21 +391,25 @@ def detectable_difference(sd: float, n: int, alpha: float = 0.05, power: float =
     return float(effect) * sd
 
 
+def power_of(n: np.ndarray, difference: float, sd: float, alpha: float = 0.05) -> np.ndarray:
+    """The power of a two-sided paired t test at ``alpha`` with ``n`` seeds (an array) to detect a mean paired
+    difference ``difference`` when the per-seed differences spread by ``sd``: the noncentral t's mass beyond
+    the critical values (``scipy.stats.nct``), as statsmodels' ``TTestPower.power`` computes it."""
+    df = n - 1
+    nc = difference / sd * np.sqrt(n)
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    return stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc)
+
+
 def seeds_for(difference: float, sd: float, alpha: float = 0.05, power: float = 0.8, max_n: int = 1000) -> int | None:
-    """The fewest seeds (>= 2) whose :func:`detectable_difference` is at most ``difference`` (bisection:
-    it falls as n grows); None when ``sd`` or ``difference`` is not > 0, or more than ``max_n`` are needed."""
-    if not (math.isfinite(sd) and sd > 0 and difference > 0):
+    """The fewest seeds (>= 2) whose paired t test detects ``difference`` with probability ``power`` (the first
+    n where :func:`power_of` reaches it, over every n up to ``max_n`` at once); None when ``sd`` or
+    ``difference`` is not > 0, or more than ``max_n`` are needed."""
+    if not (math.isfinite(sd) and sd > 0 and math.isfinite(difference) and difference > 0):
         return None
-    if detectable_difference(sd, max_n, alpha, power) > difference:
-        return None
-    lo, hi = 2, max_n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if detectable_difference(sd, mid, alpha, power) <= difference:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    ns = np.arange(2, max_n + 1)
+    hits = np.flatnonzero(power_of(ns, difference, sd, alpha) >= power)
+    return int(ns[hits[0]]) if len(hits) else None
 
 
 FIRST_LOOK = 3  # seeds at the first look of a sequential experiment (compare.py --seeds auto)

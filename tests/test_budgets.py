@@ -546,7 +546,7 @@ def test_a_budget_experiment_declares_its_seeds_and_keeps_the_most_asked_for(tmp
     """experiment.json records --seeds with --budgets; a rerun asking fewer keeps the larger count, and a
     folder made before the key existed takes the count asked for now (nothing is refused)."""
     arm_set = define_arms(["tied", "untied"], {})
-    fields = dict(equal_params=None, lr_grid=[1e-3], lr_widen=0, margin=0.01, max_seeds=0, outcome="loss")
+    fields = dict(equal_params=None, lr_grid=[1e-3], lr_widen=0, margin=0.01, max_seeds=0, outcome="loss", reference="tied")
 
     def plan(seeds: int) -> SimpleNamespace:
         return SimpleNamespace(**fields, budgets=[500_000], seeds=seeds, arm_set=arm_set, arms=arm_set.names)

@@ -133,3 +133,41 @@ def test_compare_in_process_leaves_the_signal_handlers_as_they_were(tmp_path):
     ]
     assert compare.main(argv) == 0
     assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+def _grown_folder(exp: Path, seeds: range) -> None:
+    """Tied and untied fake runs of an experiment folder on ``seeds`` (untied 0.05 higher, some noise)."""
+    for s in seeds:
+        if not (exp / f"tied-s{s}").exists():
+            fake_run(exp, f"tied-s{s}", True, 1337 + s, 3.0 + s / 100)
+            fake_run(exp, f"untied-s{s}", False, 1337 + s, 3.05 + s / 100 + (0.01 if s % 2 else -0.01))
+
+
+def test_seeds_added_after_a_verdict_count_as_a_look_and_are_not_calibrated(tmp_path, capsys):
+    """A folder reported at 3 seeds, then grown to 5: the first report tests at 0.05 and records its look; the
+    second is look 2, tested at 0.025, labelled not calibrated (the first look spent the 5%), with its looks in
+    verdict.json, and --fail-on refuses to gate on it (exit 2, one line)."""
+    exp = tmp_path / "exp"
+    _grown_folder(exp, range(3))
+    (exp / "experiment.json").write_text(json.dumps({"margin": 0.01}))
+    assert compare.main([str(exp)]) == 0
+    first = json.loads((exp / "verdict.json").read_text())
+    assert first["alpha"] == 0.05 and first["calibrated"] is True and first["sequential"] is None
+    assert [look["seeds"] for look in json.loads((exp / "experiment.json").read_text())["looks"]] == [3]
+    _grown_folder(exp, range(5))
+    capsys.readouterr()
+    assert compare.main([str(exp), "--fail-on", "worse"]) == 2
+    assert "--fail-on worse gates only on calibrated verdicts" in error_line(capsys)
+    second = json.loads((exp / "verdict.json").read_text())
+    assert second["alpha"] == 0.025 and second["calibrated"] is False
+    assert second["sequential"] == {
+        "looks": [3, 5],
+        "seeds_read": 5,
+        "alpha_per_look": 0.025,
+        "rule": "bonferroni",
+        "declared": False,
+    }
+    md = (exp / "report.md").read_text()
+    assert "**Not calibrated:** seeds added after a verdict was read at 3 seeds" in md
+    assert "this report at 5 seeds is look 2, tested at α = 0.025" in md
+    assert [look["seeds"] for look in json.loads((exp / "experiment.json").read_text())["looks"]] == [3, 5]

@@ -8,6 +8,8 @@ an arm built from them by adding known per-seed differences.
 import dataclasses
 import math
 
+import numpy as np
+
 import pytest
 
 from core.errors import UserError
@@ -192,3 +194,15 @@ def test_holm_with_a_declared_family_counts_the_comparisons_not_made_yet_as_p_on
     weak = compare_paired("a", "ref", paired([-0.01, -0.05, -0.02, -0.04, -0.03], REF5), REF5, 0.02)
     (alone,) = holm([weak], family=4)
     assert alone.p_holm == pytest.approx(4 * weak.p_t) and alone.verdict == "inconclusive"
+
+
+def test_holm_adjust_gives_statsmodels_numbers():
+    """holm_adjust equals statsmodels' multipletests(method='holm') on p-values with ties, ones and tiny values,
+    in the order given."""
+    from statsmodels.stats.multitest import multipletests
+
+    from experiment.stats import holm_adjust
+
+    rng = np.random.default_rng(0)
+    for p in ([0.01, 0.04, 0.03, 0.005], [0.2, 0.2, 1.0, 0.001, 0.049], list(rng.uniform(0, 0.1, 9)), [0.3]):
+        assert np.allclose(holm_adjust(p), multipletests(p, method="holm")[1], rtol=0, atol=1e-12), p
