@@ -24,7 +24,10 @@ Also here: the trunks' val and val − train curves through the stable phase (:f
 Verdict rule for all three: better / worse when the p-value, Holm-adjusted across the budgets
 (:func:`experiment.stats.holm_adjust`; one family per arm, and per arm and rate), is below 0.05 and
 the 95% interval excludes 0; equivalent when the 90% interval lies inside ±margin (TOST);
-otherwise inconclusive.  Where the two readouts disagree at a budget, the report says so in
+otherwise inconclusive; and "not read" where the arm's or the reference's lowest mean sits at an end of the
+grid (:func:`at_edge`: its best may lie past it; train the next rate out on every seed).  The shared-rate
+lines are Holm-adjusted across budgets within each rate, not across rates: descriptive, not verdicts.
+Where the two readouts disagree at a budget, the report says so in
 its first lines.  At each budget an arm is read against the reference on the seeds that both
 finished at every rate, once there are 2 such seeds.  A run that stopped on a non-finite loss
 (``diverged.json``, :func:`load_diverged`) is a result, not a gap: its rate leaves that arm's
@@ -352,6 +355,9 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
         rows.append(row)
     for a in arms:
         holm_verdicts([row.best[a] for row in rows if a in row.best], len(budgets))
+        for row in rows:  # the edge rule: a best at the grid's end may sit past it, so its Δ is not read
+            if a in row.best and at_edge(row.means, [a, reference], rates):
+                row.best[a].verdict = EDGE
         holm_verdicts([row.grid[a] for row in rows if a in row.grid], len(budgets))
         for r in rates:
             family = [row for row in rows if r in row.shared.get(a, {})]
@@ -365,6 +371,19 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
     return BudgetReadout(
         reference, arms, rates, margin, rows, waiting, params, split, finished, labels, diverged, no_rate
     )
+
+
+EDGE = "not read: best at the grid's edge"
+
+
+def at_edge(means: dict[str, dict[float, float]], arms: list[str], rates: list[float]) -> bool:
+    """Whether any of ``arms``' lowest mean sits on the first or last of 3 or more ``rates`` (a rate past it
+    may be better, so the fitted best is clamped there and its Δ would be read as if it were interior).
+    Widen the grid (a rate past that edge, on every seed) and the best can be read."""
+    if len(rates) < 3:
+        return False
+    lows = [min(means[a], key=means[a].get) for a in arms if means.get(a)]
+    return any(low in (rates[0], rates[-1]) for low in lows)
 
 
 def _means(scores: list[Score], arm: str, rates: list[float], seeds: list[int]) -> dict[float, float]:

@@ -383,7 +383,11 @@ def render(
     md = [f"# {title}", "", *_seeds_note(ro, declared_seeds)]
     clash, within = disagreements(ro)
     if clash:
-        md += ["**The two readouts disagree** (best against best is the verdict):", ""]
+        md += [
+            "**The two readouts disagree** (best against best is the verdict; the shared-rate ones are descriptive, "
+            "not adjusted across rates):",
+            "",
+        ]
         md += [f"- {line}" for line in clash] + [""]
     if within:
         md += ["Verdicts that differ but agree that the difference lies inside the margin:", ""]
@@ -418,7 +422,8 @@ def render(
             "",
             "Δ paired by seed, its 95% t interval (not adjusted) and Holm-adjusted p across all the declared budgets "
             "(one not read yet counts as p = 1), then the verdict by the same rule: an interval that excludes 0 "
-            "with a Holm p above 0.05 is not better or worse.",
+            "with a Holm p above 0.05 is not better or worse. Descriptive: the rates are not adjusted against "
+            "each other, so with several rates one of them says better or worse by chance more often than 5%.",
             "",
         ]
         md += [*_shared_table(ro), "", *_per_seed_table(ro), "", *_sensitivity_section(ro), ""]

@@ -27,14 +27,7 @@ import torch
 
 from experiment import stats
 from experiment.arms import ARM_KEYS
-from experiment.readout import (
-    bpb_comparison,
-    comparisons,
-    compute_equivalent,
-    lr_table,
-    never_reached,
-    not_calibrated,
-)
+from experiment.readout import bpb_comparison, comparisons, compute_equivalent, lr_table, never_reached, not_calibrated
 from experiment.report import SIZE_KEYS, Experiment
 from experiment.report_sections import (
     arm_section,

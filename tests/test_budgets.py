@@ -439,7 +439,10 @@ def test_an_equivalent_fit_beside_an_inconclusive_rate_is_a_clash_listed_first()
         f"about {narrower:.1f}× narrower); these verdicts are not the answer.**"
     )
     assert lines[2].startswith("Read on 3 paired seeds a budget (jackknife and t with 2 degrees of freedom).")
-    assert lines[3] == "**The two readouts disagree** (best against best is the verdict):"
+    assert lines[3] == (
+        "**The two readouts disagree** (best against best is the verdict; the shared-rate ones are descriptive, "
+        "not adjusted across rates):"
+    )
 
 
 def test_arms_read_on_seeds_they_do_not_share_get_no_means_row(tmp_path):
@@ -546,7 +549,9 @@ def test_a_budget_experiment_declares_its_seeds_and_keeps_the_most_asked_for(tmp
     """experiment.json records --seeds with --budgets; a rerun asking fewer keeps the larger count, and a
     folder made before the key existed takes the count asked for now (nothing is refused)."""
     arm_set = define_arms(["tied", "untied"], {})
-    fields = dict(equal_params=None, lr_grid=[1e-3], lr_widen=0, margin=0.01, max_seeds=0, outcome="loss", reference="tied")
+    fields = dict(
+        equal_params=None, lr_grid=[1e-3], lr_widen=0, margin=0.01, max_seeds=0, outcome="loss", reference="tied"
+    )
 
     def plan(seeds: int) -> SimpleNamespace:
         return SimpleNamespace(**fields, budgets=[500_000], seeds=seeds, arm_set=arm_set, arms=arm_set.names)
@@ -632,3 +637,15 @@ def test_a_rate_added_to_the_grid_trains_only_its_own_trunks_and_branches(tmp_pa
     assert new == [f"{b}/{arm}-lr0.002-s0" for b in ("8k", "trunks") for arm in ("tied", "untied")]
     assert json.loads((exp / "experiment.json").read_text())["lr_grid"] == [1e-3, 2e-3]
     assert "| budget | arm | lr 0.001 | lr 0.002 |" in (exp / "report.md").read_text()  # seeds finished
+
+
+def test_a_best_at_the_grids_edge_is_not_read():
+    """The edge rule in code: with 3 or more rates, an arm's or the reference's lowest mean on the first or last
+    rate means its best may lie past the grid, so the budget's best-against-best verdict is 'not read'."""
+    from experiment.budget_readout import at_edge
+
+    rates = [1e-3, 2e-3, 4e-3]
+    interior = {"tied": {1e-3: 1.6, 2e-3: 1.5, 4e-3: 1.55}, "untied": {1e-3: 1.62, 2e-3: 1.49, 4e-3: 1.6}}
+    assert not at_edge(interior, ["untied", "tied"], rates)
+    edge = {**interior, "untied": {1e-3: 1.62, 2e-3: 1.55, 4e-3: 1.5}}
+    assert at_edge(edge, ["untied", "tied"], rates) and not at_edge(edge, ["untied", "tied"], rates[:2])

@@ -135,7 +135,7 @@ def test_compare_in_process_leaves_the_signal_handlers_as_they_were(tmp_path):
     assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
-def _grown_folder(exp: Path, seeds: range) -> None:
+def _grown_folder(exp, seeds: range) -> None:
     """Tied and untied fake runs of an experiment folder on ``seeds`` (untied 0.05 higher, some noise)."""
     for s in seeds:
         if not (exp / f"tied-s{s}").exists():

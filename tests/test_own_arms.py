@@ -222,7 +222,13 @@ def _looks(tmp_path, monkeypatch, gap: float) -> list[int]:
     plan = runner.Plan(None, {}, arms.names, 3, reference="base", arm_set=arms, max_seeds=8)
     *_, (alpha, words, looks) = runner.run_sequential(plan)
     assert alpha == pytest.approx(0.05 / 4) and "0.05 over 4 looks, Bonferroni" in words
-    assert looks == {"looks": [3, 5, 7, 8], "seeds_read": asked[-1], "alpha_per_look": alpha, "rule": "bonferroni", "declared": True}
+    assert looks == {
+        "looks": [3, 5, 7, 8],
+        "seeds_read": asked[-1],
+        "alpha_per_look": alpha,
+        "rule": "bonferroni",
+        "declared": True,
+    }
     return asked
 
 
