@@ -289,6 +289,11 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
         )
     if args.outcome not in (None, "loss") and (args.grid or args.budgets):
         raise UserError(f"--outcome {args.outcome} reads one experiment: --grid and --budgets read bits per byte")
+    if args.fail_on and args.lr_grid and not (args.grid or args.budgets):
+        raise UserError(
+            "--fail-on gates only on calibrated verdicts, and --lr-grid picks each arm's rate on one seed, which is "
+            "not: gate at one rate (drop --lr-grid), or drop --fail-on and read the report"
+        )
     if args.fail_on and (args.grid or args.budgets):
         raise UserError("--fail-on gates one experiment's verdict: drop --grid / --budgets, or read their reports")
     args.adopt = parse_adopt(args.adopt)

@@ -275,6 +275,13 @@ def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.
         what += f"; up to {2 * plan.lr_widen * len(plan.arms)} more past the grid's edges" if plan.lr_widen else ""
     params = {arm: arm_params(cmds.cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
     print(plan_line(cmds.out_dir, runs, states, params, cmds.cfg.train.max_iters, timing, what), flush=True)
+    if plan.lr_grid:  # said before anything trains, as the report and verdict.json will say it
+        print(
+            "[compare] exploratory: each arm's rate is picked on one tuning seed, so the verdicts will be labelled "
+            "not calibrated and --fail-on will not gate on them; --budgets TOKENS trains every rate on every seed "
+            "and reads best against best",
+            flush=True,
+        )
     others = ", ".join(a for a in plan.arms if a != plan.reference)
     print(
         f"[compare] reference: {plan.reference}; each verdict reads {others} against it (better: lower loss than "
