@@ -318,6 +318,11 @@ class RunConfig:
             raise UserError(
                 "train.untie_at_cooldown unties a tied model once: set model.tie_embeddings=true and drop train.untie_at"
             )
+        if self.model.logit_softcap and tc.head_loss == "fused":
+            raise UserError(
+                "train.head_loss=fused has no logit soft-cap (Liger's kernel is not given it): use train.head_loss=logits "
+                "or chunked, or drop model.logit_softcap"
+            )
         unties = tc.untie_at or tc.untie_at_cooldown
         if tied and not unties and tc.head_lr_scale != 1.0:
             raise UserError(
