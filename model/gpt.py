@@ -256,6 +256,7 @@ class GPT(nn.Module):
         embedding_weight_decay: bool = True,
         embedding_lr_scale: float = 1.0,
         head_lr_scale: float = 1.0,
+        exclude: set[int] | frozenset[int] = frozenset(),
     ) -> list[dict]:
         """AdamW parameter groups: decay weights with ``dim >= 2``; never biases or LayerNorm gains.
 
@@ -268,9 +269,11 @@ class GPT(nn.Module):
         both scales 1 there are two groups (decayed, not decayed).  Otherwise ``wte`` (the tied
         matrix, if tied) gets a group at ``embedding_lr_scale`` and an untied ``lm_head.weight``
         one at ``head_lr_scale`` (nanochat's separate embedding / unembedding learning rates).
+        Parameters whose ``id`` is in ``exclude`` are left out (another optimizer trains them:
+        Muon, :mod:`training.optim`).
         """
         embeddings = {id(m.weight) for m in (self.wte, self.wpe, self.lm_head) if m is not None}
-        params = [p for _, p in self.named_parameters() if p.requires_grad]
+        params = [p for _, p in self.named_parameters() if p.requires_grad and id(p) not in exclude]
 
         def decays(p: torch.Tensor) -> bool:
             return p.dim() >= 2 and (embedding_weight_decay or id(p) not in embeddings)
