@@ -42,7 +42,7 @@ class GPTConfig:
     )
     gelu_approximate: str = doc_field(
         "tanh",
-        "The MLP's GELU, as F.gelu's `approximate`: 'tanh' (GPT-2's gelu_new, Hendrycks & Gimpel 2016) or 'none' (the exact erf form: nanoGPT's nn.GELU, Hugging Face's 'gelu'; about half the cost on a CPU).",
+        "The MLP's GELU, as F.gelu's `approximate`: 'tanh' (GPT-2's gelu_new, Hendrycks & Gimpel 2016) or 'none' (the exact erf form: nanoGPT's nn.GELU, Hugging Face's 'gelu'; about half the cost on a CPU). Unused by mlp='swiglu' and 'relu2'.",
     )
     init: str = doc_field(
         "gpt2",
@@ -122,10 +122,6 @@ class GPTConfig:
             raise UserError(
                 f"model.position=rope rotates pairs of dimensions, but the head size n_embd / n_head = "
                 f"{self.head_size} is odd: pick n_head so that n_embd / n_head is even"
-            )
-        if self.gelu_approximate != "tanh" and self.mlp != "gelu":
-            raise UserError(
-                f"model.gelu_approximate applies to model.mlp=gelu only, not {self.mlp!r}: drop model.gelu_approximate"
             )
         for name in ("mlp_hidden", "n_kv_head"):
             value = getattr(self, name)

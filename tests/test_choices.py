@@ -18,7 +18,7 @@ from model.gpt import GPT
 from model.head_loss import linear_cross_entropy, softcap
 from model.kv_cache import KVCache
 from model.rope import RotaryEmbedding, apply_rotary
-from training.config import RunConfig
+from training.config import RunConfig, parse_config
 
 TINY = dict(vocab_size=97, block_size=16, n_layer=2, n_head=2, n_embd=32)
 
@@ -282,7 +282,6 @@ def test_flops_count_swiglus_three_matrices_and_gqas_narrower_kv():
         (dict(rope_theta=500.0), "set model.position=rope"),
         (dict(position="rope", rope_theta=0.0), "model.rope_theta must be > 0"),
         (dict(position="rope", n_head=32), "head size .* is odd"),
-        (dict(mlp="swiglu", gelu_approximate="none"), "applies to model.mlp=gelu only"),
     ],
 )
 def test_bad_choices_are_one_line_errors_naming_the_fix(bad, match):
@@ -290,3 +289,15 @@ def test_bad_choices_are_one_line_errors_naming_the_fix(bad, match):
     with pytest.raises(UserError, match=match) as e:
         GPTConfig(**{**TINY, **bad})
     assert "\n" not in str(e.value)
+
+
+def test_modern_cpu_config_is_the_char_shape_with_every_modern_choice():
+    """configs/modern_cpu.toml: nanoGPT's CPU char shape (4 x 4 heads x 128, block 64, characters) with RoPE,
+    RMSNorm, QK-norm, ReLU² and Muon; nothing else of the model differs from configs/shakespeare_char_cpu.toml
+    but the GELU form, which ReLU² does not use."""
+    modern, char = parse_config("configs/modern_cpu.toml", {}), parse_config("configs/shakespeare_char_cpu.toml", {})
+    m = modern.model
+    assert (m.n_layer, m.n_head, m.n_embd, m.block_size) == (4, 4, 128, 64) and modern.data.tokenizer == "char"
+    assert (m.position, m.norm, m.qk_norm, m.mlp, modern.train.optimizer) == ("rope", "rmsnorm", True, "relu2", "muon")
+    differ = {k for k, v in modern.to_dict()["model"].items() if char.to_dict()["model"][k] != v}
+    assert differ == {"position", "norm", "qk_norm", "mlp", "gelu_approximate"}
