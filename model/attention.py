@@ -72,7 +72,9 @@ class CausalSelfAttention(nn.Module):
         # (B, T, heads * head_size) -> (B, T, heads, head_size) -> (B, heads, T, head_size)
         q, k, v = (t.view(B, T, -1, self.head_size).transpose(1, 2) for t in qkv)
         if self.q_norm is not None:  # over each head's head_size values, before the rotation (Qwen3)
-            q, k = self.q_norm(q), self.k_norm(k)
+            # In float32, as Qwen3's RMSNorm computes: under bf16 autocast q and k are bf16, which nn.RMSNorm
+            # with a float32 gain would take through its slow unfused path (with a warning).
+            q, k = self.q_norm(q.float()).to(q.dtype), self.k_norm(k.float()).to(k.dtype)
         if rotary is not None:
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         if cache is None:

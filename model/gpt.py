@@ -303,7 +303,12 @@ class GPT(nn.Module):
         ``N`` counts matmul weights only, i.e. the weights of the ``nn.Linear`` layers (q/k/v/out
         projections, the MLP, the head): embedding lookups, LayerNorms and biases are not
         matmuls, and a tied head is counted once, as the head.  L, H, Q, T are n_layer, n_head,
-        head size and the sequence length (``block_size`` by default).
+        head size and the sequence length (``block_size`` by default).  The model choices need
+        nothing more: SwiGLU's three matrices and grouped-query attention's narrower ``k_proj`` /
+        ``v_proj`` are Linears, counted as they are; the attention term has ``n_head`` query heads
+        with or without GQA.  RoPE's rotations, the norms (QK-norm's too) and the logit soft-cap are
+        elementwise, O(n_embd) or O(vocab_size) a token against the matmuls' O(n_embd^2) and
+        O(vocab_size n_embd), and are left out as LayerNorm always was.
         """
         c = self.config
         T = seq_len or c.block_size
