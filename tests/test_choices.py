@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from helpers import MODEL_CHOICES
 
 from core.errors import UserError
+from experiment.arms import parse_arm
+from model.checkpoint import load_checkpoint, load_model_state, save_checkpoint
 from model.config import GPTConfig
 from model.gpt import GPT
 from model.head_loss import linear_cross_entropy, softcap
@@ -79,7 +81,7 @@ def test_the_default_block_is_gpt2_as_before(tie):
     """The default config has the state_dict keys and the first training losses of the code before the choices."""
     config = GPTConfig(**TINY, tie_embeddings=tie)
     keys = list(GPT(config).state_dict())
-    assert keys == KEYS_AT_77B5DF7 + ([] if tie else [])
+    assert keys == KEYS_AT_77B5DF7  # lm_head.weight is listed tied or not (one Parameter under two names)
     # abs=1e-6: the same arithmetic; any change to the default block's init or maths moves these by far more.
     assert first_losses(config) == pytest.approx(LOSSES_AT_77B5DF7[tie], rel=0, abs=1e-6)
     assert GPTConfig().non_default_choices() == []
@@ -301,3 +303,31 @@ def test_modern_cpu_config_is_the_char_shape_with_every_modern_choice():
     assert (m.position, m.norm, m.qk_norm, m.mlp, modern.train.optimizer) == ("rope", "rmsnorm", True, "relu2", "muon")
     differ = {k for k, v in modern.to_dict()["model"].items() if char.to_dict()["model"][k] != v}
     assert differ == {"position", "norm", "qk_norm", "mlp", "gelu_approximate"}
+
+
+def test_a_checkpoint_of_every_choice_round_trips_and_refuses_gpt2s_block(tmp_path):
+    """Save then load all the choices together: bit-identical logits; into GPT-2's block (wpe, LayerNorm biases,
+    GELU) it is a one-line UserError, not a traceback."""
+    model = tiny(**MODEL_CHOICES["modern"]).eval()
+    save_checkpoint(tmp_path / "c.pt", {"model": model.state_dict(), "tie_embeddings": True, "step": 0})
+    fresh = tiny(**MODEL_CHOICES["modern"]).eval()
+    with torch.no_grad():
+        fresh.wte.weight.zero_()  # so a load that did nothing would show
+    load_model_state(fresh, load_checkpoint(tmp_path / "c.pt"))
+    idx = torch.randint(0, 97, (2, 16), generator=torch.Generator().manual_seed(8))
+    assert torch.equal(model(idx)[0], fresh(idx)[0])
+    with pytest.raises(UserError, match="does not fit"):
+        load_model_state(tiny(), load_checkpoint(tmp_path / "c.pt"))
+
+
+def test_compare_arms_take_the_new_keys():
+    """compare.py --arm NAME:KEY=VALUE accepts every new setting, typed from its field."""
+    name, settings = parse_arm("modern:model.position=rope,model.qk_norm=true,model.n_kv_head=2,train.optimizer=muon")
+    assert name == "modern"
+    assert settings == {
+        "model.position": "rope",
+        "model.qk_norm": True,
+        "model.n_kv_head": 2,
+        "train.optimizer": "muon",
+    }
+    assert parse_arm("cap:model.logit_softcap=30")[1] == {"model.logit_softcap": 30.0}

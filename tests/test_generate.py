@@ -133,9 +133,11 @@ def test_a_one_ulp_swap_of_near_tied_logits_does_not_change_the_draw(kw):
     assert {a, b} <= picked  # both near-tied tokens do get drawn
 
 
-def test_cached_logits_match_the_full_forward():
-    """Prefill, one token at a time, and a chunk after cached positions: each equals the uncached logits."""
-    model = tiny()
+@pytest.mark.parametrize("choice", ["gpt2", *MODEL_CHOICES])
+def test_cached_logits_match_the_full_forward(choice):
+    """Prefill, one token at a time, and a chunk after cached positions: each equals the uncached logits,
+    for GPT-2's block and every model choice (RoPE: a cached key keeps the rotation of its position)."""
+    model = tiny(**MODEL_CHOICES.get(choice, {}))
     idx = torch.randint(0, 97, (2, 16), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         full = [model(idx[:, : t + 1])[0][:, -1] for t in range(16)]  # (2, 97) each: the last position of every prefix
