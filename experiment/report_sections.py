@@ -60,10 +60,16 @@ def _spread(spread: tuple[float, float, float] | None, digits: int = 0) -> str:
 def _decay_words(tc: dict) -> str:
     """The weight-decay policy of a run's train config, in words."""
     emb = "decayed (nanoGPT's policy)" if tc.get("embedding_weight_decay", True) else "not decayed (minGPT's policy)"
-    return (
+    words = (
         f"AdamW weight_decay={tc['weight_decay']} on weights with dim >= 2; the embedding matrices (wte, wpe, "
         f"and lm_head whether tied or not) are {emb}; biases and LayerNorm gains never decay"
     )
+    if tc.get("optimizer", "adamw") == "muon":  # runs from before train.optimizer trained with AdamW alone
+        words = (
+            f"Muon (lr {tc['muon_learning_rate']:g}, momentum {tc['muon_momentum']:g}, decoupled weight_decay="
+            f"{tc['weight_decay']}) on the blocks' 2-D matrices, and {words}"
+        )
+    return words
 
 
 def setup_section(exp: Experiment) -> list[str]:

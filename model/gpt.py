@@ -1,7 +1,10 @@
 """The GPT model: a GPT-2-style decoder-only transformer with an optional tied embedding.
 
-One concept per class, as in nanoGPT: :class:`GPTConfig`, :class:`CausalSelfAttention`,
-:class:`MLP`, :class:`Block`, :class:`GPT`.  Every projection is an
+One concept per class, as in nanoGPT: :class:`GPTConfig` (``model/config.py``),
+:class:`CausalSelfAttention` (``model/attention.py``), the MLPs (``model/mlp.py``), the norms
+(``model/norm.py``), rotary positions (``model/rope.py``), :class:`Block`, :class:`GPT`.  The
+default config is GPT-2's block; the modern choices (RoPE, RMSNorm, QK-norm, SwiGLU / ReLU²,
+grouped-query attention, a logit soft-cap) are config values (``docs/model.md``).  Every projection is an
 ``nn.Linear`` (``y = x @ W.T + b``, weight shape ``(out_features, in_features)``).  The model
 returns logits; there is no softmax module anywhere -- the loss is ``nn.CrossEntropyLoss`` on
 the logits (or the same cross-entropy a slice of rows at a time, ``model/head_loss.py``) and
@@ -26,104 +29,36 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from core.errors import UserError
+from model.attention import CausalSelfAttention
 from model.config import GPTConfig
-from model.head_loss import fused_loss_outside_compile, linear_cross_entropy, padded_head
+from model.head_loss import fused_loss_outside_compile, linear_cross_entropy, padded_head, softcap
 from model.kv_cache import KVCache
+from model.mlp import MLP, make_mlp
+from model.norm import make_norm
+from model.rope import RotaryEmbedding
 from model.sampling import check_sampling, row_generators, sample_next
-from model.sdpa import causal_attention
 
-
-class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention: ``(B, T, n_embd) -> (B, T, n_embd)``.
-
-    Separate ``q_proj``/``k_proj``/``v_proj`` Linears (rather than nanoGPT's fused
-    ``c_attn``) so every projection is a plain ``nn.Linear`` a reader can find by name.
-    ``F.scaled_dot_product_attention`` picks a flash / memory-efficient kernel where one
-    exists (and the math kernel where flash is slow: :mod:`model.sdpa`).  ``layer_idx`` is this block's slot in a :class:`KVCache`.
-    """
-
-    def __init__(self, config: GPTConfig, layer_idx: int = 0) -> None:
-        super().__init__()
-        self.n_head = config.n_head
-        self.head_size = config.n_embd // config.n_head
-        self.dropout = config.dropout
-        self.layer_idx = layer_idx
-        self.q_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.k_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.v_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.out_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.resid_dropout = nn.Dropout(config.dropout)
-
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """``(B, T, n_embd) -> (B, T, n_embd)``; position t attends to positions <= t only.
-
-        Without ``cache`` the T positions are the whole sequence (training); with it they are
-        positions ``cache.length ..``, their keys and values appended to the cache.
-        """
-        B, T, C = x.shape
-        # Training and whole-window scoring: one matmul over the stacked weights, (B, T, 3C) -> 3 x (B, T, C).
-        # Cached generation runs a few positions a step, where copying the weights would cost more
-        # than it saves (15-18% fewer tokens/s at GPT-2 124M on a CPU, measured): the three Linears.
-        qkv = self._qkv(x).split(C, dim=2) if cache is None else (self.q_proj(x), self.k_proj(x), self.v_proj(x))
-        # (B, T, C) -> (B, T, n_head, head_size) -> (B, n_head, T, head_size)
-        q, k, v = (t.view(B, T, self.n_head, self.head_size).transpose(1, 2) for t in qkv)
-        if cache is None:
-            y = causal_attention(q, k, v, self.dropout if self.training else 0.0)  # (B, n_head, T, head_size)
-        else:
-            start = cache.length
-            k, v = cache.update(self.layer_idx, k, v)  # (B, n_head, start + T, head_size) each
-            # Query i sits at position start + i and sees keys 0 .. start + i.  is_causal aligns its
-            # mask top-left (query i sees keys 0 .. i), right only when nothing was cached before.
-            causal = start == 0 and T > 1
-            mask = None if T == 1 or causal else torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)  # (B, n_head, T, head_size)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side again
-        return self.resid_dropout(self.out_proj(y))
-
-    def _qkv(self, x: torch.Tensor) -> torch.Tensor:
-        """``(B, T, C) -> (B, T, 3C)``: ``q_proj(x)``, ``k_proj(x)``, ``v_proj(x)`` side by side, in one matmul.
-
-        The parameters stay the three Linears' own (checkpoints and the GPT-2 layout are
-        unchanged); stacking their weights costs a (3C, C) copy per call and saves two small
-        matmuls forward and backward, which pays in training on a CPU (1.02x a step).
-        """
-        weight = torch.cat([self.q_proj.weight, self.k_proj.weight, self.v_proj.weight])  # (3C, C)
-        bias = None if self.q_proj.bias is None else torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias])
-        return F.linear(x, weight, bias)
-
-
-class MLP(nn.Module):
-    """The feed-forward network: ``Linear(n_embd, 4 n_embd) -> GELU -> Linear(4 n_embd, n_embd)``.
-
-    Shapes ``(B, T, n_embd) -> (B, T, n_embd)``; the 4x width and the tanh-approximate GELU are
-    GPT-2's (``config.gelu_approximate='none'`` takes the exact one, as nanoGPT).
-    """
-
-    def __init__(self, config: GPTConfig) -> None:
-        super().__init__()
-        self.gelu_approximate = config.gelu_approximate
-        self.up_proj = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-        self.down_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``(B, T, n_embd) -> (B, T, n_embd)``, position-wise."""
-        return self.dropout(self.down_proj(F.gelu(self.up_proj(x), approximate=self.gelu_approximate)))
+__all__ = ["GPT", "Block", "CausalSelfAttention", "MLP"]
 
 
 class Block(nn.Module):
-    """One pre-LayerNorm transformer block: ``x + attn(ln(x))`` then ``x + mlp(ln(x))``."""
+    """One pre-norm transformer block: ``x + attn(ln(x))`` then ``x + mlp(ln(x))``.
+
+    ``ln_1``/``ln_2`` are LayerNorm or RMSNorm (``config.norm``), ``mlp`` GELU, SwiGLU or ReLU² (``config.mlp``).
+    """
 
     def __init__(self, config: GPTConfig, layer_idx: int = 0) -> None:
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_1 = make_norm(config, config.n_embd)
         self.attn = CausalSelfAttention(config, layer_idx)
-        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config)
+        self.ln_2 = make_norm(config, config.n_embd)
+        self.mlp = make_mlp(config)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """``(B, T, n_embd) -> (B, T, n_embd)``; ``cache`` as in :meth:`CausalSelfAttention.forward`."""
-        x = x + self.attn(self.ln_1(x), cache)
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, rotary: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """``(B, T, n_embd) -> (B, T, n_embd)``; ``cache`` and ``rotary`` as in :meth:`CausalSelfAttention.forward`."""
+        x = x + self.attn(self.ln_1(x), cache, rotary)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -162,14 +97,22 @@ class GPT(nn.Module):
             raise ValueError(
                 f"head_loss must be 'chunked' or 'fused' and pad_vocab_multiple >= 1, got {head_loss!r}, {pad_vocab_multiple}"
             )
+        if head_loss == "fused" and config.logit_softcap:
+            raise ValueError("the fused head loss has no logit soft-cap: use head_loss='chunked'")
         self.config = config
         self.pad_vocab_multiple, self.head_loss = pad_vocab_multiple, head_loss
         self.fused_loss = fused_loss_outside_compile() if head_loss == "fused" else None
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        # Learned positions are a table; rotary ones are computed (no parameters, no state_dict keys).
+        self.wpe = nn.Embedding(config.block_size, config.n_embd) if config.position == "learned" else None
+        self.rotary = (
+            RotaryEmbedding(config.head_size, config.rope_theta, config.block_size)
+            if config.position == "rope"
+            else None
+        )
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList([Block(config, i) for i in range(config.n_layer)])
-        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln_f = make_norm(config, config.n_embd)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=config.lm_head_bias)
         if config.tie_embeddings:
             # One Parameter in two places: nn.Linear computes x @ W.T with W (vocab_size, n_embd),
@@ -215,13 +158,13 @@ class GPT(nn.Module):
     def num_params(self, non_embedding: bool = False) -> int:
         """Number of parameters, each shared ``Parameter`` counted once.
 
-        With ``non_embedding=True`` the token and position embeddings are left out, and so is
+        With ``non_embedding=True`` the token and (learned) position embeddings are left out, and so is
         an *untied* ``lm_head`` (it is the output embedding): what remains is the transformer
         body, identical for a tied and an untied model of the same shape.
         """
         n = sum(p.numel() for p in self.parameters())
         if non_embedding:
-            n -= self.wte.weight.numel() + self.wpe.weight.numel()
+            n -= self.wte.weight.numel() + (self.wpe.weight.numel() if self.wpe is not None else 0)
             if not self.tied:
                 n -= self.lm_head.weight.numel()
             if self.lm_head.bias is not None:
@@ -240,7 +183,9 @@ class GPT(nn.Module):
         (:func:`model.head_loss.linear_cross_entropy`, what training and evaluation use on a CPU),
         or Liger-Kernel's fused kernel when ``self.head_loss == 'fused'``.  With
         ``self.pad_vocab_multiple > 1`` the head's matmul runs on rows padded to that multiple
-        (:func:`model.head_loss.padded_head`); logits and loss are the unpadded head's.
+        (:func:`model.head_loss.padded_head`); logits and loss are the unpadded head's.  With
+        ``config.logit_softcap`` the logits are ``cap * tanh(logits / cap)`` (:func:`model.head_loss.softcap`)
+        in every path, before the loss.
         Raises :class:`UserError` if ``T > block_size``, ``ValueError`` for ``return_logits=False`` without targets.
         """
         B, T = idx.shape
@@ -250,11 +195,13 @@ class GPT(nn.Module):
                 raise ValueError("return_logits=False needs targets: the loss is all it returns")
             # The padded rows are masked (-inf bias), not cut: these losses see whole rows of logits.
             weight, bias = padded_head(self.lm_head.weight, self.lm_head.bias, self.pad_vocab_multiple, mask=True)
-            head_loss = self.fused_loss or linear_cross_entropy
-            return None, head_loss(x.view(B * T, -1), weight, bias, targets.reshape(B * T))  # (B*T, n_embd), (B*T,)
+            x, targets = x.view(B * T, -1), targets.reshape(B * T)  # (B*T, n_embd), (B*T,)
+            if self.fused_loss is not None:
+                return None, self.fused_loss(x, weight, bias, targets)
+            return None, linear_cross_entropy(x, weight, bias, targets, cap=self.config.logit_softcap)
         weight, bias = padded_head(self.lm_head.weight, self.lm_head.bias, self.pad_vocab_multiple)
         # (B, T, vocab_size): the padded columns are cut off, so no padded id is ever scored or sampled.
-        logits = F.linear(x, weight, bias)[..., : self.lm_head.out_features]
+        logits = softcap(F.linear(x, weight, bias)[..., : self.lm_head.out_features], self.config.logit_softcap)
         loss = None
         if targets is not None:
             # (B*T, vocab_size) against (B*T,); float32 so bf16 rounding never reaches the loss.
@@ -264,7 +211,8 @@ class GPT(nn.Module):
     def hidden(self, idx: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """``idx`` ``(B, T)`` -> the residual stream ``(B, T, n_embd)`` before ``ln_f`` and the head.
 
-        The tokens sit at positions ``0 .. T-1``, or after the ``cache.length`` cached ones.
+        The tokens sit at positions ``0 .. T-1``, or after the ``cache.length`` cached ones: the
+        learned table's rows, or (``position='rope'``) the angles their queries and keys are rotated by.
         Raises :class:`UserError` if the positions would pass ``block_size``.
         """
         T = idx.size(1)
@@ -274,10 +222,15 @@ class GPT(nn.Module):
                 f"sequence of {start + T} tokens is longer than block_size={self.config.block_size}: "
                 "crop the input to the last block_size tokens"
             )
-        pos = torch.arange(start, start + T, device=idx.device)  # (T,)
-        x = self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, n_embd)
+        x = self.wte(idx)  # (B, T, n_embd)
+        rotary = None
+        if self.wpe is not None:
+            x = x + self.wpe(torch.arange(start, start + T, device=idx.device))  # + (T, n_embd)
+        else:  # (cos, sin) (T, head_size) of positions start ..: every block rotates its queries and keys by them
+            rotary = self.rotary(start, T, idx.device)
+        x = self.drop(x)
         for block in self.blocks:
-            x = block(x, cache)
+            x = block(x, cache, rotary)
         return x
 
     @torch.no_grad()
@@ -293,9 +246,9 @@ class GPT(nn.Module):
         cache.length += idx.size(1)
         x = self.ln_f(x[:, -1])  # (B, n_embd)
         if head_t is None:
-            return self.lm_head(x)  # (B, vocab_size)
+            return softcap(self.lm_head(x), self.config.logit_softcap)  # (B, vocab_size)
         logits = x @ head_t  # (B, vocab_size)
-        return logits if self.lm_head.bias is None else logits + self.lm_head.bias
+        return softcap(logits if self.lm_head.bias is None else logits + self.lm_head.bias, self.config.logit_softcap)
 
     def param_groups(
         self,
@@ -303,6 +256,7 @@ class GPT(nn.Module):
         embedding_weight_decay: bool = True,
         embedding_lr_scale: float = 1.0,
         head_lr_scale: float = 1.0,
+        exclude: set[int] | frozenset[int] = frozenset(),
     ) -> list[dict]:
         """AdamW parameter groups: decay weights with ``dim >= 2``; never biases or LayerNorm gains.
 
@@ -315,9 +269,11 @@ class GPT(nn.Module):
         both scales 1 there are two groups (decayed, not decayed).  Otherwise ``wte`` (the tied
         matrix, if tied) gets a group at ``embedding_lr_scale`` and an untied ``lm_head.weight``
         one at ``head_lr_scale`` (nanochat's separate embedding / unembedding learning rates).
+        Parameters whose ``id`` is in ``exclude`` are left out (another optimizer trains them:
+        Muon, :mod:`training.optim`).
         """
-        embeddings = {id(self.wte.weight), id(self.wpe.weight), id(self.lm_head.weight)}
-        params = [p for _, p in self.named_parameters() if p.requires_grad]
+        embeddings = {id(m.weight) for m in (self.wte, self.wpe, self.lm_head) if m is not None}
+        params = [p for _, p in self.named_parameters() if p.requires_grad and id(p) not in exclude]
 
         def decays(p: torch.Tensor) -> bool:
             return p.dim() >= 2 and (embedding_weight_decay or id(p) not in embeddings)
@@ -347,7 +303,12 @@ class GPT(nn.Module):
         ``N`` counts matmul weights only, i.e. the weights of the ``nn.Linear`` layers (q/k/v/out
         projections, the MLP, the head): embedding lookups, LayerNorms and biases are not
         matmuls, and a tied head is counted once, as the head.  L, H, Q, T are n_layer, n_head,
-        head size and the sequence length (``block_size`` by default).
+        head size and the sequence length (``block_size`` by default).  The model choices need
+        nothing more: SwiGLU's three matrices and grouped-query attention's narrower ``k_proj`` /
+        ``v_proj`` are Linears, counted as they are; the attention term has ``n_head`` query heads
+        with or without GQA.  RoPE's rotations, the norms (QK-norm's too) and the logit soft-cap are
+        elementwise, O(n_embd) or O(vocab_size) a token against the matmuls' O(n_embd^2) and
+        O(vocab_size n_embd), and are left out as LayerNorm always was.
         """
         c = self.config
         T = seq_len or c.block_size
@@ -373,7 +334,11 @@ class GPT(nn.Module):
         the prompt is prefilled in one :meth:`decode`, then each step runs one position.  Once
         the window slides, every token moves to another (absolute, learned) position, changing
         every cached key and value: each step then re-prefills the cropped window, so the tokens
-        are the uncached model's.  :func:`sample_next` picks them, with Gumbel noise keyed to token
+        are the uncached model's.  Under ``position='rope'`` the same holds: a cached key is
+        rotated by its position in the window, and after the window slides the re-prefill rotates
+        every key by its new position, as the uncached forward does.  (Rotary scores depend on
+        relative positions only, so the old keys would be right up to rounding; re-prefilling keeps
+        the cached and uncached tokens equal bit for bit, as for learned positions.)  :func:`sample_next` picks them, with Gumbel noise keyed to token
         ids, so the same ``generator`` seed gives the same tokens with and without the cache, and
         row i gives the same tokens in any batch of more than i rows (up to logit rounding that
         changes which tokens top-k / top-p keep or flips a near-tie).  A row that produced

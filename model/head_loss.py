@@ -12,6 +12,9 @@ fused linear cross-entropy (Hsu et al., 2024, arXiv:2410.10989) and the "cut cro
 Wijmans et al. (2024, arXiv:2411.09009), written here in plain PyTorch ops.
 
     loss = linear_cross_entropy(x, lm_head.weight, lm_head.bias, targets)  # x (N, n_embd), targets (N,)
+
+With a logit soft-cap (``model.logit_softcap``, :func:`softcap`) the capped logits are what the
+cross-entropy sees, here as in the logits path; the gradient passes through the cap's derivative.
 """
 
 from __future__ import annotations
@@ -30,6 +33,27 @@ SLICE_ELEMENTS = 16 * 2**20
 def slice_rows(vocab_size: int) -> int:
     """Rows per slice for a head of ``vocab_size`` outputs (:data:`SLICE_ELEMENTS` logits, at least 1 row)."""
     return max(1, SLICE_ELEMENTS // vocab_size)
+
+
+def softcap(logits: torch.Tensor, cap: float) -> torch.Tensor:
+    """``cap * tanh(logits / cap)``, any shape to the same shape; ``logits`` itself when ``cap`` is 0 (no cap).
+
+    Gemma 2 report (Gemma Team 2024, arXiv:2408.00118, sec. 2): bounds every logit to ``(-cap, cap)``
+    smoothly, near the identity for ``|logit| << cap``.  Still no softmax: the loss and sampling
+    take these logits.
+    """
+    return logits if not cap else cap * torch.tanh(logits / cap)
+
+
+def _capped(logits: torch.Tensor, cap: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(softcap(logits), tanh(logits / cap))`` of a slice ``(r, V)``; ``(logits, None)`` without a cap.
+
+    The tanh is kept for the backward: ``d softcap(z) / dz = 1 - tanh(z / cap)^2``.
+    """
+    if not cap:
+        return logits, None
+    t = torch.tanh(logits / cap)  # (r, V)
+    return t * cap, t
 
 
 def _slice_logits(
@@ -113,7 +137,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
     """Mean cross-entropy of ``x @ weight.T + bias`` against ``targets``; gradients computed slice by slice in forward."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, targets, rows):  # noqa: D102 - see linear_cross_entropy
+    def forward(ctx, x, weight, bias, targets, rows, cap):  # noqa: D102 - see linear_cross_entropy
         n = x.size(0)
         want_x, want_w, want_b = ctx.needs_input_grad[:3]
         grad_x = torch.empty_like(x) if want_x else None  # (N, n_embd)
@@ -126,12 +150,15 @@ class _LinearCrossEntropy(torch.autograd.Function):
             for start in range(0, n, rows):
                 xs, ts = x_mm[start : start + rows], targets[start : start + rows]  # (r, n_embd), (r,)
                 logits = _slice_logits(xs, w_mm, b_mm, _head(logits_buf, xs.size(0)))  # (r, V) float32
+                logits, tanh = _capped(logits, cap)  # (r, V): what the cross-entropy sees
                 # The cross-entropy's own gradient, inside the loss (no softmax layer: the model returns logits,
                 # and sampling draws from logits): d(loss)/d(logits) = softmax(logits) - onehot. (r, V), one kernel.
                 grad = torch.softmax(logits, dim=1, out=_head(logp_buf, xs.size(0)))
                 total += _target_nll(grad, logits, ts)
                 # d(summed loss)/d(logits) = softmax - onehot, written over the probabilities in place.
                 grad.scatter_add_(1, ts[:, None], grad.new_full((ts.numel(), 1), -1.0))
+                if tanh is not None:  # through the cap: d(cap tanh(z / cap)) / dz = 1 - tanh^2
+                    grad.mul_(1 - tanh.square())
                 if want_b:
                     grad_b += grad.sum(0)  # summed before the cast below: a float32 sum, as the bias is
                 grad = grad.to(w_mm.dtype)  # one cast a slice under autocast (a no-op in float32)
@@ -152,11 +179,16 @@ class _LinearCrossEntropy(torch.autograd.Function):
     @torch.autograd.function.once_differentiable  # the saved gradients are constants: no second derivative
     def backward(ctx, grad_loss):  # noqa: D102 - the saved gradients of the summed loss, scaled
         scale = grad_loss / ctx.n
-        return (*(g * scale if g is not None else None for g in ctx.saved_tensors), None, None)
+        return (*(g * scale if g is not None else None for g in ctx.saved_tensors), None, None, None)
 
 
 def linear_cross_entropy(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor, rows: int | None = None
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    targets: torch.Tensor,
+    rows: int | None = None,
+    cap: float = 0.0,
 ) -> torch.Tensor:
     """Mean ``nn.CrossEntropyLoss`` of the head ``x @ weight.T + bias`` against ``targets``, never holding all logits.
 
@@ -164,6 +196,7 @@ def linear_cross_entropy(
     ``targets`` ``(N,)`` int64 in ``[0, vocab_size)`` (every target counts: there is no
     ``ignore_index``) -> a float32 scalar, equal to ``F.cross_entropy(F.linear(x, weight, bias), targets)``
     up to float rounding, with the same gradients.  ``rows`` per slice defaults to :func:`slice_rows`.
+    ``cap`` > 0 soft-caps the logits first (:func:`softcap`): then the loss of ``softcap(F.linear(...), cap)``.
     With gradients wanted, the gradients are computed during this call (it then costs a forward
     and backward's matmuls) and ``backward`` only scales them, so it cannot be differentiated
     twice; without (``torch.no_grad``, eval), only the loss is computed.  Raises ``ValueError``
@@ -180,14 +213,14 @@ def linear_cross_entropy(
     targets = targets.long()  # gather and cross_entropy both index with int64
     wants_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias))
     if wants_grad:
-        return _LinearCrossEntropy.apply(x, weight, bias, targets, rows)
+        return _LinearCrossEntropy.apply(x, weight, bias, targets, rows, cap)
     total = torch.zeros((), dtype=torch.float32, device=x.device)
     x_mm, w_mm, b_mm, _ = _matmul_operands(x, weight, bias)
     logits_buf, logp_buf = _slice_buffers(x_mm, w_mm, rows)
     with torch.autocast(x.device.type, enabled=False):  # the operands are cast already
         for start in range(0, x.size(0), rows):
             xs = x_mm[start : start + rows]  # (r, n_embd)
-            logits = _slice_logits(xs, w_mm, b_mm, _head(logits_buf, xs.size(0)))  # (r, V)
+            logits = _capped(_slice_logits(xs, w_mm, b_mm, _head(logits_buf, xs.size(0))), cap)[0]  # (r, V)
             # nll_loss(log_softmax) is what F.cross_entropy computes: the same sum, without a fresh (r, V) tensor.
             logp = torch.log_softmax(logits, dim=1, out=_head(logp_buf, xs.size(0)))
             total += F.nll_loss(logp, targets[start : start + rows], reduction="sum")

@@ -99,7 +99,11 @@ def config_from_hf(hf_config, tie_embeddings: bool | None = None, block_size: in
 
 
 def config_to_hf(config: GPTConfig):
-    """The ``transformers.GPT2Config`` of our ``config``; ``UserError`` for ``bias=False`` or ``lm_head_bias=True``."""
+    """The ``transformers.GPT2Config`` of our ``config``; ``UserError`` for ``bias=False``, ``lm_head_bias=True``
+    or a block other than GPT-2's (``model.position=rope`` and the other choices of ``docs/model.md``)."""
+    choices = config.non_default_choices()
+    if choices:  # a Llama / Qwen3 export would carry these; a GPT-2 folder cannot, so nothing exports wrongly
+        raise UserError(f"{choices[0]} has no GPT-2 export yet: export a model with GPT-2's block")
     if not config.bias:
         raise UserError(
             "model.bias=false has no GPT-2 equivalent (GPT-2's Linears and LayerNorms all have biases): "

@@ -1,7 +1,7 @@
 """The key/value cache that lets generation run one new position a step: :class:`KVCache`.
 
 cache = KVCache(config)                    # empty; filled by GPT.decode
-k, v = cache.update(layer, k_new, v_new)   # (B, n_head, length + T, head_size) each
+k, v = cache.update(layer, k_new, v_new)   # (B, n_kv_head, length + T, head_size) each
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from model.config import GPTConfig
 class KVCache:
     """The keys and values of the positions seen so far, so generation runs one new position a step.
 
-    Per layer, ``keys[l]`` and ``values[l]`` are ``(B, n_head, block_size, head_size)`` (allocated
-    on the first :meth:`update`, like the keys given); the first ``length`` positions are filled.
+    Per layer, ``keys[l]`` and ``values[l]`` are ``(B, n_kv_head, block_size, head_size)`` (allocated
+    on the first :meth:`update`, like the keys given: grouped-query attention caches its fewer
+    key/value heads); the first ``length`` positions are filled.  Under ``position='rope'`` the
+    keys are stored rotated by their positions, which are their places in the cache.
     """
 
     def __init__(self, config: GPTConfig) -> None:
@@ -25,9 +27,9 @@ class KVCache:
         self.length = 0  # positions filled, the same in every layer
 
     def update(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store ``k``, ``v`` ``(B, n_head, T, head_size)`` at positions ``length ..``; return all so far.
+        """Store ``k``, ``v`` ``(B, n_kv_head, T, head_size)`` at positions ``length ..``; return all so far.
 
-        The result is ``(B, n_head, length + T, head_size)`` each (views); :meth:`GPT.decode`
+        The result is ``(B, n_kv_head, length + T, head_size)`` each (views); :meth:`GPT.decode`
         moves ``length`` on after the last layer.
         """
         if self.keys[layer] is None:

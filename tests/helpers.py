@@ -20,6 +20,20 @@ VERSE = (
 )
 
 
+# One [model] config per modern choice, and all of them together (the shape of configs/modern_cpu.toml),
+# for tiny models of 2 heads (n_kv_head=1 is grouped-query attention with both heads on one key/value head).
+MODEL_CHOICES = {
+    "rope": dict(position="rope"),
+    "rmsnorm": dict(norm="rmsnorm"),
+    "qk-norm": dict(qk_norm=True),
+    "swiglu": dict(mlp="swiglu"),
+    "relu2": dict(mlp="relu2"),
+    "gqa": dict(n_kv_head=1),
+    "softcap": dict(logit_softcap=3.0),
+    "modern": dict(position="rope", norm="rmsnorm", qk_norm=True, mlp="relu2", n_kv_head=1, logit_softcap=15.0),
+}
+
+
 def write_corpus(folder: Path) -> Path:
     """A small local text corpus (~30 KB) that the char tokenizer trains on in seconds."""
     path = Path(folder) / "verse.txt"

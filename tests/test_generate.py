@@ -8,6 +8,7 @@ import random
 
 import pytest
 import torch
+from helpers import MODEL_CHOICES
 
 from core.errors import UserError
 from data.tokenizers import CharTokenizer
@@ -76,6 +77,28 @@ def test_every_sampling_mode_draws_the_same_tokens_with_and_without_the_cache(kw
     assert len(outs) == 6  # the seeds matter: the check above is not between constant outputs
 
 
+# Every model choice (tests/helpers.py): RoPE must rotate a cached key by the position the uncached
+# window gives it, also after the window slides and the cache is filled again; GQA caches n_kv_head heads.
+@pytest.mark.parametrize("choice", MODEL_CHOICES)
+@pytest.mark.parametrize(
+    "kw",
+    [dict(greedy=True), {}, dict(temperature=0.7, top_k=5), dict(top_k=40, top_p=0.95, temperature=1.2)],
+    ids=["greedy", "plain", "cold-top-k", "combined"],
+)
+def test_every_model_choice_draws_the_same_tokens_with_and_without_the_cache(choice, kw):
+    """Same seed => same tokens, cache or not, for each model choice: 20 new tokens after a 5-token prompt
+    (the 16-token window slides 9 times) and 4 after a 20-token prompt longer than the window."""
+    model = tiny(tie=False, **MODEL_CHOICES[choice])
+    outs = set()
+    for seed, (length, new) in enumerate([(5, 20), (20, 4)]):
+        idx = torch.randint(0, 97, (2, length), generator=torch.Generator().manual_seed(seed))
+        a = model.generate(idx, new, generator=torch.Generator().manual_seed(seed), **kw)
+        b = model.generate(idx, new, generator=torch.Generator().manual_seed(seed), use_cache=False, **kw)
+        assert torch.equal(a, b), f"seed {seed} differs at {(a != b).nonzero()[0].tolist()}"
+        outs.add(tuple(a[:, length:].flatten().tolist()))
+    assert len(outs) == 2  # the prompts and seeds matter: the check above is not between constant outputs
+
+
 def test_a_sample_does_not_depend_on_the_batch_it_is_drawn_in():
     """Row i of a seeded batch is the same tokens in a batch of 1, 3 or 5 rows (one noise stream per row)."""
     model = tiny()
@@ -110,9 +133,11 @@ def test_a_one_ulp_swap_of_near_tied_logits_does_not_change_the_draw(kw):
     assert {a, b} <= picked  # both near-tied tokens do get drawn
 
 
-def test_cached_logits_match_the_full_forward():
-    """Prefill, one token at a time, and a chunk after cached positions: each equals the uncached logits."""
-    model = tiny()
+@pytest.mark.parametrize("choice", ["gpt2", *MODEL_CHOICES])
+def test_cached_logits_match_the_full_forward(choice):
+    """Prefill, one token at a time, and a chunk after cached positions: each equals the uncached logits,
+    for GPT-2's block and every model choice (RoPE: a cached key keeps the rotation of its position)."""
+    model = tiny(**MODEL_CHOICES.get(choice, {}))
     idx = torch.randint(0, 97, (2, 16), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         full = [model(idx[:, : t + 1])[0][:, -1] for t in range(16)]  # (2, 97) each: the last position of every prefix

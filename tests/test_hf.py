@@ -168,6 +168,25 @@ def test_export_refuses_bias_free_models_and_non_empty_folders(tmp_path):
     assert not (tmp_path / "a").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["b"]  # no temp folder left
 
 
+@pytest.mark.parametrize(
+    "choice, line",
+    [
+        (dict(position="rope"), "model.position=rope has no GPT-2 export yet"),
+        (dict(norm="rmsnorm"), "model.norm=rmsnorm has no GPT-2 export yet"),
+        (dict(qk_norm=True), "model.qk_norm=True has no GPT-2 export yet"),
+        (dict(mlp="swiglu"), "model.mlp=swiglu has no GPT-2 export yet"),
+        (dict(n_kv_head=1), "model.n_kv_head=1 has no GPT-2 export yet"),
+        (dict(logit_softcap=30.0), "model.logit_softcap=30.0 has no GPT-2 export yet"),
+    ],
+)
+def test_export_refuses_every_non_gpt2_choice_in_one_line(tmp_path, choice, line):
+    """A model choice GPT-2 lacks is refused by name before anything is written: nothing exports wrongly."""
+    model = GPT(GPTConfig(vocab_size=97, block_size=8, n_layer=1, n_head=2, n_embd=8, **choice))
+    with pytest.raises(UserError, match=line) as e:
+        hf.export(model, tmp_path / "out")
+    assert "\n" not in str(e.value) and not (tmp_path / "out").exists()
+
+
 def test_incomplete_or_missing_checkpoints_are_refused(tmp_path):
     """A checkpoint missing a weight (from_pretrained would fill it with random values) or a missing folder."""
     from safetensors.torch import load_file, save_file
@@ -380,6 +399,7 @@ def test_init_from_starts_from_exactly_the_checkpoint_weights(tmp_path, gpt2_fol
         (["--model.block_size=128"], "block_size=128"),
         (["--data.tokenizer=char"], "needs the gpt2 tokenizer"),
         (["--model.gelu_approximate=none"], "gelu_approximate=none (from the command line) conflicts"),
+        (["--model.position=rope"], "which have GPT-2's block, not model.position=rope: drop it"),
     ],
 )
 def test_init_from_refuses_conflicting_settings(tmp_path, gpt2_folder, capsys, extra, match):

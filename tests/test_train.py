@@ -171,9 +171,15 @@ def test_existing_run_folder_is_never_overwritten(tmp_path, corpus, capsys):
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
 
 
-def test_resume_equals_uninterrupted(tmp_path, corpus):
-    """Stop at step 4, resume to 8: the losses equal an uninterrupted 8-step run's, bit for bit."""
-    common = tiny_args(tmp_path, corpus, "--model.dropout=0.1", "--train.lr_decay_iters=8")
+@pytest.mark.parametrize(
+    "extra",
+    [(), ("--train.optimizer=muon", "--train.untie_at=0.25", "--model.position=rope", "--model.norm=rmsnorm")],
+    ids=["adamw", "muon-untied-at-2"],
+)
+def test_resume_equals_uninterrupted(tmp_path, corpus, extra):
+    """Stop at step 4, resume to 8: the losses equal an uninterrupted 8-step run's, bit for bit; also under Muon
+    (both optimizers' states restored) with the head untied at step 2, before the checkpoint the resume reads."""
+    common = tiny_args(tmp_path, corpus, "--model.dropout=0.1", "--train.lr_decay_iters=8", *extra)
     assert train.main([*common, "--train.max_iters=8", "--run-name", "straight"]) == 0
     assert train.main([*common, "--train.max_iters=4", "--run-name", "split"]) == 0
     assert (
@@ -185,8 +191,11 @@ def test_resume_equals_uninterrupted(tmp_path, corpus):
     assert [r["step"] for r in split] == list(range(1, 9))
     assert [r["train_loss"] for r in split] == [r["train_loss"] for r in straight]
     a = load_checkpoint(tmp_path / "runs" / "straight" / "ckpt_last.pt")["model"]
-    b = load_checkpoint(tmp_path / "runs" / "split" / "ckpt_last.pt")["model"]
+    ckpt = load_checkpoint(tmp_path / "runs" / "split" / "ckpt_last.pt")
+    b = ckpt["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
+    if extra:  # the resumed run did untie, and saved both optimizers' states
+        assert ckpt["tie_embeddings"] is False and set(ckpt["optimizer"]) == {"adamw", "muon"}
 
 
 def test_resume_refuses_changing_the_maths(tmp_path, corpus, capsys):

@@ -88,6 +88,18 @@ class TrainConfig:
         "at a fraction of the run), so a branch from a tied trunk trains its cooldown untied. Needs "
         "model.tie_embeddings=true.",
     )
+    optimizer: str = doc_field(
+        "adamw",
+        "'adamw' (every parameter) or 'muon': torch.optim.Muon (momentum orthogonalised by Newton-Schulz; Jordan et al. 2024, modded-nanogpt, nanochat) on the 2-D weight matrices inside the blocks, AdamW with the usual groups on the embeddings, lm_head (tied or not), norms and biases.",
+    )
+    muon_learning_rate: float = doc_field(
+        0.02,
+        "With optimizer='muon': Muon's peak learning rate (modded-nanogpt and nanochat use 0.02-0.05); the schedule scales it by the same factor as learning_rate.",
+    )
+    muon_momentum: float = doc_field(
+        0.95,
+        "With optimizer='muon': Muon's (Nesterov) momentum. Muon's decoupled weight decay is weight_decay, times its learning rate.",
+    )
     beta1: float = doc_field(0.9, "AdamW beta1.")
     beta2: float = doc_field(0.99, "AdamW beta2 (nanoGPT uses 0.99 for small models, 0.95 for GPT-2 scale).")
     grad_clip: float = doc_field(1.0, "Clip the global gradient norm to this; 0 disables clipping.")
@@ -187,6 +199,17 @@ class TrainConfig:
             raise UserError("train.weight_decay and train.grad_clip must be >= 0")
         if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
             raise UserError(f"train.beta1 and train.beta2 must be in [0, 1), got {self.beta1}, {self.beta2}")
+        if self.optimizer not in ("adamw", "muon"):
+            raise UserError(f"train.optimizer must be 'adamw' or 'muon', got {self.optimizer!r}")
+        if not (self.muon_learning_rate > 0 and 0 <= self.muon_momentum < 1):
+            raise UserError(
+                f"need train.muon_learning_rate > 0 and train.muon_momentum in [0, 1), got "
+                f"{self.muon_learning_rate}, {self.muon_momentum}"
+            )
+        if self.optimizer != "muon":
+            for name in ("muon_learning_rate", "muon_momentum"):
+                if getattr(self, name) != TrainConfig.__dataclass_fields__[name].default:
+                    raise UserError(f"train.{name} needs train.optimizer=muon: set it, or drop train.{name}")
         if self.head_loss not in ("auto", "logits", "chunked", "fused"):
             raise UserError(f"train.head_loss must be 'auto', 'logits', 'chunked' or 'fused', got {self.head_loss!r}")
         if self.pad_vocab_multiple < 0:
@@ -336,6 +359,11 @@ class RunConfig:
         if tc.untie_at_cooldown and (not tied or tc.untie_at):
             raise UserError(
                 "train.untie_at_cooldown unties a tied model once: set model.tie_embeddings=true and drop train.untie_at"
+            )
+        if self.model.logit_softcap and tc.head_loss == "fused":
+            raise UserError(
+                "train.head_loss=fused has no logit soft-cap (Liger's kernel is not given it): use train.head_loss=logits "
+                "or chunked, or drop model.logit_softcap"
             )
         unties = tc.untie_at or tc.untie_at_cooldown
         if tied and not unties and tc.head_lr_scale != 1.0:

@@ -19,6 +19,7 @@ from data.hf_tokenizer import TOKENIZER_FILE, write_tokenizer_files
 from data.tokenizers import build_tokenizer, save_tokenizer, tokenizer_from_dict
 from model import hf
 from model.checkpoint import save_checkpoint
+from model.config import choices_set
 from training.card import CARD_FILE, model_card
 from training.config import RunConfig
 from training.runs import load_run
@@ -32,7 +33,7 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
     ``tie_word_embeddings`` unless the user chose (untied from tied copies the matrix).  A
     smaller ``block_size`` is allowed (the position table is cropped).  Raises
     :class:`UserError` when the TOML file or ``--model.*`` sets another shape, the tokenizer
-    is not gpt2, or the vocabulary is not GPT-2's 50257 tokens.
+    is not gpt2, the vocabulary is not GPT-2's 50257 tokens, or a model choice is not GPT-2's (``model.position=rope``, ...).
     """
     transformers = optional.transformers()
     if not Path(source).expanduser().exists() and not hf.is_hub_id(source):
@@ -65,6 +66,9 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
         "gelu_approximate": ours.gelu_approximate,
     }
     model = dict(user.get("model", {}))
+    choices = choices_set(model)
+    if choices:
+        raise UserError(f"--init-from loads GPT-2 weights, which have GPT-2's block, not {choices[0]}: drop it")
     for key, value in shape.items():
         if key in model and model[key] != value and not (key == "block_size" and 1 <= model[key] < value):
             where = f"{config_path} or the command line" if config_path else "the command line"

@@ -30,6 +30,7 @@ from training import ddp, faults, runs
 from training.branch import branch_config, check_trunk, parse_branch_from
 from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, parse_cli, parse_config
 from training.gpt2 import init_from_overrides
+from training.optim import MuonAdamW, build_optimizer
 from training.schedule import schedule_note
 from training.step import resolve_head_loss
 
@@ -205,7 +206,7 @@ class Setup:
     model: GPT  # the plain module: its state_dict is what checkpoints hold
     eval_model: torch.nn.Module  # `model`, or its torch.compile wrapper
     step_model: torch.nn.Module  # `eval_model`, wrapped in DistributedDataParallel under torchrun
-    optimizer: torch.optim.Optimizer
+    optimizer: torch.optim.Optimizer | MuonAdamW  # train.optimizer: AdamW, or Muon with AdamW (training.optim)
     data_gen: torch.Generator  # the data order (the same on every rank); its state is the data position
     dist: ddp.Dist
     cfg: RunConfig  # the config as resolved for this device and data: what config.json records
@@ -213,8 +214,8 @@ class Setup:
     def untie(self, cfg: RunConfig) -> None:
         """Tie-then-untie: ``lm_head`` gets its own copy of the matrix and of its AdamW moments.
 
-        The copy joins the optimizer as its own group (at ``train.head_lr_scale``), so from
-        here the head and the embedding train apart; the model is wrapped anew for
+        The copy joins the optimizer (AdamW's part under Muon: a head is an embedding) as its own
+        group (at ``train.head_lr_scale``), so from here the head and the embedding train apart; the model is wrapped anew for
         ``torch.compile`` / DDP, whose wrappers know the old parameters.
         """
         tied = self.model.wte.weight
@@ -281,12 +282,7 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     cfg = cfg.with_values(model={"vocab_size": data.vocab_size})
     tc = cfg.train
     model = new_model(cfg).to(device)
-    groups = model.param_groups(tc.weight_decay, tc.embedding_weight_decay, tc.embedding_lr_scale, tc.head_lr_scale)
-    # The fused kernel exists on CPU too: 1.11x faster steps on the char recipe on 2 cores
-    # (interleaved A/B, results/speed-cpu-2026-11-23/).
-    optimizer = torch.optim.AdamW(
-        groups, lr=tc.learning_rate, betas=(tc.beta1, tc.beta2), fused=device.type in ("cuda", "cpu")
-    )
+    optimizer = build_optimizer(model, tc, device)
     eval_model, step_model = wrap(model, cfg, device, dist)
     if dist.rank:  # dropout noise differs per rank; rank 0 keeps a single process's stream
         torch.manual_seed(tc.seed + dist.rank)

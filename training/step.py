@@ -87,9 +87,10 @@ def train_step(
     """One optimizer step over ``grad_accum_steps`` micro-batches.
 
     Sets the learning rate, accumulates gradients (each micro-batch's loss scaled by
-    1/grad_accum_steps so the sum is the mean), clips the global norm, steps AdamW and
-    frees the gradients.  A non-finite loss or gradient norm is never applied: the
-    gradients are dropped, the weights and AdamW moments stay as they were, and the result
+    1/grad_accum_steps so the sum is the mean), clips the global norm, steps the optimizer
+    (AdamW, or Muon and AdamW: :mod:`training.optim`) and frees the gradients.  A non-finite
+    loss or gradient norm is never applied: the gradients are dropped, the weights and the
+    optimizer's moments stay as they were, and the result
     says ``applied=False`` (the caller stops or counts the skip).  The data position moves
     on either way.  Shared with ``bench.py`` so the benchmark times exactly this.
 
@@ -100,7 +101,8 @@ def train_step(
     """
     tc = cfg.train
     for group in optimizer.param_groups:
-        group["lr"] = lr * group.get("lr_scale", 1.0)  # embedding / head groups may run at their own multiple
+        # Embedding / head groups may run at their own multiple, Muon's at muon_learning_rate / learning_rate.
+        group["lr"] = lr * group.get("lr_scale", 1.0)
     loss_sum, return_logits = 0.0, not chunked_loss(cfg, device)
     for micro in range(tc.grad_accum_steps):
         x, y = data.get_batch(
