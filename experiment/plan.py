@@ -45,7 +45,7 @@ from experiment import stats
 from experiment.arms import PRESETS, ArmSet
 from model.config import GPTConfig
 from model.gpt import GPT
-from training.config import RunConfig
+from training.config import RunConfig, TrainConfig
 from training.runs import Unreadable, read_metrics
 
 # fp32 weights in ckpt_best.pt, + weights, exp_avg and exp_avg_sq (AdamW) in ckpt_last.pt: 4 copies of 4 bytes.
@@ -372,9 +372,15 @@ def arm_params(cfg: RunConfig, arm: str, equal_params: str | None = None, arm_se
 TUNING_SEED_OFFSET = 1000  # the grid trains on train.seed + this: never one of the reported seeds (seed + i)
 
 
-def lr_flags(learning_rate: float, min_lr: float, lr: float) -> list[str]:
-    """``train.py`` flags for peak rate ``lr``, with min_lr scaled alike so the schedule keeps its shape."""
-    return [f"--train.learning_rate={lr:g}", f"--train.min_lr={lr * min_lr / learning_rate:g}"]
+def lr_flags(tc: TrainConfig, lr: float) -> list[str]:
+    """``train.py`` flags for peak rate ``lr``: ``learning_rate`` set to it, ``min_lr`` scaled alike so the schedule
+    keeps its shape, and under ``optimizer='muon'`` Muon's rate too, so every optimizer group moves by one
+    factor and the ratio between them stays as the config sets it."""
+    scale = lr / tc.learning_rate
+    flags = [f"--train.learning_rate={lr:g}", f"--train.min_lr={tc.min_lr * scale:g}"]
+    if tc.optimizer == "muon":
+        flags.append(f"--train.muon_learning_rate={tc.muon_learning_rate * scale:g}")
+    return flags
 
 
 def score(run_dir: Path | None) -> float:

@@ -94,7 +94,7 @@ class Commands:
         tc = self.cfg.train
         extra = [
             *self.arm_flags[arm],
-            *(lr_flags(tc.learning_rate, tc.min_lr, lr) if lr is not None else []),
+            *(lr_flags(tc, lr) if lr is not None else []),
             f"--train.seed={tc.seed + i}",
             *self.group,
         ]
@@ -112,7 +112,7 @@ class Commands:
             tc = self.cfg.train
             extra = [
                 *self.arm_flags[arm],
-                *lr_flags(tc.learning_rate, tc.min_lr, lr),
+                *lr_flags(tc, lr),
                 f"--train.seed={tc.seed + TUNING_SEED_OFFSET}",
                 *self.group,
             ]
@@ -361,10 +361,10 @@ def _min_lr_flags(cfg: RunConfig, settings: dict, arm: str) -> list[str]:
     lr = settings.get("train.learning_rate")
     if lr is None or "train.min_lr" in settings:
         return []
-    flags = lr_flags(cfg.train.learning_rate, cfg.train.min_lr, lr)[1:]
+    flags = [f for f in lr_flags(cfg.train, lr)[1:] if f.split("=")[0][2:] not in settings]
     print(
-        f"[compare] arm {arm} sets train.learning_rate={lr:g}: its {flags[0][2:]} follows it, as --lr-grid "
-        "scales it, so its schedule keeps the shape of the others' (set train.min_lr in the arm for another)",
+        f"[compare] arm {arm} sets train.learning_rate={lr:g}: {' and '.join(f[2:] for f in flags)} follow it, as "
+        "--lr-grid scales them, so its schedule keeps the shape of the others' (set them in the arm for another)",
         flush=True,
     )
     return flags
@@ -480,7 +480,7 @@ def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str],
     runs = [
         (
             f"{'' if lr is None else f'-lr{lr:g}'}-s{i}",
-            [*(lr_flags(tc.learning_rate, tc.min_lr, lr) if lr is not None else []), f"--train.seed={tc.seed + i}"],
+            [*(lr_flags(tc, lr) if lr is not None else []), f"--train.seed={tc.seed + i}"],
         )
         for i in range(plan.seeds)
         for lr in (plan.lr_grid or [None])

@@ -209,7 +209,9 @@ def test_compare_tunes_all_five_arms_on_a_grid_and_reports_them(tmp_path):
         assert tune_cfg["train"]["seed"] == 1337 + runner.TUNING_SEED_OFFSET
     md = (exp / "report.md").read_text()
     for arm in arms.split(",")[1:]:
-        assert re.search(rf"{arm} vs tied: \*\*(better|worse|equivalent within ±0.05 nats|inconclusive)\*\*", md), arm
+        assert re.search(
+            rf"{arm} vs tied \(reference\): \*\*(better|worse|equivalent within ±0.05 nats|inconclusive)\*\*", md
+        ), arm
     assert "](loss_vs_lr.png)" in md and (exp / "loss_vs_lr.png").is_file()
     saved = json.loads((exp / "experiment.json").read_text())
     assert saved["lr_grid"] == [0.001, 0.004] and saved["margin"] == 0.05

@@ -222,7 +222,9 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
         }
         assert seeds == {1338}  # paired: both arms of seed index 1 train with train.seed + 1
         md = (grid / cell / "report.md").read_text()
-        assert re.search(r"untied vs tied: \*\*(better|worse|equivalent within ±0.01 nats|inconclusive)\*\*", md)
+        assert re.search(
+            r"untied vs tied \(reference\): \*\*(better|worse|equivalent within ±0.01 nats|inconclusive)\*\*", md
+        )
         assert "| tied | untied |" in md and "RO" in md  # side-by-side samples from the prompt
         assert "python compare.py --config configs/debug.toml" in md  # the command that made it
     md = (grid / "report.md").read_text()

@@ -333,7 +333,7 @@ def test_a_learning_rate_arm_scales_min_lr_with_its_rate_as_the_grid_does(tmp_pa
     argv = [*tiny_compare_args(tmp_path), "--seeds", "1", "--arm", "base:", "--arm", "lr4:train.learning_rate=4e-3"]
     assert compare.main(argv) == 2
     out = capsys.readouterr().out
-    assert "arm lr4 sets train.learning_rate=0.004: its train.min_lr=" in out and "follows it" in out
+    assert "arm lr4 sets train.learning_rate=0.004: train.min_lr=" in out and "follow it" in out
     cfg = json.loads((tmp_path / "exp" / "experiment.json").read_text())["config"]
     expected = 4e-3 * cfg["train.min_lr"] / cfg["train.learning_rate"]
     flags = dict(f[2:].split("=", 1) for f in started["lr4-s0"] if f.startswith("--"))

@@ -169,3 +169,14 @@ def test_the_seeds_figure_widens_with_a_smaller_pilot():
     assert small.low < large.low <= large.seeds <= large.high < small.high
     assert 30 < small.high / small.seeds < 50 and small.too_small and not large.too_small
     assert stats.seeds_figure(0.0, 3, 0.01) is None and stats.seeds_figure(0.02, 1, 0.01) is None
+
+
+def test_a_learning_rate_flag_moves_every_optimizer_group_by_one_factor():
+    """lr_flags for a rate twice the config's: min_lr doubles too, and under Muon so does Muon's rate, so the
+    ratio between the optimizer groups stays as declared; under AdamW no Muon flag is given."""
+    from training.config import TrainConfig
+
+    adamw = TrainConfig(learning_rate=1e-3, min_lr=1e-4)
+    assert plan.lr_flags(adamw, 2e-3) == ["--train.learning_rate=0.002", "--train.min_lr=0.0002"]
+    muon = TrainConfig(learning_rate=1e-3, min_lr=1e-4, optimizer="muon", muon_learning_rate=0.01)
+    assert plan.lr_flags(muon, 2e-3)[2] == "--train.muon_learning_rate=0.02"
