@@ -171,3 +171,19 @@ def test_seeds_added_after_a_verdict_count_as_a_look_and_are_not_calibrated(tmp_
     assert "**Not calibrated:** seeds added after a verdict was read at 3 seeds" in md
     assert "this report at 5 seeds is look 2, tested at α = 0.025" in md
     assert [look["seeds"] for look in json.loads((exp / "experiment.json").read_text())["looks"]] == [3, 5]
+
+
+def test_compare_speaks_of_arms_in_general(capsys):
+    """The help opens on the A/B question and its default prompt is a newline; a new experiment of the user's
+    own arms is named by them (<config>-base-vs-drop), while the tying presets keep <config>-tied-vs-untied."""
+    from experiment import runner
+    from experiment.arms import define_arms
+
+    with pytest.raises(SystemExit):
+        compare.main(["--help"])
+    out = capsys.readouterr().out
+    assert "Is a change real?" in out and "default: a newline)" in out and "ROMEO" not in out.split("--prompt")[1]
+    own = define_arms(None, {"base": {}, "drop": {"model.dropout": 0.1}})
+    plan = runner.Plan("configs/debug.toml", {}, own.names, 2, reference="base", arm_set=own)
+    assert runner._arms_name(plan) == "base-vs-drop"
+    assert runner._arms_name(runner.Plan(None, {}, ["tied", "untied"], 2)) == "tied-vs-untied"
