@@ -41,6 +41,11 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
             f"--init-from {source} does not exist: give a folder written by save_pretrained (config.json + weights)"
         )
     hf_cfg = hf.read_hf(lambda: transformers.AutoConfig.from_pretrained(hf.where(source)), source)
+    if hf_cfg.model_type != "gpt2":  # the shape overrides below are GPT-2's fields
+        raise UserError(
+            f"--init-from {source} holds a {hf_cfg.model_type!r} model and --init-from reads GPT-2 only: "
+            f"import it with hf.py import --hf {source}"
+        )
     ours = hf.config_from_hf(hf_cfg)  # refuses what tinygpt cannot represent
     user = merge(load_toml(config_path) if config_path else {}, overrides)
     if user.get("model", {}).get("lm_head_bias"):
