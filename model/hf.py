@@ -47,6 +47,7 @@ EXACT_GELU = "gelu"
 GPT2 = "GPT2LMHeadModel"
 MODEL_TYPES = {"gpt2": GPT2, **hf_llama.MODEL_TYPES}  # config.json's model_type -> the class that loads it
 NAMES = {GPT2: "GPT-2", hf_llama.LLAMA: "Llama", hf_llama.QWEN3: "Qwen3"}  # for messages and the model card
+TAGS = {arch: model_type for model_type, arch in MODEL_TYPES.items()}  # the model card's tag: the model_type
 
 
 def architecture(config: GPTConfig) -> str:

@@ -18,6 +18,7 @@ from data.tokenizers import CharTokenizer
 from model import hf
 from model.config import GPTConfig
 from model.gpt import GPT
+from training.card import model_card
 from training.runs import load_run
 
 LLAMA = dict(position="rope", norm="rmsnorm", mlp="swiglu", bias=False)
@@ -194,3 +195,17 @@ def test_init_from_a_llama_folder_is_refused_in_one_line(tmp_path, capsys):
     argv = ["--init-from", str(tmp_path / "llama"), "--run-name", "x", f"--train.out_dir={tmp_path}"]
     assert train.main(argv) == 2
     assert "'llama' model and --init-from reads GPT-2 only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, family, tag", [("llama-gqa", "Llama", "llama"), ("qwen3", "Qwen3", "qwen3")])
+def test_model_card_names_the_exported_architecture(tmp_path, name, family, tag):
+    """The card's first sentence, Architecture row and tags name the class the folder loads as, not GPT-2."""
+    choices, cls = SETS[name]
+    (tmp_path / "run").mkdir()
+    card = model_card(
+        tmp_path / "run", tmp_path / "hf", ours(True, **choices), CharTokenizer(list("ab")), {"step": 0}, "best", False
+    )
+    assert f"A {family} model (`{cls.__name__}`) exported by" in card.text
+    assert f"| Architecture | {family} (`{cls.__name__}`): n_layer=2, n_head=4, n_embd=32, block_size=32" in card.text
+    assert tag in card.data.tags and "gpt2" not in card.data.tags and "GPT-2" not in card.text
+    assert ("QK-norm" in card.text) == (tag == "qwen3")

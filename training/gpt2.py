@@ -1,4 +1,5 @@
-"""GPT-2 weights and run folders: ``train.py --init-from`` and the ``hf.py`` import / export commands.
+"""Hugging Face weights and run folders: ``train.py --init-from`` (GPT-2) and the ``hf.py`` import / export
+commands (GPT-2, Llama, Qwen3).
 
 :mod:`model.hf` converts the weights; this module fits them to a run's configuration and
 moves them between Hugging Face folders and run folders (with the tokenizer).
@@ -93,7 +94,8 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
 
 
 def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Path:
-    """Write a run folder ``sample.py`` and ``export`` read (config, tokenizer, ``ckpt_best.pt``) from GPT-2 weights.
+    """Write a run folder ``sample.py`` and ``export`` read (config, tokenizer, ``ckpt_best.pt``) from GPT-2, Llama
+    or Qwen3 weights (:func:`model.hf.from_hf`).
 
     The tokenizer is gpt2 for a 50257-token model, or the ``tinygpt_tokenizer.json`` of a
     folder tinygpt exported.  The checkpoint records the source (step 0, no val loss).  It
@@ -140,7 +142,11 @@ def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Pat
 
 
 def export_run(run_dir: Path, which: str, out_dir: Path, hub_id: str | None = None) -> Path:
-    """Write the ``which`` ("best" or "last") checkpoint of ``run_dir`` with its tokenizer as a GPT-2 folder.
+    """Write the ``which`` ("best" or "last") checkpoint of ``run_dir`` with its tokenizer as a Hugging Face folder.
+
+    The architecture is the one that expresses the model's choices (:func:`model.hf.architecture`:
+    ``GPT2LMHeadModel``, ``LlamaForCausalLM`` or ``Qwen3ForCausalLM``); any other set is a one-line
+    :class:`UserError` naming the choice, before anything is written.
 
     The folder also gets a model card, ``README.md`` (:func:`training.card.model_card`: the
     architecture, tying, and the run's recorded tokens, val loss, command and commit).
