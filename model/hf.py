@@ -152,8 +152,9 @@ def config_to_hf(config: GPTConfig):
     as :func:`architecture` does for a set no architecture expresses.
     """
     arch = architecture(config)
+    eot = GPT2_VOCAB_SIZE - 1 if config.vocab_size == GPT2_VOCAB_SIZE else None  # <|endoftext|> for gpt2
     if arch != GPT2:
-        return hf_llama.config_to_hf(config, arch)
+        return hf_llama.config_to_hf(config, arch, eot)
     if not config.bias:
         raise UserError(
             "model.bias=false has no GPT-2 equivalent (GPT-2's Linears and LayerNorms all have biases): "
@@ -164,7 +165,6 @@ def config_to_hf(config: GPTConfig):
             "model.lm_head_bias=true has no GPT-2 equivalent (GPT2LMHeadModel's lm_head has no bias): "
             "export a model trained without it"
         )
-    eot = GPT2_VOCAB_SIZE - 1 if config.vocab_size == GPT2_VOCAB_SIZE else None  # <|endoftext|> for gpt2
     return optional.transformers().GPT2Config(
         vocab_size=config.vocab_size,
         n_positions=config.block_size,

@@ -55,8 +55,11 @@ def hf_name(ours: str) -> str:
 # ----------------------------------------------------------------------------- configs
 
 
-def config_to_hf(config: GPTConfig, architecture: str):
+def config_to_hf(config: GPTConfig, architecture: str, eot: int | None):
     """The ``LlamaConfig`` or ``Qwen3Config`` (``architecture``: :data:`LLAMA` or :data:`QWEN3`) of ``config``.
+
+    ``eot`` is the bos and eos token id (the gpt2 tokenizer's ``<|endoftext|>``, or None), as
+    the GPT-2 export sets them: ``LlamaConfig``'s own defaults (1, 2) would name ordinary tokens.
 
     ``config`` must already be Llama's block (:func:`model.hf.architecture` checks).  Raises
     :class:`UserError` for ``model.bias=true`` under Qwen3 (its MLP has no biases) and for
@@ -74,8 +77,6 @@ def config_to_hf(config: GPTConfig, architecture: str):
             "export a model trained with model.bias=false"
         )
     transformers = optional.transformers()
-    # <|endoftext|> for the gpt2 tokenizer, as the GPT-2 export; LlamaConfig's own defaults (1, 2) would be wrong.
-    eot = 50256 if config.vocab_size == 50257 else None
     common = dict(
         vocab_size=config.vocab_size,
         hidden_size=config.n_embd,

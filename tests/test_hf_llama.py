@@ -209,3 +209,11 @@ def test_model_card_names_the_exported_architecture(tmp_path, name, family, tag)
     assert f"| Architecture | {family} (`{cls.__name__}`): n_layer=2, n_head=4, n_embd=32, block_size=32" in card.text
     assert tag in card.data.tags and "gpt2" not in card.data.tags and "GPT-2" not in card.text
     assert ("QK-norm" in card.text) == (tag == "qwen3")
+
+
+@pytest.mark.parametrize("vocab_size, eot", [(50257, 50256), (97, None)])
+def test_bos_and_eos_are_endoftext_with_the_gpt2_vocabulary_and_none_otherwise(tmp_path, vocab_size, eot):
+    """As the GPT-2 export: LlamaConfig's defaults (1, 2) would make generate stop on an ordinary token."""
+    folder = hf.export(GPT(GPTConfig(vocab_size=vocab_size, n_layer=1, n_head=2, n_embd=8, **LLAMA)), tmp_path / "hf")
+    config = json.loads((folder / "config.json").read_text())
+    assert config.get("bos_token_id") == eot and config.get("eos_token_id") == eot
