@@ -74,10 +74,11 @@ def test_export_gives_transformers_the_same_logits_and_round_trips_bit_identical
     assert (back.lm_head.weight is back.wte.weight) == tie
 
 
-@pytest.mark.parametrize("name", ["llama-gqa", "qwen3"])
-def test_exported_model_continues_greedily_exactly_as_transformers(tmp_path, name):
+@pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
+@pytest.mark.parametrize("name", list(SETS))
+def test_exported_model_continues_greedily_exactly_as_transformers(tmp_path, name, tie):
     """transformers' generate(do_sample=False) on the export = our greedy generation (cached and not), token for token."""
-    model = ours(True, **SETS[name][0])
+    model = ours(tie, **SETS[name][0])
     theirs = AutoModelForCausalLM.from_pretrained(hf.export(model, tmp_path / "hf")).eval()
     prompt = ids(shape=(2, 5), seed=1)
     want = theirs.generate(
