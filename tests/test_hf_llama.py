@@ -218,3 +218,16 @@ def test_bos_and_eos_are_endoftext_with_the_gpt2_vocabulary_and_none_otherwise(t
     folder = hf.export(GPT(GPTConfig(vocab_size=vocab_size, n_layer=1, n_head=2, n_embd=8, **LLAMA)), tmp_path / "hf")
     config = json.loads((folder / "config.json").read_text())
     assert config.get("bos_token_id") == eot and config.get("eos_token_id") == eot
+
+
+def test_an_incomplete_llama_folder_is_refused_by_the_weight_it_lacks(tmp_path):
+    """from_pretrained would fill a missing weight with random values: the import names it in one line instead."""
+    from safetensors.torch import load_file, save_file
+
+    tiny_hf("llama", False).save_pretrained(tmp_path / "llama")
+    weights = load_file(tmp_path / "llama" / "model.safetensors")
+    del weights["model.layers.1.self_attn.k_proj.weight"]
+    save_file(weights, tmp_path / "llama" / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(UserError, match=r"layers\.1\.self_attn\.k_proj\.weight") as e:
+        hf.from_hf(tmp_path / "llama")
+    assert "\n" not in str(e.value)
