@@ -1,11 +1,14 @@
-"""GPT-2 weights in and out: Hugging Face ``GPT2LMHeadModel`` folders to tinygpt run folders and back.
+"""Hugging Face weights in and out: ``GPT2LMHeadModel``, ``LlamaForCausalLM`` and ``Qwen3ForCausalLM`` folders
+to tinygpt run folders and back.
 
-    python hf.py export --run runs/default --out hf/default       # a folder GPT2LMHeadModel.from_pretrained loads
+    python hf.py export --run runs/default --out hf/default       # a folder AutoModelForCausalLM.from_pretrained loads
     python hf.py import --hf hf/default --out runs/imported       # a run folder sample.py reads
     python hf.py import --hf openai-community/gpt2 --out runs/gpt2   # a hub id: only where the hub is reachable
     python train.py --init-from hf/gpt2 --data.tokenizer=gpt2 ...    # fine-tune imported weights
 
-Needs ``pip install transformers safetensors`` (training does not).  See docs/gpt2.md.
+GPT-2's block exports as GPT-2, RoPE + RMSNorm + SwiGLU as Llama, with QK-norm as Qwen3; any other
+set of model choices is refused by name.  Needs ``pip install transformers safetensors`` (training
+does not).  See docs/gpt2.md.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ def parse_args(argv: list[str] | None):
     """The ``export`` / ``import`` sub-command and its options."""
     parser = ArgumentParser(prog="hf.py", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    ex = sub.add_parser("export", help="Run folder -> Hugging Face GPT-2 folder.")
+    ex = sub.add_parser("export", help="Run folder -> Hugging Face folder (GPT-2, Llama or Qwen3).")
     ex.add_argument("--run", required=True, type=Path, help="Run folder, e.g. runs/default.")
     ex.add_argument("--checkpoint", choices=("best", "last"), default="best", help="Which checkpoint to export.")
     ex.add_argument(
@@ -32,7 +35,9 @@ def parse_args(argv: list[str] | None):
         metavar="OWNER/NAME",
         help="The Hub id you will publish the folder under: its model card loads that (default: the folder's name).",
     )
-    im = sub.add_parser("import", help="Hugging Face GPT-2 folder (or hub id) -> run folder for sample.py.")
+    im = sub.add_parser(
+        "import", help="Hugging Face GPT-2, Llama or Qwen3 folder (or hub id) -> run folder for sample.py."
+    )
     im.add_argument(
         "--hf", required=True, help="Folder written by save_pretrained, or a hub id where the hub is reachable."
     )

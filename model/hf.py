@@ -1,4 +1,4 @@
-"""GPT-2 weights in and out: convert Hugging Face GPT-2 checkpoints to tinygpt models and back.
+"""Hugging Face weights in and out: GPT-2, Llama and Qwen3 checkpoints to tinygpt models and back.
 
 The commands are ``hf.py`` (run folders in and out) and ``train.py --init-from``; from Python::
 
@@ -11,6 +11,10 @@ in one ``c_attn`` ``Conv1D`` whose weight is ``(in, 3 * out)`` -- ``y = x @ W + 
 transpose of ``nn.Linear``'s ``(out_features, in_features)`` -- and likewise ``c_proj``,
 ``mlp.c_fc`` and ``mlp.c_proj``.  Import splits ``c_attn`` into ``q_proj`` / ``k_proj`` /
 ``v_proj`` and transposes; export does the reverse.  GPT-2 ties ``lm_head`` to ``wte``.
+
+Which architecture a model exports as is :func:`architecture`: GPT-2's block as
+``GPT2LMHeadModel`` (this module), RoPE + RMSNorm + SwiGLU as ``LlamaForCausalLM`` and with
+QK-norm as ``Qwen3ForCausalLM`` (:mod:`model.hf_llama`, which holds their configs and names).
 
 ``transformers`` and ``safetensors`` are optional (training does not need them): they are
 imported on first use (:mod:`core.optional`), and a missing one is a one-line :class:`UserError`.
@@ -30,6 +34,7 @@ import torch
 from core import optional
 from core.errors import UserError, first_line
 from core.files import sha256_file, swap_in_folder
+from model import hf_llama
 from model.config import GPTConfig
 from model.gpt import GPT
 
@@ -39,6 +44,41 @@ LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which tinygpt uses; GPT-2's lay
 # which is F.gelu(approximate="tanh") in our MLP; Hugging Face's "gelu" is the exact erf form.
 TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")
 EXACT_GELU = "gelu"
+GPT2 = "GPT2LMHeadModel"
+MODEL_TYPES = {"gpt2": GPT2, **hf_llama.MODEL_TYPES}  # config.json's model_type -> the class that loads it
+NAMES = {GPT2: "GPT-2", hf_llama.LLAMA: "Llama", hf_llama.QWEN3: "Qwen3"}  # for messages and the model card
+TAGS = {arch: model_type for model_type, arch in MODEL_TYPES.items()}  # the model card's tag: the model_type
+
+
+def architecture(config: GPTConfig) -> str:
+    """The ``transformers`` class that expresses ``config``: ``GPT2LMHeadModel``, ``LlamaForCausalLM`` or
+    ``Qwen3ForCausalLM``.
+
+    GPT-2's block (no choice of ``docs/model.md`` set) is GPT-2; RoPE + RMSNorm + SwiGLU (any
+    ``n_kv_head``, ``mlp_hidden``, ``rope_theta``) is Llama, and with ``qk_norm`` Qwen3.  Raises
+    :class:`UserError` in one line naming the choice for any other set: a logit soft-cap or
+    ReLU² (no architecture has them), or a mix of the two blocks (learned positions with RMSNorm, ...).
+    """
+    if config.logit_softcap:
+        raise UserError(
+            f"model.logit_softcap={config.logit_softcap} has no Hugging Face export (GPT-2, Llama and Qwen3 "
+            "do not cap logits): export a model trained without it"
+        )
+    if config.mlp == "relu2":
+        raise UserError(
+            "model.mlp=relu2 has no Hugging Face export (GPT-2's MLP is GELU, Llama's and Qwen3's SwiGLU): "
+            "export a model trained with model.mlp=gelu or swiglu"
+        )
+    choices = config.non_default_choices()
+    if not choices:
+        return GPT2
+    missing = [f"model.{k}={v}" for k, v in hf_llama.LLAMA_BLOCK.items() if getattr(config, k) != v]
+    if missing:
+        raise UserError(
+            f"{choices[0]} without {', '.join(missing)} has no Hugging Face export: GPT-2's block exports as "
+            "GPT2LMHeadModel, RoPE + RMSNorm + SwiGLU as LlamaForCausalLM (with model.qk_norm, Qwen3ForCausalLM)"
+        )
+    return hf_llama.QWEN3 if config.qk_norm else hf_llama.LLAMA
 
 
 # ----------------------------------------------------------------------------- configs
@@ -46,6 +86,8 @@ EXACT_GELU = "gelu"
 
 def config_from_hf(hf_config, tie_embeddings: bool | None = None, block_size: int | None = None) -> GPTConfig:
     """Our :class:`GPTConfig` for a ``transformers.GPT2Config``; ``UserError`` if tinygpt cannot represent it.
+
+    A ``LlamaConfig`` or ``Qwen3Config`` goes to :func:`model.hf_llama.config_from_hf`.
 
     ``n_positions`` -> ``block_size`` (or the smaller ``block_size`` given: the position table
     is then cropped, as nanoGPT's ``crop_block_size``), ``n_embd``, ``n_layer``, ``n_head``,
@@ -56,8 +98,12 @@ def config_from_hf(hf_config, tie_embeddings: bool | None = None, block_size: in
     Dropout is left at 0 (set ``model.dropout`` to fine-tune with it).
     """
     c = hf_config
+    if getattr(c, "model_type", None) in hf_llama.MODEL_TYPES:
+        return hf_llama.config_from_hf(c, tie_embeddings, block_size)
     if getattr(c, "model_type", None) != "gpt2":
-        raise UserError(f"this is a {getattr(c, 'model_type', None)!r} model, not GPT-2: tinygpt imports GPT-2 only")
+        raise UserError(
+            f"this is a {getattr(c, 'model_type', None)!r} model: tinygpt imports GPT-2, Llama and Qwen3 only"
+        )
     problems = []
     if c.activation_function not in (*TANH_GELUS, EXACT_GELU):
         problems.append(
@@ -99,11 +145,16 @@ def config_from_hf(hf_config, tie_embeddings: bool | None = None, block_size: in
 
 
 def config_to_hf(config: GPTConfig):
-    """The ``transformers.GPT2Config`` of our ``config``; ``UserError`` for ``bias=False``, ``lm_head_bias=True``
-    or a block other than GPT-2's (``model.position=rope`` and the other choices of ``docs/model.md``)."""
-    choices = config.non_default_choices()
-    if choices:  # a Llama / Qwen3 export would carry these; a GPT-2 folder cannot, so nothing exports wrongly
-        raise UserError(f"{choices[0]} has no GPT-2 export yet: export a model with GPT-2's block")
+    """The ``transformers`` config of our ``config``, for the class :func:`architecture` picks (``architectures``).
+
+    GPT-2's block gives a ``GPT2Config`` (``UserError`` for ``bias=False`` or ``lm_head_bias=True``);
+    Llama's and Qwen3's come from :func:`model.hf_llama.config_to_hf`.  Raises :class:`UserError`
+    as :func:`architecture` does for a set no architecture expresses.
+    """
+    arch = architecture(config)
+    eot = GPT2_VOCAB_SIZE - 1 if config.vocab_size == GPT2_VOCAB_SIZE else None  # <|endoftext|> for gpt2
+    if arch != GPT2:
+        return hf_llama.config_to_hf(config, arch, eot)
     if not config.bias:
         raise UserError(
             "model.bias=false has no GPT-2 equivalent (GPT-2's Linears and LayerNorms all have biases): "
@@ -114,7 +165,6 @@ def config_to_hf(config: GPTConfig):
             "model.lm_head_bias=true has no GPT-2 equivalent (GPT2LMHeadModel's lm_head has no bias): "
             "export a model trained without it"
         )
-    eot = GPT2_VOCAB_SIZE - 1 if config.vocab_size == GPT2_VOCAB_SIZE else None  # <|endoftext|> for gpt2
     return optional.transformers().GPT2Config(
         vocab_size=config.vocab_size,
         n_positions=config.block_size,
@@ -140,12 +190,16 @@ def config_to_hf(config: GPTConfig):
 def state_from_hf(hf_state: dict[str, torch.Tensor], config: GPTConfig) -> dict[str, torch.Tensor]:
     """A ``GPT2LMHeadModel.state_dict()`` -> our ``GPT(config).state_dict()`` keys, float32.
 
+    A Llama or Qwen3 ``config`` (RoPE) goes to :func:`model.hf_llama.state_from_hf`.
+
     ``c_attn.weight`` ``(n_embd, 3 n_embd)`` splits into three ``(n_embd, n_embd)`` blocks,
     each transposed into an ``nn.Linear`` weight ``(out, in)``; every other Conv1D weight is
     transposed.  The position table is cropped to ``config.block_size``.  Tied (GPT-2's
     ``lm_head`` is ``wte``) into untied: the matrix is copied into both.
     Raises :class:`UserError` for a missing or unexpected weight.
     """
+    if config.position == "rope":
+        return hf_llama.state_from_hf(hf_state, config)
     state = {
         k: v for k, v in hf_state.items() if not re.search(r"\.attn\.(masked_)?bias$", k)
     }  # old causal-mask buffers
@@ -193,10 +247,14 @@ def state_from_hf(hf_state: dict[str, torch.Tensor], config: GPTConfig) -> dict[
 def state_to_hf(model: GPT) -> dict[str, torch.Tensor]:
     """Our model -> ``GPT2LMHeadModel`` state-dict keys, contiguous CPU float32 tensors, none sharing memory.
 
+    Llama's and Qwen3's blocks (:func:`architecture`) go to :func:`model.hf_llama.state_to_hf`.
+
     The inverse of :func:`state_from_hf`.  A tied model's matrix appears once (as
     ``transformer.wte.weight``, HF's tied source), so safetensors, which refuses tensors
     that share memory, can write it; an untied model adds ``lm_head.weight``.
     """
+    if architecture(model.config) != GPT2:
+        return hf_llama.state_to_hf(model)
     ours = {k: v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()}
     out = {"transformer.wte.weight": ours["wte.weight"], "transformer.wpe.weight": ours["wpe.weight"]}
     for i in range(model.config.n_layer):
@@ -236,44 +294,53 @@ def where(source) -> str:
     return str(path) if path.exists() else str(source)
 
 
-def read_hf(read, source):
+def read_hf(read, source, what: str = "GPT-2"):
     """``read()``, with transformers' errors (no network, no such repo, unreadable, truncated or
-    misshapen weight files) as one-line UserErrors."""
+    misshapen weight files) as one-line UserErrors naming ``what`` was read."""
     try:
         return read()
     except Exception as e:  # OSError, ValueError, RuntimeError (size mismatch), SafetensorError, ...
         first = first_line(e)
         raise UserError(
-            f"cannot load GPT-2 from {source} ({first}): give a local folder written by save_pretrained"
+            f"cannot load {what} from {source} ({first}): give a local folder written by save_pretrained"
         ) from None
 
 
 def load_hf_model(source):
-    """A ``GPT2LMHeadModel`` from a folder or a hub id (in eval mode), or one already in memory (returned as is).
+    """A ``GPT2LMHeadModel``, ``LlamaForCausalLM`` or ``Qwen3ForCausalLM`` from a folder or a hub id (in eval
+    mode), or one already in memory (returned as is).
 
-    A folder is read with ``GPT2LMHeadModel.from_pretrained`` (safetensors, or PyTorch weights
-    with ``weights_only=True``); a name that is not a folder is tried on the hub, which works
-    only where it is reachable.  Raises :class:`UserError` for a missing folder, an
-    unreachable hub, another architecture, or a checkpoint missing weights (which
-    ``from_pretrained`` would otherwise fill with random values).
+    A folder is read with the ``from_pretrained`` of the class its ``model_type`` names
+    (:data:`MODEL_TYPES`; safetensors, or PyTorch weights with ``weights_only=True``); a name
+    that is not a folder is tried on the hub, which works only where it is reachable.  Raises
+    :class:`UserError` for a missing folder, an unreachable hub, another architecture, or a
+    checkpoint missing weights (which ``from_pretrained`` would otherwise fill with random values).
     """
     transformers = optional.transformers()
+    classes = tuple(getattr(transformers, name) for name in MODEL_TYPES.values())
     if isinstance(source, transformers.PreTrainedModel):
-        if not isinstance(source, transformers.GPT2LMHeadModel):
-            raise UserError(f"{type(source).__name__} is not a GPT2LMHeadModel: tinygpt imports GPT-2 only")
+        if not isinstance(source, classes):
+            raise UserError(
+                f"{type(source).__name__} is not one of {', '.join(MODEL_TYPES.values())}: tinygpt imports those only"
+            )
         return source
     path = Path(source).expanduser()
     if not path.exists() and not is_hub_id(str(source)):
         raise UserError(
-            f"GPT-2 folder {source} does not exist: give a folder written by save_pretrained (config.json + weights)"
+            f"folder {source} does not exist: give a folder written by save_pretrained (config.json + weights)"
         )
     if path.exists() and not (path / "config.json").is_file():
         raise UserError(f"{source} has no config.json: give a folder written by save_pretrained")
-    config = read_hf(lambda: transformers.AutoConfig.from_pretrained(where(source)), source)
-    if config.model_type != "gpt2":
-        raise UserError(f"{source} holds a {config.model_type!r} model, not GPT-2: tinygpt imports GPT-2 only")
+    config = read_hf(lambda: transformers.AutoConfig.from_pretrained(where(source)), source, "a config")
+    if config.model_type not in MODEL_TYPES:
+        raise UserError(
+            f"{source} holds a {config.model_type!r} model: tinygpt imports {', '.join(MODEL_TYPES)} models only"
+        )
+    arch = MODEL_TYPES[config.model_type]
     model, info = read_hf(
-        lambda: transformers.GPT2LMHeadModel.from_pretrained(where(source), output_loading_info=True), source
+        lambda: getattr(transformers, arch).from_pretrained(where(source), output_loading_info=True),
+        source,
+        NAMES[arch],
     )
     missing = [k for k in info["missing_keys"] if k != "lm_head.weight" or not config.tie_word_embeddings]
     mismatched = [m[0] if isinstance(m, tuple) else m for m in info["mismatched_keys"]]
@@ -283,7 +350,8 @@ def load_hf_model(source):
     unexpected = [
         k
         for k in info["unexpected_keys"]
-        if not k.endswith((".attn.bias", ".attn.masked_bias")) and not k.startswith(("score.", "multiple_choice_head."))
+        if not k.endswith((".attn.bias", ".attn.masked_bias", "rotary_emb.inv_freq"))
+        and not k.startswith(("score.", "multiple_choice_head."))
     ]
     if missing or mismatched or unexpected:
         bad = sorted(missing or mismatched or unexpected)[0]
@@ -296,7 +364,7 @@ def load_hf_model(source):
 
 
 def from_hf(source, tie_embeddings: bool | None = None, block_size: int | None = None) -> GPT:
-    """Our :class:`GPT` (eval mode) holding the weights of a GPT-2 folder, hub id or ``GPT2LMHeadModel``.
+    """Our :class:`GPT` (eval mode) holding the weights of a GPT-2, Llama or Qwen3 folder, hub id or model.
 
     Same logits as the HF model (within float rounding: 1e-5 is tested).  ``tie_embeddings``
     and ``block_size`` as in :func:`config_from_hf`.  Raises :class:`UserError` as
@@ -318,6 +386,11 @@ def load_into(model: GPT, source) -> dict:
     checkpoint does not fit ``model.config`` (other shape or GELU form, or a tied model from untied weights).
     """
     hf_model = load_hf_model(source)
+    if hf_model.config.model_type != "gpt2":
+        raise UserError(
+            f"{source} holds a {hf_model.config.model_type!r} model and --init-from reads GPT-2 only: "
+            f"import it with hf.py import --hf {source}"
+        )
     config = config_from_hf(hf_model.config, model.config.tie_embeddings, model.config.block_size)
     if (config.n_layer, config.n_head, config.n_embd, config.vocab_size, config.gelu_approximate) != (
         model.config.n_layer,
@@ -360,7 +433,7 @@ def load_into(model: GPT, source) -> dict:
 
 
 def export(model: GPT, out_dir: Path, write_more: Callable[[Path], None] | None = None) -> Path:
-    """Write ``model`` as a folder ``GPT2LMHeadModel.from_pretrained(out_dir)`` loads; returns ``out_dir``.
+    """Write ``model`` as a folder the ``from_pretrained`` of its :func:`architecture` loads; returns ``out_dir``.
 
     ``config.json`` (:func:`config_to_hf`) and ``model.safetensors`` (:func:`state_to_hf`: a
     tied matrix once, reloaded tied because ``tie_word_embeddings=True``; an untied model
@@ -368,7 +441,7 @@ def export(model: GPT, out_dir: Path, write_more: Callable[[Path], None] | None 
     adds files of the caller's (the tokenizer's: :func:`data.hf_tokenizer.write_tokenizer_files`).
     The folder is built under a temporary name and swapped in whole
     (:func:`core.files.swap_in_folder`), so a failed export leaves nothing half-written.
-    Raises :class:`UserError` if ``out_dir`` exists and is not empty, or the model has no GPT-2 form.
+    Raises :class:`UserError` if ``out_dir`` exists and is not empty, or no architecture expresses the model.
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):

@@ -31,14 +31,14 @@ TEMPLATE = """---
 
 # {{ name }}
 
-A GPT-2 model (`GPT2LMHeadModel`) exported by tinygpt's `hf.py export` from the run folder
+A {{ family }} model (`{{ architecture }}`) exported by tinygpt's `hf.py export` from the run folder
 `{{ run_dir }}` on {{ exported }}.{{ origin }}
 
 ## Model
 
 | | |
 |---|---|
-| Architecture | GPT-2: n_layer={{ n_layer }}, n_head={{ n_head }}, n_embd={{ n_embd }}, block_size={{ block_size }} (context tokens) |
+| Architecture | {{ family }} (`{{ architecture }}`): n_layer={{ n_layer }}, n_head={{ n_head }}, n_embd={{ n_embd }}, block_size={{ block_size }} (context tokens){{ block }} |
 | Embeddings | {{ tying }} |
 | Vocabulary | {{ vocab_size }} tokens, tokenizer `{{ tokenizer }}` |
 | Parameters | {{ parameters }} |
@@ -165,6 +165,19 @@ def _tying(model: GPT, rows: list[dict]) -> str:
     )
 
 
+def _block(model: GPT, architecture: str) -> str:
+    """The Architecture row's tail: what a Llama / Qwen3 block adds to the shape (nothing for GPT-2's)."""
+    if architecture == hf.GPT2:
+        return ""
+    c = model.config
+    return (
+        f", {c.kv_heads} key/value heads, RoPE (rope_theta={c.rope_theta:g}), RMSNorm"
+        + (", QK-norm" if c.qk_norm else "")
+        + f", SwiGLU {c.mlp_width} wide"
+        + (", biases" if c.bias else "")
+    )
+
+
 def _usage(where: str, has_hf_tokenizer: bool) -> str:
     """Three lines that load ``where`` (a Hub id, or the folder's name) with transformers (the model alone for a
     tokenizer with no Hugging Face form)."""
@@ -264,10 +277,13 @@ def model_card(
     ``ckpt`` is the exported checkpoint's dict (step, val loss, where imported weights came
     from); ``has_hf_tokenizer`` whether the folder holds a ``tokenizer.json`` for
     ``AutoTokenizer``.  Losses are in nats per token, with 4 decimals as train.py prints them.
+    The card names the class the folder loads as (:func:`model.hf.architecture`: GPT-2, Llama or
+    Qwen3), in its first sentence, its Architecture row and its tags.
     Offline: the template is the string above.  Raises :class:`UserError` if huggingface_hub
-    is missing.
+    is missing, or (as the export does) if no architecture expresses the model.
     """
     hub = optional.huggingface_hub()
+    architecture = hf.architecture(model.config)
     training = _training_values(run_dir, ckpt, which)
     tying = _tying(model, training.pop("rows"))
     corpus, data = _data(run_dir, ckpt)
@@ -276,7 +292,12 @@ def model_card(
     card_data = hub.ModelCardData(
         library_name="transformers",
         license=LICENSE,
-        tags=["gpt2", "text-generation", "tinygpt", "tied-embeddings" if model.tied else "untied-embeddings"],
+        tags=[
+            hf.TAGS[architecture],
+            "text-generation",
+            "tinygpt",
+            "tied-embeddings" if model.tied else "untied-embeddings",
+        ],
         datasets=[hub_dataset] if hub_dataset else None,
         base_model=base_model,
         pipeline_tag="text-generation",
@@ -289,6 +310,9 @@ def model_card(
         run_dir=public(str(run_dir)),
         exported=datetime.date.today().isoformat(),
         origin=origin,
+        family=hf.NAMES[architecture],
+        architecture=architecture,
+        block=_block(model, architecture),
         n_layer=c.n_layer,
         n_head=c.n_head,
         n_embd=c.n_embd,

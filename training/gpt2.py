@@ -1,4 +1,5 @@
-"""GPT-2 weights and run folders: ``train.py --init-from`` and the ``hf.py`` import / export commands.
+"""Hugging Face weights and run folders: ``train.py --init-from`` (GPT-2) and the ``hf.py`` import / export
+commands (GPT-2, Llama, Qwen3).
 
 :mod:`model.hf` converts the weights; this module fits them to a run's configuration and
 moves them between Hugging Face folders and run folders (with the tokenizer).
@@ -41,6 +42,11 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
             f"--init-from {source} does not exist: give a folder written by save_pretrained (config.json + weights)"
         )
     hf_cfg = hf.read_hf(lambda: transformers.AutoConfig.from_pretrained(hf.where(source)), source)
+    if hf_cfg.model_type != "gpt2":  # the shape overrides below are GPT-2's fields
+        raise UserError(
+            f"--init-from {source} holds a {hf_cfg.model_type!r} model and --init-from reads GPT-2 only: "
+            f"import it with hf.py import --hf {source}"
+        )
     ours = hf.config_from_hf(hf_cfg)  # refuses what tinygpt cannot represent
     user = merge(load_toml(config_path) if config_path else {}, overrides)
     if user.get("model", {}).get("lm_head_bias"):
@@ -88,7 +94,8 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
 
 
 def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Path:
-    """Write a run folder ``sample.py`` and ``export`` read (config, tokenizer, ``ckpt_best.pt``) from GPT-2 weights.
+    """Write a run folder ``sample.py`` and ``export`` read (config, tokenizer, ``ckpt_best.pt``) from GPT-2, Llama
+    or Qwen3 weights (:func:`model.hf.from_hf`).
 
     The tokenizer is gpt2 for a 50257-token model, or the ``tinygpt_tokenizer.json`` of a
     folder tinygpt exported.  The checkpoint records the source (step 0, no val loss).  It
@@ -135,7 +142,11 @@ def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Pat
 
 
 def export_run(run_dir: Path, which: str, out_dir: Path, hub_id: str | None = None) -> Path:
-    """Write the ``which`` ("best" or "last") checkpoint of ``run_dir`` with its tokenizer as a GPT-2 folder.
+    """Write the ``which`` ("best" or "last") checkpoint of ``run_dir`` with its tokenizer as a Hugging Face folder.
+
+    The architecture is the one that expresses the model's choices (:func:`model.hf.architecture`:
+    ``GPT2LMHeadModel``, ``LlamaForCausalLM`` or ``Qwen3ForCausalLM``); any other set is a one-line
+    :class:`UserError` naming the choice, before anything is written.
 
     The folder also gets a model card, ``README.md`` (:func:`training.card.model_card`: the
     architecture, tying, and the run's recorded tokens, val loss, command and commit).
