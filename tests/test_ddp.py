@@ -112,15 +112,13 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(pair):
 def test_two_ranks_match_one_process_under_muon(tmp_path):
     """The same under train.optimizer=muon: Muon orthogonalises the all-reduced gradient, the same on every rank.
 
-    The weights agree to 5% of each tensor's norm, not to float rounding: torch.optim.Muon runs its
-    Newton-Schulz iteration in bfloat16 and lifts every singular value of the update towards 1, so a float32
-    rounding difference between the two batchings' gradients moves the update by bf16 steps along directions
-    the gradient barely has (2.6% at most over 12 steps, seen).  The losses, which those directions hardly
-    move, still agree to 1e-4, as under AdamW.
+    A float32 run orthogonalises in float32, so the weights agree to float rounding (1e-4 of each tensor's norm;
+    3e-6 seen over 12 steps).  In bfloat16, as torch.optim.Muon always runs it, the iteration lifts every singular
+    value of the update towards 1 and a rounding difference between the two batchings moved weights by 2.6%.
     """
     w2, w1 = assert_same_losses(train_pair(tmp_path, "--train.optimizer=muon"))
     for key in w1:
-        assert (w2[key] - w1[key]).norm() <= 0.05 * w1[key].norm() + 1e-5, key
+        assert (w2[key] - w1[key]).norm() <= 1e-4 * w1[key].norm() + 1e-5, key
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import torch
 from core.errors import UserError
 from model.gpt import GPT
 from training.config import RunConfig
-from training.optim import MuonAdamW, build_optimizer, muon_matrices
+from training.optim import Muon, MuonAdamW, build_optimizer, muon_matrices, orthogonalise
 
 CPU = torch.device("cpu")
 MODEL = {"vocab_size": 97, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
@@ -26,6 +26,49 @@ def setup(optimizer: str = "muon", **model) -> tuple[GPT, object, RunConfig]:
 
 def ids(groups) -> set[int]:
     return {id(p) for g in groups for p in g["params"]}
+
+
+def muon_steps(make, steps: int = 3) -> list[torch.Tensor]:
+    """The weights of two matrices (one wide, one tall) after ``steps`` updates by ``make(params)``."""
+    torch.manual_seed(0)
+    weights = [torch.nn.Parameter(torch.randn(8, 24)), torch.nn.Parameter(torch.randn(24, 8))]
+    opt = make(weights)
+    for _ in range(steps):
+        for w in weights:
+            w.grad = torch.randn_like(w)
+        opt.step()
+    return [w.detach() for w in weights]
+
+
+def test_muon_in_bf16_is_torchs_muon():
+    """With ns_dtype=bfloat16, Muon's updates are torch.optim.Muon's, bit for bit (same rule, same rounding)."""
+    kw = {"lr": 0.02, "weight_decay": 0.1, "momentum": 0.95, "nesterov": True}
+    ours = muon_steps(lambda ps: Muon(ps, ns_dtype=torch.bfloat16, **kw))
+    torchs = muon_steps(lambda ps: torch.optim.Muon(ps, **kw))
+    assert all(torch.equal(a, b) for a, b in zip(ours, torchs, strict=True))
+
+
+def test_float32_orthogonalisation_is_close_to_bf16s_and_near_orthogonal():
+    """In float32 the iteration gives the same update as bf16 up to bf16's rounding, with singular values in
+    (0.5, 1.5) as the quintic's coefficients promise (Jordan et al. 2024), for wide and tall matrices."""
+    coeffs = torch.optim.Muon([torch.nn.Parameter(torch.ones(2, 2))]).defaults["ns_coefficients"]
+    for shape in ((16, 48), (48, 16)):
+        g = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+        o32 = orthogonalise(g, coeffs, 5, 1e-7, torch.float32)
+        o16 = orthogonalise(g, coeffs, 5, 1e-7, torch.bfloat16).float()
+        assert o32.dtype is torch.float32 and o32.shape == shape
+        assert (o32 - o16).norm() < 0.05 * o32.norm()
+        s = torch.linalg.svdvals(o32)
+        assert s.min() > 0.5 and s.max() < 1.5
+
+
+@pytest.mark.parametrize(("amp", "want"), [(None, torch.float32), (torch.bfloat16, torch.bfloat16)])
+def test_muon_orthogonalises_in_the_runs_compute_dtype(amp, want):
+    """A float32 run (no autocast) orthogonalises in float32 (bf16 is emulated, 16x slower, on CPUs without bf16
+    instructions); a bf16 autocast run in bf16, as torch.optim.Muon does."""
+    cfg = RunConfig.from_dict({"model": MODEL, "train": {"optimizer": "muon"}})
+    opt = build_optimizer(GPT(cfg.model), cfg.train, CPU, amp)
+    assert opt.muon.ns_dtype is want
 
 
 @pytest.mark.parametrize("tie", [True, False])

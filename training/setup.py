@@ -282,7 +282,7 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     cfg = cfg.with_values(model={"vocab_size": data.vocab_size})
     tc = cfg.train
     model = new_model(cfg).to(device)
-    optimizer = build_optimizer(model, tc, device)
+    optimizer = build_optimizer(model, tc, device, amp_dtype)
     eval_model, step_model = wrap(model, cfg, device, dist)
     if dist.rank:  # dropout noise differs per rank; rank 0 keeps a single process's stream
         torch.manual_seed(tc.seed + dist.rank)
