@@ -22,6 +22,6 @@ python compare.py --config configs/scaling_cpu.toml --model.n_embd=128 --data.to
     --train.optimizer=muon --train.learning_rate=2e-3 --train.min_lr=2e-4 --train.muon_learning_rate=0.02 \
     --arms tied,untied,tie-untie-cooldown --lr-grid 1e-3,2e-3,4e-3 --seeds 6 \
     --budgets 0.5M,1M,2M,4M,8M,16M --jobs 2 --margin 0.01 \
-    --train.eval_interval=100 --train.log_interval=50 --train.sample_tokens=0 --train.dtype=bfloat16 \
+    --train.eval_interval=100 --train.log_interval=50 --train.sample_tokens=0 --train.dtype=float32 \
     --train.out_dir="${OUT:-results}" --data.cache_dir="${CACHE:-data/cache}" \
     --name tying-budget-modern-cpu-2026-11-27
