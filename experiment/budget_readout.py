@@ -5,14 +5,10 @@ Read from the finished branch folders of a ``compare.py --budgets`` experiment
 per budget and per arm against the reference, with ``margin`` in bits per byte, and a check
 of the first beside them:
 
-1. **Best against best (the verdict).**  Every arm trained every learning rate on every seed.
-   Each arm's best is the minimum of a quadratic fit of the seeds' mean bpb against log10 rate
-   (``numpy.polyfit``; with more than three rates, through the lowest mean and its neighbours),
-   clamped to the rates tried; Δ is the difference of the two bests.  Its
-   interval is the leave-one-seed-out jackknife (Quenouille 1949, Tukey 1958: refit without
-   each seed; standard error sqrt((n-1)/n * sum (Δ_(i) - mean Δ_(.))^2), t with n - 1 degrees
-   of freedom).  A learning rate picked on one seed can manufacture a verdict (an arm's pick
-   off by one grid step); the best of a fitted curve over every seed cannot.
+1. **Best against best (the verdict)** (:mod:`experiment.best`, the one readout of every tuned design).
+   Every arm trained every learning rate on every seed; each arm's best is the minimum of a quadratic
+   of the seeds' mean bpb against log10 rate, Δ the difference of the two bests, its interval the
+   leave-one-seed-out jackknife.
 2. **At each shared rate (beside it).**  Δ paired by seed at one learning rate
    (:func:`experiment.stats.compare_paired`).
 3. **Sensitivity (not a verdict).**  Best against best with each arm's lowest grid mean in place
@@ -45,19 +41,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy import stats as sps
 
 from core.errors import UserError
 from core.files import read_json
-from experiment import stats
+from experiment import best, stats
 from experiment.arms import ArmSet
 from experiment.budgets import TRUNKS, label, plan_budgets, trunk_arm
+from experiment.best import EDGE, BestVsBest, at_edge, holm_verdicts
 from experiment.report import flatten
 from training.config import RunConfig
 from training.faults import DIVERGED
 from training.runs import read_metrics
-
-ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -85,23 +79,6 @@ class Diverged:
     seed: int
     step: int  # the step whose loss or gradient was non-finite
     run: str  # the folder that diverged, in the experiment: trunks/<name> or <budget>/<name>
-
-
-@dataclass
-class BestVsBest:
-    """Δ of the fitted best bpb (arm − reference) at one budget, with its jackknife interval and verdict."""
-
-    arm: str
-    budget: str
-    delta: float
-    se: float
-    ci: tuple[float, float]
-    ci90: tuple[float, float]
-    p: float
-    p_tost: float
-    best_lr: dict[str, float]  # arm -> the rate of its best (fitted minimum, or lowest grid mean with fit=False)
-    p_holm: float = math.nan
-    verdict: str = "inconclusive"
 
 
 @dataclass
@@ -202,90 +179,18 @@ def load_diverged(out_dir: Path, budgets: list[int], arms: list[str], arm_set: A
     return out
 
 
-def fitted_best(rates: list[float], means: list[float]) -> tuple[float, float]:
-    """``(best bpb, its rate)``: the minimum of the quadratic in log10 rate through three ``(rate, mean
-    bpb)`` points, clamped to their rates (with fewer than 3 rates, the best mean itself).
-
-    With more than 3 rates (``rates`` ascending) the three are the lowest mean and its neighbours,
-    the two nearest an end when it sits there: a local fit, not a least-squares one over rates
-    the curve does not follow.  ``numpy.polyfit``, exact through 3 points.  A fit that opens
-    downwards has its minimum at an end of the range.
-    """
-    x, y = np.log10(np.asarray(rates, dtype=float)), np.asarray(means, dtype=float)
-    if len(x) < 3:
-        i = int(np.argmin(y))
-        return float(y[i]), float(rates[i])
-    mid = int(np.clip(np.argmin(y), 1, len(x) - 2))
-    x, y = x[mid - 1 : mid + 2], y[mid - 1 : mid + 2]
-    a, b, c = np.polyfit(x, y, 2)
-    candidates = [x.min(), x.max()]
-    if a > 0:
-        candidates.append(float(np.clip(-b / (2 * a), x.min(), x.max())))
-    values = [a * v * v + b * v + c for v in candidates]
-    i = int(np.argmin(values))
-    return float(values[i]), float(10 ** candidates[i])
-
-
-def _best(scores: list[Score], arm: str, seeds: list[int], fit: bool = True) -> tuple[float, float]:
-    """An arm's best (bpb, rate) from the mean over ``seeds`` at each of its rates: the fitted minimum
-    (:func:`fitted_best`), or with ``fit=False`` the lowest mean on the grid."""
-    rates = sorted({s.lr for s in scores if s.arm == arm})
-    means = [float(np.mean([s.bpb for s in scores if s.arm == arm and s.lr == r and s.seed in seeds])) for r in rates]
-    if not fit:
-        i = int(np.argmin(means))
-        return means[i], rates[i]
-    return fitted_best(rates, means)
+def table_of(scores: list[Score]) -> best.Table:
+    """``scores`` (one budget's) as best-against-best's table: arm -> rate -> seed -> bpb."""
+    table: best.Table = {}
+    for s in scores:
+        table.setdefault(s.arm, {}).setdefault(s.lr, {})[s.seed] = s.bpb
+    return table
 
 
 def best_vs_best(scores: list[Score], arm: str, reference: str, margin: float, fit: bool = True) -> BestVsBest:
-    """Δ of fitted bests at one budget (``scores`` of that budget, on seeds every arm and rate has),
-    its jackknife interval, t-test p and TOST p against ±``margin``.  With ``fit=False`` each best
-    is the lowest mean on the grid instead (the report's sensitivity check).
-
-    Raises :class:`UserError` with fewer than 2 seeds (no interval).
-    """
-    seeds = sorted({s.seed for s in scores})
-    if len(seeds) < 2:
-        raise UserError(f"{scores[0].budget}: one seed gives no interval; train at least 2 (--seeds)")
-    (best_a, lr_a), (best_r, lr_r) = _best(scores, arm, seeds, fit), _best(scores, reference, seeds, fit)
-    delta = best_a - best_r
-
-    def without(j: int) -> float:
-        rest = [s for s in seeds if s != j]
-        return _best(scores, arm, rest, fit)[0] - _best(scores, reference, rest, fit)[0]
-
-    leave_out = np.array([without(j) for j in seeds])
-    n = len(seeds)
-    se = float(math.sqrt((n - 1) / n * np.sum((leave_out - leave_out.mean()) ** 2)))
-    dist = sps.t(df=n - 1)
-    ci = (delta - dist.ppf(0.975) * se, delta + dist.ppf(0.975) * se)
-    ci90 = (delta - dist.ppf(0.95) * se, delta + dist.ppf(0.95) * se)
-    if se > 0:
-        p = float(2 * dist.sf(abs(delta) / se))
-        p_tost = float(max(dist.sf((delta + margin) / se), dist.cdf((delta - margin) / se)))
-    else:
-        p, p_tost = (0.0 if delta else 1.0), (0.0 if abs(delta) < margin else 1.0)
-    return BestVsBest(arm, scores[0].budget, delta, se, ci, ci90, p, p_tost, {reference: lr_r, arm: lr_a})
-
-
-def holm_verdicts(results: list[BestVsBest], family: int | None = None) -> list[BestVsBest]:
-    """Fill ``p_holm`` (Holm across ``results``: one arm's budgets, a family of ``family`` budgets in all,
-    the unread ones counted as p = 1) and the verdict (module docstring)."""
-    if not results:
-        return []
-    padding = [1.0] * max(0, (family or len(results)) - len(results))
-    adjusted = stats.holm_adjust([r.p for r in results] + padding)[: len(results)]
-    for r, p_holm in zip(results, adjusted):
-        r.p_holm = float(p_holm)
-        if p_holm < ALPHA and r.ci[1] < 0:
-            r.verdict = "better"
-        elif p_holm < ALPHA and r.ci[0] > 0:
-            r.verdict = "worse"
-        elif r.p_tost < ALPHA:
-            r.verdict = "equivalent"
-        else:
-            r.verdict = "inconclusive"
-    return results
+    """:func:`experiment.best.best_vs_best` at one budget (``scores`` of that budget, on seeds every arm and
+    rate has).  Raises :class:`UserError` with fewer than 2 seeds (no interval)."""
+    return best.best_vs_best(table_of(scores), arm, reference, margin, scores[0].budget, fit)
 
 
 def shared_rate(scores: list[Score], arm: str, reference: str, lr: float, margin: float) -> stats.Comparison | None:
@@ -371,19 +276,6 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
     return BudgetReadout(
         reference, arms, rates, margin, rows, waiting, params, split, finished, labels, diverged, no_rate
     )
-
-
-EDGE = "not read: best at the grid's edge"
-
-
-def at_edge(means: dict[str, dict[float, float]], arms: list[str], rates: list[float]) -> bool:
-    """Whether any of ``arms``' lowest mean sits on the first or last of 3 or more ``rates`` (a rate past it
-    may be better, so the fitted best is clamped there and its Δ would be read as if it were interior).
-    Widen the grid (a rate past that edge, on every seed) and the best can be read."""
-    if len(rates) < 3:
-        return False
-    lows = [min(means[a], key=means[a].get) for a in arms if means.get(a)]
-    return any(low in (rates[0], rates[-1]) for low in lows)
 
 
 def _means(scores: list[Score], arm: str, rates: list[float], seeds: list[int]) -> dict[float, float]:

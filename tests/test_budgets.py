@@ -21,6 +21,7 @@ from helpers import error_line, tiny_compare_args
 import compare
 from core.errors import UserError
 from experiment import budget_readout, budget_report, budgets, runner, stats
+from experiment import best as best_readout
 from experiment.arms import define_arms, with_recorded
 from experiment.budget_readout import Score
 from training.config import RunConfig, TrainConfig
@@ -176,16 +177,16 @@ def test_the_fitted_best_is_the_vertex_of_the_quadratic_in_log_rate():
     rates = [1e-3, 2e-3, 4e-3]
     vertex = math.log10(2e-3) + 0.5 * math.log10(2)
     means = [3.0 + 5 * (math.log10(r) - vertex) ** 2 for r in rates]
-    best, lr = budget_readout.fitted_best(rates, means)
+    best, lr = best_readout.fitted_best(rates, means)
     assert best == pytest.approx(3.0) and lr == pytest.approx(10**vertex)
 
 
 def test_a_fit_past_the_grid_or_opening_downwards_is_clamped_to_the_rates_tried():
     """A minimum beyond 4e-3 reads at 4e-3; a concave fit reads at its lower end; two rates give the lower mean."""
     rates = [1e-3, 2e-3, 4e-3]
-    assert budget_readout.fitted_best(rates, [3.0, 2.9, 2.85])[1] == pytest.approx(4e-3)
-    assert budget_readout.fitted_best(rates, [3.0, 3.2, 3.1]) == (pytest.approx(3.0), pytest.approx(1e-3))
-    assert budget_readout.fitted_best([1e-3, 2e-3], [3.1, 3.0]) == (3.0, 2e-3)
+    assert best_readout.fitted_best(rates, [3.0, 2.9, 2.85])[1] == pytest.approx(4e-3)
+    assert best_readout.fitted_best(rates, [3.0, 3.2, 3.1]) == (pytest.approx(3.0), pytest.approx(1e-3))
+    assert best_readout.fitted_best([1e-3, 2e-3], [3.1, 3.0]) == (3.0, 2e-3)
 
 
 def _scores(deltas: list[float], noise: list[float]) -> list[Score]:
@@ -204,9 +205,9 @@ def test_with_a_fourth_rate_the_fit_is_local_to_the_lowest_mean():
     rates = [5e-4, 1e-3, 2e-3, 4e-3]
     vertex = math.log10(1e-3) + 0.25 * math.log10(2)
     means = [3.0 + 5 * (math.log10(r) - vertex) ** 2 for r in rates[:3]] + [3.5]  # 4e-3 off the parabola
-    best, lr = budget_readout.fitted_best(rates, means)
+    best, lr = best_readout.fitted_best(rates, means)
     assert best == pytest.approx(3.0) and lr == pytest.approx(10**vertex)
-    edge = budget_readout.fitted_best(rates, [3.0, 3.1, 3.3, 3.9])  # lowest at 5e-4: fit 5e-4..2e-3, clamped
+    edge = best_readout.fitted_best(rates, [3.0, 3.1, 3.3, 3.9])  # lowest at 5e-4: fit 5e-4..2e-3, clamped
     assert edge == (pytest.approx(3.0), pytest.approx(5e-4))
 
 
@@ -642,7 +643,7 @@ def test_a_rate_added_to_the_grid_trains_only_its_own_trunks_and_branches(tmp_pa
 def test_a_best_at_the_grids_edge_is_not_read():
     """The edge rule in code: with 3 or more rates, an arm's or the reference's lowest mean on the first or last
     rate means its best may lie past the grid, so the budget's best-against-best verdict is 'not read'."""
-    from experiment.budget_readout import at_edge
+    from experiment.best import at_edge
 
     rates = [1e-3, 2e-3, 4e-3]
     interior = {"tied": {1e-3: 1.6, 2e-3: 1.5, 4e-3: 1.55}, "untied": {1e-3: 1.62, 2e-3: 1.49, 4e-3: 1.6}}
