@@ -57,6 +57,8 @@ from experiment.readout import gate, parse_outcome
 from experiment.report import arms_of_runs, check_run_folders
 from experiment.runner import (
     DEFAULT_MARGIN,
+    EVERY_SEED,
+    ONE_SEED,
     VERDICT_FILE,
     Plan,
     declared_reference,
@@ -144,8 +146,16 @@ def _add_tuning_options(p: argparse.ArgumentParser) -> None:
     """The learning-rate grid, the margin, equal sizes, grid axes, adopted runs, budgets, jobs and the folder name."""
     p.add_argument(
         "--lr-grid",
-        help="Comma-separated peak learning rates to tune each arm over, on a separate "
-        "tuning seed (default: none, every arm at train.learning_rate).",
+        help="Comma-separated peak learning rates to tune each arm over (default: none, every arm at "
+        "train.learning_rate). Every arm trains every rate on every seed and the verdict reads each arm's fitted "
+        "best against the reference's (rates x seeds runs an arm); see --lr-tuning.",
+    )
+    p.add_argument(
+        "--lr-tuning",
+        choices=(EVERY_SEED, ONE_SEED),
+        help=f"How --lr-grid is read. {EVERY_SEED} (the default): every rate on every seed, best against best, "
+        f"calibrated. {ONE_SEED} (the default with --grid): each arm's rate picked on one tuning seed, then its seeds "
+        "at that rate; cheaper, exploratory: its verdicts are labelled not calibrated and --fail-on refuses them.",
     )
     p.add_argument(
         "--lr-widen",
@@ -289,10 +299,11 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
         )
     if args.outcome not in (None, "loss") and (args.grid or args.budgets):
         raise UserError(f"--outcome {args.outcome} reads one experiment: --grid and --budgets read bits per byte")
-    if args.fail_on and args.lr_grid and not (args.grid or args.budgets):
+    _check_lr_tuning(args)
+    if args.fail_on and args.lr_tuning == ONE_SEED and not args.grid:
         raise UserError(
-            "--fail-on gates only on calibrated verdicts, and --lr-grid picks each arm's rate on one seed, which is "
-            "not: gate at one rate (drop --lr-grid), or drop --fail-on and read the report"
+            "--fail-on gates only on calibrated verdicts, and --lr-tuning one-seed picks each arm's rate on one seed, "
+            "which is not: drop --lr-tuning one-seed (every rate on every seed), or drop --fail-on and read the report"
         )
     if args.fail_on and (args.grid or args.budgets):
         raise UserError("--fail-on gates one experiment's verdict: drop --grid / --budgets, or read their reports")
@@ -318,6 +329,35 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
     )
     if not args.runs and args.reference not in args.arms:
         raise UserError(f"--reference {args.reference} is not among --arms {','.join(args.arms)}: add it")
+
+
+def _check_lr_tuning(args: argparse.Namespace) -> None:
+    """Resolve ``args.lr_tuning`` (one-seed with --grid, every-seed otherwise); UserError where it cannot apply."""
+    if args.lr_tuning and not args.lr_grid:
+        raise UserError(f"--lr-tuning {args.lr_tuning} says how --lr-grid is read: give --lr-grid RATES too")
+    if args.budgets and args.lr_tuning == ONE_SEED:
+        raise UserError("--budgets trains every rate on every seed: drop --lr-tuning one-seed")
+    args.lr_tuning = args.lr_tuning or (ONE_SEED if args.grid else EVERY_SEED)
+    if not args.lr_grid or args.budgets or args.lr_tuning == ONE_SEED:
+        return
+    if args.grid:
+        raise UserError("--grid reads its cells' rates picked on one seed: add --lr-tuning one-seed")
+    clash = [
+        flag
+        for flag, given in (
+            ("--lr-widen", args.lr_widen),
+            ("--seeds auto", args.seeds == "auto"),
+            ("--adopt", args.adopt),
+            (f"--outcome {args.outcome}", args.outcome not in (None, "loss")),
+        )
+        if given
+    ]
+    if clash:
+        raise UserError(
+            f"{clash[0]} does not go with --lr-grid's every-seed design (every rate on every seed, read on the final "
+            "val loss): add the next rate to --lr-grid where the report says a best sits at the edge, or use "
+            "--lr-tuning one-seed"
+        )
 
 
 def _check_seeds(args: argparse.Namespace) -> None:
@@ -532,6 +572,7 @@ def _plan(args: argparse.Namespace, overrides: dict) -> Plan:
         args.arm_set,
         args.outcome or "loss",
         args.max_seeds,
+        args.lr_tuning,
     )
 
 

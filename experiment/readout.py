@@ -22,7 +22,7 @@ from pathlib import Path
 
 from core.errors import UserError
 from core.files import read_json
-from experiment import stats
+from experiment import best, stats
 from experiment.report import Experiment, Run, code_versions
 
 # What a verdict may read, declared before the runs (``compare.py --outcome``): the final val loss
@@ -123,6 +123,54 @@ def bpb_comparison(exp: Experiment, arm: str, margin_bpb: float) -> stats.Compar
     return stats.compare_paired(arm, exp.reference, mine, ref, margin_bpb)
 
 
+def best_table(exp: Experiment, bpb: bool = False) -> best.Table | None:
+    """An every-seed experiment's runs as best against best's table (arm -> rate -> seed -> final val loss,
+    or bits per byte); None where a run has no bpb."""
+    table = {
+        arm: {lr: {r.seed: r.bpb if bpb else r.score for r in members} for lr, members in rates.items()}
+        for arm, rates in exp.swept.items()
+    }
+    values = [v for rates in table.values() for by_seed in rates.values() for v in by_seed.values()]
+    return None if any(v is None for v in values) else table
+
+
+def best_comparisons(exp: Experiment, margin_bpb: float | None = None) -> list[best.BestVsBest]:
+    """Each arm's fitted best against the reference's over every seed (:mod:`experiment.best`), Holm-adjusted
+    over the arms, "not read" where a lowest mean sits at the grid's edge; on the final val loss (nats/token),
+    or with ``margin_bpb`` on bits per byte (empty without bpb).  For an every-seed experiment (``exp.swept``)."""
+    table = best_table(exp, bpb=margin_bpb is not None)
+    if table is None:
+        return []
+    margin = exp.margin if margin_bpb is None else margin_bpb
+    found = [best.best_vs_best(table, arm, exp.reference, margin) for arm in exp.arms if arm != exp.reference]
+    best.holm_verdicts(found, alpha=exp.alpha)
+    rates = sorted(table[exp.reference])
+    means = {arm: best.means(table, arm, exp.seeds) for arm in table}
+    for b in found:
+        if best.at_edge(means, [b.arm, exp.reference], rates):
+            b.verdict = best.EDGE
+    return found
+
+
+def _best_record(b: best.BestVsBest, reference: str, margin: float) -> dict:
+    """One best-against-best comparison's numbers for ``verdict.json``."""
+    return {
+        "arm": b.arm,
+        "reference": reference,
+        "readout": "best against best",
+        "delta": b.delta,
+        "ci95": list(b.ci),
+        "ci90": list(b.ci90),
+        "margin": margin,
+        "p_t": b.p,
+        "p_holm": b.p_holm,
+        "p_tost": b.p_tost,
+        "best_lr": b.best_lr,
+        "seeds": b.seeds,
+        "verdict": b.verdict,
+    }
+
+
 VERDICT_SCHEMA = 2  # docs/experiment.md, "A verdict a script can read"
 
 
@@ -195,10 +243,28 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
         },
         "comparisons": [_comparison_record(c) for c in comparisons(exp)],
     }
+    if exp.swept:
+        return _swept_record(exp, record, margin_bpb)
     if margin_bpb is not None:
         found = [bpb_comparison(exp, arm, margin_bpb) for arm in exp.arms if arm != exp.reference]
         record["comparisons_bpb"] = [
             _comparison_record(c) for c in stats.holm([c for c in found if c is not None], exp.alpha)
+        ]
+    return record
+
+
+def _swept_record(exp: Experiment, record: dict, margin_bpb: float | None) -> dict:
+    """:func:`verdict_record` for an every-seed experiment: the verdicts best against best, every run's value."""
+    record["lr_tuning"] = "every-seed"
+    record["learning_rates_tuned"] = True
+    record["values"] = {
+        arm: {f"{lr:g}": [r.score for r in members] for lr, members in rates.items()}
+        for arm, rates in exp.swept.items()
+    }
+    record["comparisons"] = [_best_record(b, exp.reference, exp.margin) for b in best_comparisons(exp)]
+    if margin_bpb is not None:
+        record["comparisons_bpb"] = [
+            _best_record(b, exp.reference, margin_bpb) for b in best_comparisons(exp, margin_bpb)
         ]
     return record
 

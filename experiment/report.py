@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from dataclasses import dataclass, field
+import statistics
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -44,9 +45,9 @@ from training.runs import load_run_config, read_metrics
 # Keys that may differ between runs of one experiment without making it unfair: bookkeeping,
 # and the seed (which pairs runs across arms).  Anything else must match or be reported.
 BOOKKEEPING = config.BOOKKEEPING | {"train.seed"}
-# What arms may differ in: their own settings, a tuned learning rate (min_lr follows it), and with
-# --equal-params the size of the arms that share one matrix.
-TUNED_KEYS = {"train.learning_rate", "train.min_lr"}
+# What arms may differ in: their own settings, a tuned learning rate (min_lr and Muon's rate follow it,
+# experiment.plan.lr_flags), and with --equal-params the size of the arms that share one matrix.
+TUNED_KEYS = {"train.learning_rate", "train.min_lr", "train.muon_learning_rate"}
 SIZE_KEYS = {"model.n_embd", "model.n_layer"}
 
 
@@ -122,6 +123,9 @@ class Experiment:
     alpha: float = 0.05  # the level the verdicts test at (lower at each look of a sequential experiment)
     sequential: str = ""  # for a sequential experiment (--seeds auto), which look it stopped at, in words
     looks: dict | None = None  # the same as data (verdict.json's "sequential"): looks, seeds read, alpha, rule
+    # Every rate on every seed (--lr-grid's every-seed design): arm -> rate -> runs by seed, on the seeds every
+    # arm finished at every rate; ``runs`` then holds each arm's runs at its lowest mean (tables, figures, samples).
+    swept: dict[str, dict[float, list[Run]]] = field(default_factory=dict)
 
     @property
     def arms(self) -> list[str]:
@@ -341,6 +345,8 @@ def check_experiment(
     (:func:`experiment.schedules.check_schedules`).  Bookkeeping keys may differ.  ``tuning``: the
     learning-rate grid runs, on a seed none of the reported runs uses.
     """
+    if not tuning and any(len({r.learning_rate for r in runs if r.arm == a}) > 1 for a in {r.arm for r in runs}):
+        return _check_swept(runs, reference, margin, arm_set, outcome)
     arms, seeds = _group(runs, reference, arm_set.names)
     scored = {isinstance(r.summary.get("final_val_loss"), (int, float)) for r in [*runs, *(tuning or [])]}
     if len(scored) > 1:
@@ -375,6 +381,47 @@ def check_experiment(
     schedules.check_schedules([r for members in arms.values() for r in members] + (tuning or []))
     grid = _check_tuning(tuning or [], seeds, arms)
     return Experiment(arms, seeds, reference, margin, differences, bookkeeping, grid, arm_set, outcome)
+
+
+_FREE_ACROSS_RATES = {"train.seed", *TUNED_KEYS, *BOOKKEEPING}
+
+
+def _check_swept(runs: list[Run], reference: str, margin: float, arm_set: ArmSet, outcome: str) -> Experiment:
+    """:func:`check_experiment` for every arm at every rate on every seed: each rate's runs must form a fair
+    experiment of every arm; read on the seeds every arm finished at every rate."""
+    rates = sorted({r.learning_rate for r in runs})
+    if outcome != "loss":
+        raise UserError(
+            f"runs at several learning rates are read best against best on the final val loss, not {outcome}"
+        )
+    have = {(r.arm, r.learning_rate) for r in runs}
+    missing = [f"{a} at lr {lr:g}" for a in sorted({r.arm for r in runs}) for lr in rates if (a, lr) not in have]
+    if missing:
+        raise UserError(
+            f"every arm trains every rate of the grid, but there is no run of {', '.join(missing)}: "
+            "run the experiment's command again to train it"
+        )
+    at = {
+        lr: check_experiment([r for r in runs if r.learning_rate == lr], reference, margin, None, arm_set)
+        for lr in rates
+    }
+    first = flatten(at[rates[0]].runs[reference][0].config)
+    for lr in rates[1:]:
+        cfg = flatten(at[lr].runs[reference][0].config)
+        other = sorted(k for k in set(first) | set(cfg) if first.get(k) != cfg.get(k) and k not in _FREE_ACROSS_RATES)
+        if other:
+            raise UserError(
+                f"the runs at lr {lr:g} differ from those at lr {rates[0]:g} in more than the rate: {', '.join(other)}; "
+                "re-run them with the same config"
+            )
+    seeds = sorted(set.intersection(*(set(e.seeds) for e in at.values())))
+    if not seeds:
+        raise UserError("no seed has finished every arm at every learning rate yet: run the experiment's command again")
+    swept = {a: {lr: [r for r in at[lr].runs[a] if r.seed in seeds] for lr in rates} for a in at[rates[0]].runs}
+    low = {a: min(rates, key=lambda lr: statistics.fmean(r.score for r in swept[a][lr])) for a in swept}
+    exp = at[low[reference]]
+    shown = {a: swept[a][low[a]] for a in exp.runs}
+    return replace(exp, runs=shown, seeds=seeds, outcome=outcome, swept=swept)
 
 
 def _check_sizes(arms: dict[str, list[Run]], differences: dict[str, dict]) -> None:

@@ -25,9 +25,18 @@ from pathlib import Path
 
 import torch
 
-from experiment import stats
+from experiment import best, stats
 from experiment.arms import ARM_KEYS
-from experiment.readout import bpb_comparison, comparisons, compute_equivalent, lr_table, never_reached, not_calibrated
+from experiment.readout import (
+    best_comparisons,
+    best_table,
+    bpb_comparison,
+    comparisons,
+    compute_equivalent,
+    lr_table,
+    never_reached,
+    not_calibrated,
+)
 from experiment.report import SIZE_KEYS, Experiment
 from experiment.report_sections import (
     arm_section,
@@ -242,6 +251,70 @@ def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: boo
     return lines + ["", _budget_sentence(exp), ""]
 
 
+def _best_line(b: best.BestVsBest, reference: str, margin: float, unit: str) -> str:
+    """One best-against-best comparison in words: the verdict in bold, then the numbers behind it."""
+    rates = f"best rates {b.best_lr[b.arm]:.3g} ({b.arm}) and {b.best_lr[reference]:.3g} ({reference})"
+    numbers = (
+        f"Δ of the fitted bests {_signed(b.delta)} {unit}, 95% CI [{_signed(b.ci[0])}, {_signed(b.ci[1])}] "
+        f"(leave-one-seed-out); Holm-adjusted p = {_p(b.p_holm)}; TOST p at ±{margin:g} = {_p(b.p_tost)}; "
+        f"{rates}; {b.seeds} seeds"
+    )
+    within = ""
+    if b.verdict in ("better", "worse"):
+        far = b.ci[0] if b.verdict == "better" else b.ci[1]
+        within = f", by less than the ±{margin:g} margin" if abs(far) < margin else ""
+    if b.verdict == best.EDGE:
+        return (
+            f"- {b.arm} vs {reference} (reference): **not read** — a lowest mean sits at the grid's edge, so a best "
+            f"may lie past it: add the next rate out to --lr-grid and run again ({numbers})"
+        )
+    return f"- {b.arm} vs {reference} (reference): **{b.verdict}**{within} — {numbers}"
+
+
+def _best_verdict_section(exp: Experiment, margin_bpb: float | None, warned: bool) -> list[str]:
+    """``## Verdict`` and ``## Learning rates`` for every rate on every seed: each arm's fitted best against the
+    reference's (:func:`readout.best_comparisons`), then every rate's mean final val loss per arm."""
+    lines = ["## Verdict", ""]
+    lines += ["Not meaningful: see the warning above.", ""] if warned else []
+    lines += [f"**Sequential:** {exp.sequential}.", ""] if exp.sequential else []
+    for why in not_calibrated(exp):
+        lines += [f"**Not calibrated:** {why}.", ""]
+    lines += [_best_line(b, exp.reference, exp.margin, "nats") for b in best_comparisons(exp)]
+    if margin_bpb is not None:
+        found = best_comparisons(exp, margin_bpb)
+        lines += ["", f"In bits per byte, at ±{margin_bpb:g} bpb (`--margin-bpb {margin_bpb:g}`):", ""]
+        lines += [_best_line(b, exp.reference, margin_bpb, "bpb") for b in found] or ["- n/a: a run has no bpb"]
+    lines += ["", _budget_sentence(exp), ""]
+    table = best_table(exp)
+    rates = sorted(table[exp.reference])
+    lines += [
+        "## Learning rates",
+        "",
+        f"Every arm trained every rate on every seed ({len(exp.seeds)}: {', '.join(map(str, exp.seeds))}). Mean final "
+        "val loss (nats/token) over them; each arm's lowest in bold, whose runs the tables, figures and samples "
+        "below show.",
+        "",
+        "| arm | " + " | ".join(f"lr {lr:g}" for lr in rates) + " |",
+        "|" + "---|" * (len(rates) + 1),
+    ]
+    for arm in exp.arms:
+        means = best.means(table, arm, exp.seeds)
+        low = min(means, key=means.get)
+        lines.append(
+            f"| {arm} | " + " | ".join(f"**{m:.4f}**" if lr == low else f"{m:.4f}" for lr, m in means.items()) + " |"
+        )
+    return lines + [
+        "",
+        "Each verdict reads the arm's best against the reference's, each the minimum of a quadratic of the mean "
+        "against log10 rate through the lowest mean and its neighbours (clamped to the grid); its interval refits "
+        "without each seed in turn (jackknife, t on seeds − 1 df); better or worse when the Holm-adjusted p over the "
+        "arms is below 0.05 and the 95% interval excludes 0, equivalent when the 90% interval lies inside "
+        "the margin. Calibrated: every rate on every seed, no pick on one seed (docs/experiment.md, "
+        '"What α means here").',
+        "",
+    ]
+
+
 def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
     """``## Paired statistics``: one row per non-reference arm, and how each number was computed."""
     speed = exp.outcome == "tokens-per-s"
@@ -424,16 +497,19 @@ def render_markdown(
     ``folder``: the report's folder, against which the run folders inside it are named;
     ``margin_bpb``: an equivalence margin in bits per byte (``--margin-bpb``): adds the verdicts in bpb.
     """
-    comps = comparisons(exp)
     warning = baseline_warning(exp)
     lines = [f"# {title} (reference: {exp.reference})", ""]
     lines += _command_block(command) if command else []
     lines += [warning, ""] if warning else []
-    lines += _verdict_section(exp, comps, warning is not None)
-    lines += _bpb_section(exp, margin_bpb) if margin_bpb is not None else []
-    lines += _stats_section(exp, comps)
-    lines += _compute_section(exp, comps) if exp.outcome == "loss" else []
-    lines += _lr_section(exp)
+    if exp.swept:
+        lines += _best_verdict_section(exp, margin_bpb, warning is not None)
+    else:
+        comps = comparisons(exp)
+        lines += _verdict_section(exp, comps, warning is not None)
+        lines += _bpb_section(exp, margin_bpb) if margin_bpb is not None else []
+        lines += _stats_section(exp, comps)
+        lines += _compute_section(exp, comps) if exp.outcome == "loss" else []
+        lines += _lr_section(exp)
     lines += setup_section(exp)
     lines += arm_section(exp)
     lines += figures_section(figures)

@@ -53,6 +53,9 @@ from training.config import RESUME_OVERRIDABLE, RunConfig, parse_config
 
 
 VERDICT_FILE = "verdict.json"
+# --lr-tuning: how a learning-rate grid is read.  Every rate on every seed, each arm's fitted best against the
+# reference's (experiment.best, calibrated); or each arm's rate picked on one tuning seed (exploratory).
+EVERY_SEED, ONE_SEED = "every-seed", "one-seed"
 
 
 @dataclass
@@ -75,6 +78,12 @@ class Plan:
     arm_set: ArmSet = PRESETS  # what each of ``arms`` sets (presets, or arms defined with --arm)
     outcome: str = "loss"  # what the verdict reads (experiment.readout.OUTCOMES), declared before the runs
     max_seeds: int = 0  # with --seeds auto: the most seeds a sequential experiment may reach (0: seeds fixed)
+    lr_tuning: str = EVERY_SEED  # with a grid: every rate on every seed (best against best), or ONE_SEED's pick
+
+    @property
+    def one_seed(self) -> bool:
+        """Whether the grid is read by a pick on one tuning seed (exploratory) rather than best against best."""
+        return bool(self.lr_grid) and self.lr_tuning == ONE_SEED
 
 
 @dataclass
@@ -216,19 +225,21 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     bar = _announce(plan, cmds, data, adopting)
     try:
         tuning, best = _tune(plan, out_dir, cmds.grid_point, cfg.train.seed + TUNING_SEED_OFFSET, bar)
-        if plan.lr_grid and read_json(out_dir / "experiment.json", "experiment settings") != settings:
+        if plan.one_seed and read_json(out_dir / "experiment.json", "experiment settings") != settings:
             raise UserError(
                 f"another compare.py changed {out_dir / 'experiment.json'} (a wider grid or --lr-widen) while "
                 "this one tuned, so their best rates may differ: run the same command as that one"
             )
-        if plan.lr_grid:
+        if plan.one_seed:
             _adopt(plan, cmds, adopting, sha, best)
         # For a speed outcome the arms of a seed train one after another, in alternating order (no arm always first).
         order = [plan.arms[::-1] if plan.outcome == "tokens-per-s" and i % 2 else plan.arms for i in range(plan.seeds)]
+        rates = {arm: [best[arm]] if plan.one_seed else plan.lr_grid or [None] for arm in plan.arms}
         jobs = [
-            (cmds.reported(arm, i, best.get(arm))[0], cmds.job(arm, *cmds.reported(arm, i, best.get(arm))))
+            (cmds.reported(arm, i, lr)[0], cmds.job(arm, *cmds.reported(arm, i, lr)))
             for i in range(plan.seeds)
             for arm in order[i]
+            for lr in rates[arm]
         ]
         seeds = f"{plan.seeds} seed{'s' if plan.seeds != 1 else ''}"
         print(_progress(out_dir, [n for n, _ in jobs], f"reported runs ({len(plan.arms)} arms x {seeds})"), flush=True)
@@ -246,7 +257,7 @@ def _adopt(
     With a learning-rate grid the first call (``best`` None) checks all but the tuned rate, before
     anything trains; the call after tuning, with each arm's ``best`` rate, checks it and copies.
     """
-    early = bool(plan.lr_grid) and best is None
+    early = plan.one_seed and best is None
     for c in adopting:
         lr = best[c.arm] if best else None
         target = None if early else cmds.reported(c.arm, c.index, lr)[0]
@@ -259,27 +270,30 @@ def _adopt(
 
 def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.Candidate]) -> RunsBar:
     """Print the plan line (:func:`experiment.plan.plan_line`) and start the experiment's progress bar."""
-    pending = {(c.arm, c.index) for c in adopting} if plan.lr_grid else set()
-    runs = [PlannedRun(arm, f"tune-{arm}-lr{lr:g}") for arm in plan.arms for lr in plan.lr_grid]
+    pending = {(c.arm, c.index) for c in adopting} if plan.one_seed else set()
+    runs = [PlannedRun(arm, f"tune-{arm}-lr{lr:g}") for arm in plan.arms for lr in plan.lr_grid if plan.one_seed]
     runs += [
-        PlannedRun(arm, f"{arm}-lr*-s{i}" if plan.lr_grid else f"{arm}-s{i}", (arm, i) in pending)
+        PlannedRun(arm, f"{arm}-lr*-s{i}" if plan.one_seed else cmds.reported(arm, i, lr)[0], (arm, i) in pending)
         for i in range(plan.seeds)
         for arm in plan.arms
+        for lr in ([None] if plan.one_seed else plan.lr_grid or [None])
     ]
     states = [run_state(cmds.out_dir, r) for r in runs]
     to_do = any(s in ("resume", "train") for s in states)
     timing = time_per_run(cmds.out_dir, cmds.cfg, data.num_tokens("val")) if to_do else None
     what = f"{len(plan.arms)} arms x {plan.seeds} seed{'s' if plan.seeds != 1 else ''}"
-    if plan.lr_grid:
+    if plan.one_seed:
         what = f"{len(plan.arms)} arms x {len(plan.lr_grid)} learning rates to tune, then {what} at the tuned rates"
         what += f"; up to {2 * plan.lr_widen * len(plan.arms)} more past the grid's edges" if plan.lr_widen else ""
+    elif plan.lr_grid:
+        what += f" x {len(plan.lr_grid)} learning rates, every rate on every seed (read best against best)"
     params = {arm: arm_params(cmds.cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
     print(plan_line(cmds.out_dir, runs, states, params, cmds.cfg.train.max_iters, timing, what), flush=True)
-    if plan.lr_grid:  # said before anything trains, as the report and verdict.json will say it
+    if plan.one_seed:  # said before anything trains, as the report and verdict.json will say it
         print(
             "[compare] exploratory: each arm's rate is picked on one tuning seed, so the verdicts will be labelled "
-            "not calibrated and --fail-on will not gate on them; --budgets TOKENS trains every rate on every seed "
-            "and reads best against best",
+            "not calibrated and --fail-on will not gate on them; without --lr-tuning one-seed every rate trains "
+            "on every seed and the report reads best against best",
             flush=True,
         )
     others = ", ".join(a for a in plan.arms if a != plan.reference)
@@ -305,7 +319,7 @@ def _tune(
     Returns (the finished tuning runs, each arm's best rate); both empty without a grid.
     Raises :class:`UserError` when every rate of an arm failed.
     """
-    if not plan.lr_grid:
+    if not plan.one_seed:
         return [], {}
     tried: dict[str, dict[float, Path | None]] = {arm: {} for arm in plan.arms}
     todo = [(arm, lr) for arm in plan.arms for lr in plan.lr_grid]
@@ -576,6 +590,8 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
         "margin": plan.margin,
         "reference": plan.reference,  # the arm every verdict reads against, declared before the runs
     }
+    if plan.lr_grid and not plan.budgets:  # how the grid is read, declared before the runs
+        settings["lr_tuning"] = plan.lr_tuning
     if plan.max_seeds:  # --seeds auto: the looks, fixed before the runs
         settings["max_seeds"] = plan.max_seeds
     if plan.outcome != "loss":  # what the verdict reads, declared before the runs
@@ -601,6 +617,10 @@ def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
             "outcome": before.get("outcome"),
             "max_seeds": before.get("max_seeds"),
             "reference": before.get("reference", now["reference"]),  # older folders recorded none
+            # older folders with a grid picked each rate on one seed (the only design then)
+            "lr_tuning": before.get(
+                "lr_tuning", ONE_SEED if before.get("lr_grid") and not before.get("budgets") else None
+            ),
         }
         changed += [k for k, v in was.items() if v != now.get(k)]
         gone = sorted(set(before.get("budgets", [])) - set(plan.budgets))

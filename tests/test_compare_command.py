@@ -191,7 +191,8 @@ def test_compare_tunes_all_five_arms_on_a_grid_and_reports_them(tmp_path):
     learning rate trains the reported seed, and the report compares every arm with tied."""
     arms = "tied,untied,tied-bias,untied-split,tie-then-untie"
     # One reported seed keeps this test short (15 tiny runs); pairing over seeds is tested in tests/test_compare.py.
-    argv = [*tiny_compare_args(tmp_path), "--seeds", "1", "--arms", arms, "--lr-grid", "1e-3,4e-3", "--margin", "0.05"]
+    argv = [*tiny_compare_args(tmp_path), "--seeds", "1", "--arms", arms, "--lr-grid", "1e-3,4e-3"]
+    argv += ["--lr-tuning", "one-seed", "--margin", "0.05"]
     assert compare.main(argv) == 0
     exp = tmp_path / "exp"
     folders = {p.name for p in exp.iterdir() if p.is_dir() and p.name != ".claims"}

@@ -456,9 +456,9 @@ def test_the_parent_checked_out_compares_the_commit_that_adds_a_parameter_and_ga
 
 
 def test_fail_on_with_a_one_seed_rate_pick_is_refused_before_anything_trains(tmp_path, capsys):
-    """--lr-grid picks rates on one seed, whose verdicts are not calibrated: --fail-on with it is one error line
-    before any run trains."""
-    argv = [*tiny_compare_args(tmp_path), "--lr-grid", "1e-3,2e-3", "--fail-on", "worse"]
+    """--lr-tuning one-seed picks rates on one seed, whose verdicts are not calibrated: --fail-on with it is one
+    error line before any run trains."""
+    argv = [*tiny_compare_args(tmp_path), "--lr-grid", "1e-3,2e-3", "--lr-tuning", "one-seed", "--fail-on", "worse"]
     assert compare.main(argv) == 2
     assert "--fail-on gates only on calibrated verdicts" in error_line(capsys)
     assert not (tmp_path / "exp").exists()

@@ -102,7 +102,9 @@ def fake_experiment(tmp_path, monkeypatch):
                 "2e-3,4e-3,8e-3",
             ]
         )
-        return runner.Plan(args.config, overrides, args.arms, 1, args.lr_grid, name="exp", lr_widen=widen)
+        return runner.Plan(
+            args.config, overrides, args.arms, 1, args.lr_grid, name="exp", lr_widen=widen, lr_tuning=runner.ONE_SEED
+        )
 
     make.trained = []  # run names, in the order they were trained
     return make
