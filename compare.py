@@ -5,7 +5,7 @@
                                                                              # your last commit against its parent
     python compare.py --config configs/shakespeare.toml                      # tied vs untied, 5 seeds, then the report
     python compare.py --config configs/shakespeare.toml --arms tied,untied,tied-bias,untied-split,tie-then-untie \\
-        --lr-grid 1e-3,2e-3,4e-3,8e-3 --seeds 5 --margin 0.01               # every arm at its own tuned learning rate
+        --lr-grid 1e-3,2e-3,4e-3,8e-3 --seeds 5 --margin 0.01               # every arm at every rate, best against best
     python compare.py --config configs/shakespeare.toml --equal-params depth # tied arms deepened to the untied count
     python compare.py runs/default runs/untied                              # report on runs you trained (tune-* = grid)
     python compare.py --config configs/shakespeare.toml --adopt runs/default,runs/untied
@@ -20,9 +20,11 @@
 Each arm is a set of ``train.py`` settings (docs/experiment.md), or the code of a commit (``NAME@REV``).
 The tying question is the presets' (tied vs untied is the default): tied, untied, tied-bias (a
 learned lm_head bias), untied-split (a zero-init head with nanochat's earlier learning-rate ratios, on AdamW),
-tie-then-untie (modded-nanogpt's schedule).  With ``--lr-grid`` every arm first trains at every
-grid learning rate on a tuning seed no reported run uses (with ``--lr-widen N`` also up to N
-steps past an edge its best sits on); each arm's best is then used for the reported seeds.
+tie-then-untie (modded-nanogpt's schedule).  With ``--lr-grid`` every arm trains every grid
+learning rate on every seed and the verdict reads each arm's fitted best against the reference's
+(``experiment/best.py``); ``--lr-tuning one-seed`` (the default for ``--grid`` cells) instead picks
+each arm's rate on a tuning seed no reported run uses (with ``--lr-widen N`` also up to N steps past
+an edge its best sits on) and trains the reported seeds there, labelled not calibrated.
 For each seed ``s`` every arm trains ``runs/<experiment>/<arm>[-lr<lr>]-s<s>`` with the same
 config, seed, data order, eval windows, token budget and schedule; only the arms' own settings (and tuned learning rates) differ.  Finished runs are reused,
 unfinished ones resumed, and runs you trained yourself adopted with ``--adopt`` when they are

@@ -19,7 +19,7 @@ import pytest
 
 from statsmodels.stats.proportion import proportion_confint
 
-from experiment import budget_readout, readout, stats
+from experiment import best, budget_readout, readout, stats
 from experiment.budget_readout import Score
 
 ALPHA = 0.05
@@ -158,6 +158,18 @@ def test_best_against_best_over_every_seed_stays_at_5_percent(kind):
     assert false_rate(verdicts, f"best against best, every rate on 6 seeds, 3 budgets, Holm, {kind}") <= ceiling(
         ALPHA, n
     )
+
+
+@pytest.mark.parametrize("kind", NOISES)
+def test_an_ordinary_lr_grid_read_best_against_best_stays_at_5_percent(kind):
+    """--lr-grid's default: every rate on the same 5 seeds as the one-seed pick below, one reading, two arms,
+    through experiment.best as readout.best_comparisons runs it: false better/worse at or below 5%."""
+    rng, n = np.random.default_rng(23), 400
+    verdicts = []
+    for _ in range(n):
+        table = budget_readout.table_of(tuned_scores(rng, kind, 5))
+        verdicts.append([r.verdict for r in best.holm_verdicts([best.best_vs_best(table, "untied", "tied", 0.01)])])
+    assert false_rate(verdicts, f"--lr-grid best against best, every rate on 5 seeds, {kind}") <= ceiling(ALPHA, n)
 
 
 def test_rates_picked_on_one_seed_miss_5_percent_which_is_why_they_are_labelled():
