@@ -257,8 +257,10 @@ def _add_report_options(p: argparse.ArgumentParser) -> None:
         "--outcome",
         help="What the verdict reads, declared before the runs: loss (the final val loss, default); tokens-per-s "
         "(a systems change: each run's median tokens/s, the arms of a seed trained one after another); or "
-        "tokens-to:LOSS (the training tokens to reach val loss LOSS, between periodic evals). For the last two "
-        "--margin is a fraction, e.g. 0.02 for ±2%%.",
+        "tokens-to:LOSS (the training tokens to reach val loss LOSS, between periodic evals); or time-to:LOSS "
+        "(the training seconds to reach it, evaluation and checkpoints left out, the arms of a seed trained one "
+        "after another in alternating order: compare only on one quiet machine). For all but loss --margin is a "
+        "fraction, e.g. 0.02 for ±2%%.",
     )
     p.add_argument(
         "--fail-on",
@@ -294,10 +296,11 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
         raise UserError(
             f"--margin-bpb adds verdicts on the loss in bits per byte: drop it with --outcome {args.outcome}"
         )
-    if args.adopt and (args.seeds == "auto" or args.outcome == "tokens-per-s"):
+    timed = args.outcome == "tokens-per-s" or (args.outcome or "").startswith("time-to:")
+    if args.adopt and (args.seeds == "auto" or timed):
         raise UserError(
-            "--adopt takes runs trained elsewhere: not for --seeds auto (its looks are its own) or --outcome "
-            "tokens-per-s (adopted runs were not timed beside the experiment's)"
+            "--adopt takes runs trained elsewhere: not for --seeds auto (its looks are its own) or a timed --outcome "
+            f"({args.outcome}: adopted runs were not timed beside the experiment's)"
         )
     if args.outcome not in (None, "loss") and (args.grid or args.budgets):
         raise UserError(f"--outcome {args.outcome} reads one experiment: --grid and --budgets read bits per byte")

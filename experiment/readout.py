@@ -28,25 +28,36 @@ from experiment.report import Experiment, Run, code_versions
 # What a verdict may read, declared before the runs (``compare.py --outcome``): the final val loss
 # (nats/token); a systems change's speed: each run's median tokens/s, compared as -ln(tokens/s) so
 # that lower is better and a difference is a ratio (-0.02: 2% faster); or the training tokens a run
-# needs to reach a val loss (``tokens-to:4.5``), compared as ln(tokens).  Their margins are fractions.
+# needs to reach a val loss (``tokens-to:4.5``), compared as ln(tokens), or the training seconds
+# (``time-to:1.88``, evaluation and checkpoints left out), compared as ln(seconds).  Their margins are fractions.
 OUTCOMES = {
     "loss": "final val loss (nats/token)",
     "tokens-per-s": "speed (-ln of the median tokens/s)",
     "tokens-to:LOSS": "ln of the training tokens to reach val loss LOSS",
+    "time-to:LOSS": "ln of the training seconds to reach val loss LOSS (evaluation and checkpoints left out)",
 }
+TARGETS = ("tokens-to", "time-to")  # the outcomes that read when a run reaches a val loss
+
+
+def target_of(outcome: str) -> float | None:
+    """The val loss a ``tokens-to:`` or ``time-to:`` outcome reads the runs' way to; None for the others."""
+    head, _, target = outcome.partition(":")
+    return float(target) if head in TARGETS else None
 
 
 def parse_outcome(text: str) -> str:
-    """``loss``, ``tokens-per-s`` or ``tokens-to:<val loss>``; :class:`UserError` for anything else."""
+    """``loss``, ``tokens-per-s``, ``tokens-to:<val loss>`` or ``time-to:<val loss>``; :class:`UserError` else."""
     if text in ("loss", "tokens-per-s"):
         return text
     head, _, target = text.partition(":")
     try:
-        if head == "tokens-to" and float(target) > 0:
-            return f"tokens-to:{float(target):g}"
+        if head in TARGETS and float(target) > 0:
+            return f"{head}:{float(target):g}"
     except ValueError:
         pass
-    raise UserError(f"--outcome {text!r}: choose loss, tokens-per-s or tokens-to:<val loss>, e.g. tokens-to:4.5")
+    raise UserError(
+        f"--outcome {text!r}: choose loss, tokens-per-s, tokens-to:<val loss> or time-to:<val loss>, e.g. time-to:1.88"
+    )
 
 
 def tokens_to(run: Run, target: float) -> float:
@@ -67,19 +78,22 @@ def outcome_value(run: Run, outcome: str) -> float:
     """``run``'s value of ``outcome`` (:data:`OUTCOMES`), lower is better; ``inf`` for a target never reached."""
     if outcome == "tokens-per-s":
         return -math.log(run.summary["tokens_per_s_median"])
-    if outcome.startswith("tokens-to:"):
-        tokens = tokens_to(run, float(outcome.split(":")[1]))
+    target = target_of(outcome)
+    if target is not None:
+        tokens = tokens_to(run, target)
         if tokens <= 0:
             raise UserError(
-                f"{run.path} is at val loss {outcome.split(':')[1]} or below before training (step 0): choose a lower target"
+                f"{run.path} is at val loss {target:g} or below before training (step 0): choose a lower target"
             )
+        if outcome.startswith("time-to:") and math.isfinite(tokens):
+            return math.log(run.train_seconds(tokens))
         return math.log(tokens)
     return run.score
 
 
 def never_reached(exp: Experiment) -> dict[str, list[int]]:
-    """With a ``tokens-to`` outcome, each arm's seeds whose runs never reached the target ({} otherwise)."""
-    if not exp.outcome.startswith("tokens-to:"):
+    """With a ``tokens-to`` or ``time-to`` outcome, each arm's seeds whose runs never reached the target ({} otherwise)."""
+    if target_of(exp.outcome) is None:
         return {}
     out = {
         arm: [r.seed for r in members if outcome_value(r, exp.outcome) == math.inf] for arm, members in exp.runs.items()
@@ -222,9 +236,12 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
     record = {
         "schema": VERDICT_SCHEMA,
         "outcome": {"loss": "final_val_loss", "tokens-per-s": "tokens_per_s"}.get(exp.outcome, exp.outcome),
-        "unit": {"loss": "nats/token", "tokens-per-s": "-ln(tokens/s): lower is faster"}.get(
-            exp.outcome, "ln(training tokens to the target): lower is sooner"
-        ),
+        "unit": {
+            "loss": "nats/token",
+            "tokens-per-s": "-ln(tokens/s): lower is faster",
+            "tokens-to": "ln(training tokens to the target): lower is sooner",
+            "time-to": "ln(training seconds to the target, evaluation and checkpoints left out): lower is sooner",
+        }[exp.outcome.partition(":")[0]],
         "never_reached": never_reached(exp),
         "reference": exp.reference,
         "arms": {arm: exp.arm_set.settings.get(arm, {}) for arm in exp.arms},

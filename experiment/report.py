@@ -23,6 +23,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from core.errors import UserError
@@ -64,6 +65,14 @@ class Run:
     arm: str
     schedule: dict = field(default_factory=dict)  # (step, kind) -> logged lr / peak (experiment.schedules)
     resumes: list[dict] = field(default_factory=list)  # the resume rows that moved the lr schedule's horizon
+    clock: list[tuple[float, float]] = field(default_factory=list)  # (tokens, training seconds): train_clock
+
+    def train_seconds(self, tokens: float) -> float:
+        """Seconds of training (evaluation and checkpoints left out) to reach ``tokens``, linear between log rows."""
+        if not self.clock or tokens > self.clock[-1][0]:
+            raise UserError(f"{self.path} logged no tokens/s up to {tokens:,.0f} tokens: its training time is unknown")
+        points = np.array(self.clock)
+        return float(np.interp(tokens, points[:, 0], points[:, 1]))
 
     def _summary_number(self, key: str) -> float | None:
         """``summary.json[key]`` if it is a finite number, else None (absent in runs from older versions)."""
@@ -210,7 +219,26 @@ def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
         arm,
         schedules.lr_schedule(rows, config["train"]["learning_rate"]),
         schedules.schedule_changes(rows),
+        train_clock(rows),
     )
+
+
+def train_clock(rows: list[dict]) -> list[tuple[float, float]]:
+    """``(tokens, training seconds)`` at the start and at each train row of ``metrics.jsonl``.
+
+    Each train row closes a window of steps timed alone (``tokens_per_s``: evaluation and checkpoint time stay
+    out, training/loop.py); its seconds are the window's tokens over that rate, summed.  Rows a resumed run
+    logged again for steps it had logged before are skipped, so no step counts twice.
+    """
+    out, seconds = [(0.0, 0.0)], 0.0
+    for r in rows:
+        rate, tokens = r.get("tokens_per_s"), r.get("tokens")
+        if r.get("kind") != "train" or not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+            continue
+        if tokens > out[-1][0]:
+            seconds += (tokens - out[-1][0]) / rate
+            out.append((float(tokens), seconds))
+    return out
 
 
 def load_runs(paths: list[Path], arms: ArmSet = PRESETS) -> list[Run]:

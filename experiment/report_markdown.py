@@ -18,6 +18,7 @@ the arm's loss is lower (better).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
@@ -36,6 +37,7 @@ from experiment.readout import (
     lr_table,
     never_reached,
     not_calibrated,
+    target_of,
 )
 from experiment.report import SIZE_KEYS, Experiment
 from experiment.report_sections import (
@@ -123,8 +125,9 @@ def _speed_line(c: stats.Comparison) -> str:
     )
 
 
-def _target_line(c: stats.Comparison, target: str) -> str:
-    """A ``tokens-to`` comparison in words: Δ ln(tokens) read back as a percentage of the reference's tokens."""
+def _target_line(c: stats.Comparison, outcome: str) -> str:
+    """A ``tokens-to`` or ``time-to`` comparison in words: Δ ln(tokens or seconds) read back as a percentage of
+    the reference's."""
 
     def pct(x: float) -> str:  # a Δ of ln(tokens) as the arm's tokens relative to the reference's
         return f"{100 * (math.exp(x) - 1):+.1f}%".replace("-", "−")
@@ -132,10 +135,33 @@ def _target_line(c: stats.Comparison, target: str) -> str:
     n = len(c.diffs)
     ci = "n/a" if not all(map(math.isfinite, c.ci)) else f"[{pct(c.ci[0])}, {pct(c.ci[1])}]"
     verdict = f"**{c.verdict}**" + (f" within ±{100 * c.margin:g}%" if c.verdict == "equivalent" else "")
+    what = "training seconds" if outcome.startswith("time-to:") else "tokens"
     return (
-        f"{_head(c)}{verdict} — tokens to reach val loss {target} {pct(c.mean)} (95% CI {ci}; "
+        f"{_head(c)}{verdict} — {what} to reach val loss {target_of(outcome):g} {pct(c.mean)} (95% CI {ci}; "
         f"Holm-adjusted p = {_p(c.p_holm)}; TOST p at ±{100 * c.margin:g}% = {_p(c.p_tost)}; {n} seeds)"
     )
+
+
+def _machine_line(exp: Experiment) -> str:
+    """For ``time-to``: seconds compare only within one experiment on one machine; the machine(s) the runs name."""
+    machines = sorted({_machine(r.path) for members in exp.runs.values() for r in members})
+    where = "; ".join(machines)
+    several = " **The runs name more than one machine: their seconds do not compare.**" if len(machines) > 1 else ""
+    return (
+        f"Training seconds compare only within one experiment on one machine ({where}); they do not carry to "
+        "another machine, and load moves them (compare.py trains the arms of a seed one after another, in "
+        f"alternating order, so that load falls on both alike).{several}"
+    )
+
+
+def _machine(run: Path) -> str:
+    """The CPU or GPU and thread count ``env.json`` records for a run, or "not recorded"."""
+    env = run / "env.json"
+    if not env.is_file():
+        return "not recorded"
+    e = json.loads(env.read_text())
+    name = e.get("cpu_model") if e.get("device") == "cpu" else e.get("device_name")
+    return f"{name}, {e.get('torch_threads', '?')} threads" if e.get("device") == "cpu" else str(name)
 
 
 def _never_reached_line(exp: Experiment) -> str | None:
@@ -244,8 +270,9 @@ def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: boo
         lines += [f"**Not calibrated:** {why}.", ""]
     missing = _never_reached_line(exp)
     lines += [missing, ""] if missing else []
-    if exp.outcome.startswith("tokens-to:"):
-        lines += [_target_line(c, exp.outcome.split(":")[1]) for c in comps]
+    if target_of(exp.outcome) is not None:
+        lines += [_target_line(c, exp.outcome) for c in comps]
+        lines += ["", _machine_line(exp)] if exp.outcome.startswith("time-to:") else []
     else:
         lines += [_speed_line(c) if exp.outcome == "tokens-per-s" else _verdict_line(c) for c in comps]
     return lines + ["", _budget_sentence(exp), ""]
@@ -318,13 +345,14 @@ def _best_verdict_section(exp: Experiment, margin_bpb: float | None, warned: boo
 def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
     """``## Paired statistics``: one row per non-reference arm, and how each number was computed."""
     speed = exp.outcome == "tokens-per-s"
-    target = exp.outcome.split(":")[1] if exp.outcome.startswith("tokens-to:") else None
-    what = "−ln tokens/s" if speed else (f"ln tokens to val loss {target}" if target else "final val loss")
+    target = exp.outcome.split(":")[1] if target_of(exp.outcome) is not None else None
+    kind = "seconds" if exp.outcome.startswith("time-to:") else "tokens"
+    what = "−ln tokens/s" if speed else (f"ln {kind} to val loss {target}" if target else "final val loss")
     lines = [
         f"## Paired statistics ({what}, arm − reference, paired by seed)",
         "",
         "| arm | per seed | mean | 95% CI | paired t p | Holm p | Wilcoxon p | sign-test p | d_z | "
-        f"{'time-per-token ratio' if speed else ('tokens ratio' if target else 'perplexity ratio')} | "
+        f"{'time-per-token ratio' if speed else (f'{kind} ratio' if target else 'perplexity ratio')} | "
         f"TOST p (±{exp.margin:g}) | verdict | seeds to detect the margin (95% range) |",
         "|" + "---|" * 13,
     ]
@@ -340,8 +368,8 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
         "after another so machine noise hits both alike"
         if speed
         else (
-            f"ln of the training tokens to reach val loss {target}, interpolated between periodic evals "
-            "(negative = the arm needs fewer)"
+            f"ln of the training {kind} to reach val loss {target}, interpolated between periodic evals "
+            f"(negative = the arm needs fewer{'; evaluation and checkpoint time left out' if kind == 'seconds' else ''})"
             if target
             else "nats/token (negative = the arm is better)"
         )
@@ -354,7 +382,7 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
             "(`scipy.stats.ttest_rel`, n − 1 degrees of freedom); TOST is statsmodels' `ttost_paired` at ±margin; "
             "the Holm (1979) step-down adjustment over the arms gives statsmodels' `multipletests` numbers; the Wilcoxon "
             "signed-rank and exact sign tests are scipy's; d_z is mean / sd of the differences; the "
-            f"{'time-per-token ratio' if speed else ('tokens ratio' if target else 'perplexity ratio')} is exp(mean). "
+            f"{'time-per-token ratio' if speed else (f'{kind} ratio' if target else 'perplexity ratio')} is exp(mean). "
             "Seeds to detect the margin: the seeds a paired t test needs to detect a difference the size of the "
             "margin with 80% power at the observed spread, and the range the spread's own 95% interval allows."
         ),

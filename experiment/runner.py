@@ -232,8 +232,9 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
             )
         if plan.one_seed:
             _adopt(plan, cmds, adopting, sha, best)
-        # For a speed outcome the arms of a seed train one after another, in alternating order (no arm always first).
-        order = [plan.arms[::-1] if plan.outcome == "tokens-per-s" and i % 2 else plan.arms for i in range(plan.seeds)]
+        # For a timed outcome the arms of a seed train one after another, in alternating order (no arm always first).
+        timed = plan.outcome == "tokens-per-s" or plan.outcome.startswith("time-to:")
+        order = [plan.arms[::-1] if timed and i % 2 else plan.arms for i in range(plan.seeds)]
         rates = {arm: [best[arm]] if plan.one_seed else plan.lr_grid or [None] for arm in plan.arms}
         jobs = [
             (cmds.reported(arm, i, lr)[0], cmds.job(arm, *cmds.reported(arm, i, lr)))

@@ -285,9 +285,9 @@ def test_the_tokens_to_target_outcome_names_runs_that_never_reached_it_first(tmp
 
 
 def test_a_bad_outcome_is_one_error_line(capsys):
-    """An outcome that is none of loss, tokens-per-s, tokens-to:<loss> names the three."""
+    """An outcome that is none of loss, tokens-per-s, tokens-to:<loss>, time-to:<loss> names the four."""
     assert compare.main(["--config", "configs/debug.toml", "--outcome", "tokens-to:soon"]) == 2
-    assert "choose loss, tokens-per-s or tokens-to:<val loss>" in error_line(capsys)
+    assert "choose loss, tokens-per-s, tokens-to:<val loss> or time-to:<val loss>" in error_line(capsys)
 
 
 def test_no_verdict_at_all_fails_the_gate(tmp_path, capsys):
