@@ -204,7 +204,8 @@ def _sample_cell(by_arm: dict[str, str], arm: str, left_out: dict[str, str]) -> 
 
 
 def runs_section(exp: Experiment, folder: Path | None) -> list[str]:
-    """``## Runs``: every reported run folder with its arm and seed, then the tuning runs.
+    """``## Runs``: every reported run folder with its arm and seed (with every rate on every seed, each rate's),
+    then the tuning runs.
 
     Every run is named relative to ``folder`` (the report's own; ``../`` for one outside it), so a
     report committed with its runs names no path of the machine that wrote it.
@@ -213,6 +214,13 @@ def runs_section(exp: Experiment, folder: Path | None) -> list[str]:
     def shown(path: Path) -> str:
         return str(path) if folder is None else Path(os.path.relpath(path.resolve(), folder.resolve())).as_posix()
 
+    if exp.swept:
+        return ["## Runs", ""] + [
+            f"- `{shown(r.path)}` ({arm}, seed {r.seed}, learning rate {lr:g})"
+            for arm, rates in exp.swept.items()
+            for lr, members in rates.items()
+            for r in members
+        ]
     lines = ["## Runs", ""] + [
         f"- `{shown(r.path)}` ({arm}, seed {r.seed})" for arm, members in exp.runs.items() for r in members
     ]

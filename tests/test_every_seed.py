@@ -99,4 +99,5 @@ def test_compare_trains_every_rate_on_every_seed_and_gates_on_it(tmp_path):
     assert verdict["calibrated"] and verdict["comparisons"][0]["readout"] == "best against best"
     md = (exp / "report.md").read_text()
     assert "untied vs tied (reference): **" in md and "Every arm trained every rate on every seed" in md
+    assert md.count("learning rate 0.004)") == 4  # the runs section lists every run, each rate's
     assert compare.main([*argv, "--lr-tuning", "one-seed"]) == 2  # the design was declared
