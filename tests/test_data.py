@@ -152,6 +152,23 @@ def test_tinyshakespeare_path_with_wrong_hash_is_refused(tmp_path, monkeypatch):
         load_documents("tinyshakespeare")
 
 
+def test_tinyshakespeare_offline_is_read_from_the_path_or_cache_alone(tmp_path, monkeypatch):
+    """Offline, with no TINYSHAKESPEARE_PATH and an empty cache, the corpus is one error naming the fixes: no
+    folder beside the repository is looked in, whatever a developer's machine holds there."""
+    import urllib.request
+
+    import data.corpus
+
+    def offline(*args, **kwargs):
+        raise OSError("no network")
+
+    monkeypatch.delenv("TINYSHAKESPEARE_PATH", raising=False)
+    monkeypatch.setattr(data.corpus, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    with pytest.raises(UserError, match="not available offline.*set TINYSHAKESPEARE_PATH"):
+        load_documents("tinyshakespeare")
+
+
 def test_missing_path_is_user_error(tmp_path):
     """A source path that does not exist raises UserError naming it."""
     with pytest.raises(UserError, match="does not exist"):
