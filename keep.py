@@ -23,7 +23,7 @@ from core.cli import ArgumentParser, run_command
 from core.errors import UserError
 from core.files import write_text_atomic
 from training.faults import lock_is_live
-from training.runs import read_metrics, thin_metrics
+from training.runs import SUMMARY, read_metrics, thin_metrics
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -45,7 +45,7 @@ def finished_runs(folders: list[Path]) -> list[Path]:
     """Run folders (``config.json`` and ``summary.json``, no live lock) at or under ``folders``, sorted;
     not a WSD trunk that may train on (it keeps its checkpoints and stopped before its horizon: its
     next stage appends to its metrics, and its branches copy them)."""
-    found = {p.parent for f in folders for p in [f / "summary.json", *f.rglob("summary.json")] if p.is_file()}
+    found = {p.parent for f in folders for p in [f / SUMMARY, *f.rglob(SUMMARY)] if p.is_file()}
     return sorted(r for r in found if (r / "config.json").is_file() and not lock_is_live(r) and not _growing(r))
 
 

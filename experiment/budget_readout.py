@@ -51,7 +51,7 @@ from experiment.best import EDGE, BestVsBest, at_edge, holm_verdicts
 from experiment.report import flatten
 from training.config import RunConfig
 from training.faults import DIVERGED
-from training.runs import read_metrics
+from training.runs import is_finished, read_metrics
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def load_diverged(out_dir: Path, budgets: list[int], arms: list[str], arm_set: A
     out = []
     for lab in (label(t) for t in budgets):
         for marker in sorted((out_dir / lab).glob(f"*/{DIVERGED}")):
-            if (marker.parent / "summary.json").is_file():  # resumed past it and finished
+            if is_finished(marker.parent):  # resumed past it and finished
                 continue
             _, step, arm, tc = stopped(marker)
             out.append(Diverged(lab, arm, tc["learning_rate"], tc["seed"], step, f"{lab}/{marker.parent.name}"))

@@ -38,6 +38,7 @@ from experiment.plan import measure_step_seconds
 from training.branch import step_checkpoint, tokens_per_step
 from training.faults import DIVERGED
 from training.config import RunConfig, TrainConfig
+from training.runs import SUMMARY, is_finished
 
 TRUNKS = "trunks"
 # Settings that act only in a cooldown: arms that differ in them alone share a trunk.
@@ -181,7 +182,7 @@ class BudgetRuns:
         def command() -> list[str] | None:
             if step_checkpoint(folder, b.branch_step).is_file():
                 return None
-            if all((f / "summary.json").is_file() for f in served):
+            if all(is_finished(f) for f in served):
                 return None
             refuse_diverged(folder, b.branch_step)
             if (folder / "ckpt_last.pt").is_file():
@@ -228,7 +229,7 @@ class BudgetRuns:
         folder = self.out_dir / b.label / run_name
 
         def command() -> list[str] | None:
-            if not (folder / "summary.json").is_file():
+            if not is_finished(folder):
                 refuse_diverged(folder, b.steps)
             return arm_command(branch, self.out_dir / b.label, run_name, [], self.resume_argv)
 
@@ -273,7 +274,7 @@ def plan_line(
     per_step, last = tokens_per_step(cfg), budgets[-1]
     steps_of = {b.label: b for b in budgets}
     trunk_left = sum(last.branch_step - trunk_step(out_dir / t, budgets) for t in trunks) * per_step
-    open_branches = [(f, p) for f, p in branches if not (out_dir / f / "summary.json").is_file()]
+    open_branches = [(f, p) for f, p in branches if not is_finished(out_dir / f)]
     branch_left = sum(steps_of[f.split("/")[0]].cooldown_steps for f, _ in open_branches) * per_step
     trunk_all = len(trunks) * last.branch_step * per_step
     branch_all = sum(steps_of[f.split("/")[0]].cooldown_steps for f, _ in branches) * per_step
@@ -329,11 +330,11 @@ def compute_used(out_dir: Path, labels: list[str]) -> Compute:
     trunks = sorted(p.parent for p in (out_dir / TRUNKS).glob("*/summary.json"))
     t_tokens = t_s = b_tokens = b_s = 0.0
     for run in trunks:
-        summary = read_json(run / "summary.json", "run summary")
+        summary = read_json(run / SUMMARY, "run summary")
         t_tokens, t_s = t_tokens + summary["tokens"], t_s + summary["elapsed_s"]
     branches = sorted(p.parent for lab in labels for p in (out_dir / lab).glob("*/summary.json"))
     for run in branches:
-        summary, branch = read_json(run / "summary.json", "run summary"), read_json(run / "branch.json", "branch")
+        summary, branch = read_json(run / SUMMARY, "run summary"), read_json(run / "branch.json", "branch")
         b_tokens += summary["tokens"] - branch["branch_step"] * branch["budget_tokens"] / branch["budget_steps"]
         b_s += summary["elapsed_s"] - branch["trunk_elapsed_s"]
     envs = [read_json(e, "run environment") for run in trunks + branches for e in sorted(run.glob("env*.json"))]

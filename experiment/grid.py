@@ -41,6 +41,7 @@ from experiment.plan import best_lr, lr_grid_refusals, score as tuning_score
 from experiment.report import Experiment
 from experiment.runner import Plan, run_experiment, write_report
 from training.config import SCHEMA, parse_config
+from training.runs import is_finished
 
 GRID_FILE = "grid.json"
 
@@ -267,7 +268,7 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
     if not cell.folder.is_dir():  # the axes cross to it, but no command has started it (yet)
         cell.error = NOT_STARTED
         return GridCell(cell, None)
-    folders = sorted(p for p in cell.folder.glob("*") if (p / "summary.json").is_file())
+    folders = sorted(p for p in cell.folder.glob("*") if is_finished(p))
     if not folders:
         cell.error = "no finished runs"
         return GridCell(cell, None)

@@ -25,6 +25,7 @@ from core.files import REPO_ROOT, acquire_or_wait, file_lock
 from experiment.plan import RunsBar
 from training import faults
 from training.branch import check_trunk
+from training.runs import is_finished
 
 T = TypeVar("T")
 TRAIN_PY = str(REPO_ROOT / "train.py")
@@ -77,7 +78,7 @@ def arm_command(
     """
     run_dir = out_dir / name
     check_trunk(run_dir)
-    if (run_dir / "summary.json").is_file():
+    if is_finished(run_dir):
         return None
     if (run_dir / "ckpt_last.pt").is_file():
         return [sys.executable, train_py, "--resume", "--run-name", name, f"--train.out_dir={out_dir}", *resume_argv]
@@ -149,7 +150,7 @@ def run_shared(out_dir: Path, jobs: list[tuple[str, Callable[[], T]]], bar: Runs
 
 def _release_after(claim: filelock.FileLock, job: Callable[[], T], run_dir: Path, bar: RunsBar | None) -> T:
     """``job()``, then release ``claim`` however the job ended; ``bar`` moves on if ``run_dir`` was unfinished."""
-    was_finished = (run_dir / "summary.json").is_file()
+    was_finished = is_finished(run_dir)
     try:
         result = job()
     finally:

@@ -46,7 +46,7 @@ from experiment.arms import PRESETS, ArmSet
 from model.config import GPTConfig
 from model.gpt import GPT
 from training.config import RunConfig, TrainConfig
-from training.runs import Unreadable, read_metrics
+from training.runs import SUMMARY, Unreadable, is_finished, read_metrics
 
 # fp32 weights in ckpt_best.pt, + weights, exp_avg and exp_avg_sq (AdamW) in ckpt_last.pt: 4 copies of 4 bytes.
 CHECKPOINT_BYTES_PER_PARAM = 4 * 4
@@ -73,8 +73,8 @@ def run_state(out_dir: Path, run: PlannedRun) -> str:
     folders = sorted(out_dir.glob(run.name)) if "*" in run.name else [out_dir / run.name]
     if run.adopt:
         return "adopted"
-    if any((f / "summary.json").is_file() for f in folders):
-        adopted = any((f / "adopted.json").is_file() and (f / "summary.json").is_file() for f in folders)
+    if any(is_finished(f) for f in folders):
+        adopted = any((f / "adopted.json").is_file() and is_finished(f) for f in folders)
         return "adopted" if adopted else "finished"
     return "resume" if any((f / "ckpt_last.pt").is_file() for f in folders) else "train"
 
@@ -387,7 +387,7 @@ def score(run_dir: Path | None) -> float:
     """A finished run's final val loss (summary.json), the score the grid ranks by; inf for no result."""
     if run_dir is None:
         return math.inf
-    summary = read_json(run_dir / "summary.json", "run summary")
+    summary = read_json(run_dir / SUMMARY, "run summary")
     value = summary.get("final_val_loss", summary.get("val_loss"))
     return value if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
 

@@ -41,7 +41,7 @@ from experiment.arms import (
     with_recorded,
 )
 from training import config
-from training.runs import load_run_config, read_metrics
+from training.runs import SUMMARY, is_finished, load_run_config, read_metrics
 
 # Keys that may differ between runs of one experiment without making it unfair: bookkeeping,
 # and the seed (which pairs runs across arms).  Anything else must match or be reported.
@@ -199,12 +199,12 @@ def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
     if not evals:
         raise UserError(f"{metrics_path} has no eval rows: re-run it with eval_interval <= max_iters")
     max_iters = config["train"]["max_iters"]
-    if not (path / "summary.json").is_file() or evals[-1]["step"] != max_iters:
+    if not is_finished(path) or evals[-1]["step"] != max_iters:
         raise UserError(
             f"run {path} is unfinished (last eval at step {evals[-1]['step']} of {max_iters}): "
             f"finish it with python train.py --resume --run-name {path.name} --train.out_dir={path.parent}"
         )
-    summary = read_json(path / "summary.json", "run summary")
+    summary = read_json(path / SUMMARY, "run summary")
     needed = ("parameters", "non_embedding_parameters", "tokens_per_s_median")
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), (int, float)) for k in needed):
         raise UserError(f"{path / 'summary.json'} lacks {', '.join(needed)}: re-run the run's last step with train.py")

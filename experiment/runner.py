@@ -50,6 +50,7 @@ from experiment.plan import (
     time_per_run,
 )
 from training.config import RESUME_OVERRIDABLE, RunConfig, parse_config
+from training.runs import SUMMARY, is_finished
 
 
 VERDICT_FILE = "verdict.json"
@@ -352,10 +353,8 @@ def _progress(out_dir: Path, names: list[str], what: str) -> str:
     With a finished run among them and some left, it adds a rough time left: the runs left times
     the finished runs' median ``elapsed_s`` (wall seconds, pauses included), labelled as an estimate.
     """
-    done = [out_dir / n / "summary.json" for n in names if (out_dir / n / "summary.json").is_file()]
-    resume = sum(
-        not (out_dir / n / "summary.json").is_file() and (out_dir / n / "ckpt_last.pt").is_file() for n in names
-    )
+    done = [out_dir / n / SUMMARY for n in names if is_finished(out_dir / n)]
+    resume = sum(not is_finished(out_dir / n) and (out_dir / n / "ckpt_last.pt").is_file() for n in names)
     line = (
         f"[compare] {what}: {len(names)} runs, {len(done)} finished, {resume} to resume, "
         f"{len(names) - len(done) - resume} to train"
@@ -519,7 +518,7 @@ def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str],
     finished = {
         b.label: [cmds.out_dir / b.label / f"{arm}{suffix}" for suffix, _ in runs for arm in plan.arms] for b in steps
     }
-    finished = {k: [p for p in v if (p / "summary.json").is_file()] for k, v in finished.items()}
+    finished = {k: [p for p in v if is_finished(p)] for k, v in finished.items()}
     return finished, [n for n, ok in done.items() if not ok], cmds.out_dir
 
 
@@ -527,7 +526,7 @@ def _job_done(out_dir: Path, job: launch.Job) -> bool:
     """Whether a budget job has nothing left to do: a trunk stage's checkpoint, or a branch's summary, is there."""
     if job.claim:
         return budgets.step_checkpoint(out_dir / job.claim, int(job.name.rsplit("@", 1)[1])).is_file()
-    return (out_dir / job.name / "summary.json").is_file()
+    return is_finished(out_dir / job.name)
 
 
 def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[float, str, dict]]:

@@ -18,7 +18,7 @@ from core import optional
 from model import hf
 from model.gpt import GPT
 from training.catalog import finite_number
-from training.runs import Unreadable, read_metrics
+from training.runs import SUMMARY, Unreadable, read_metrics
 
 CARD_FILE = "README.md"
 NOT_RECORDED = "not recorded"
@@ -206,7 +206,7 @@ def _tokens(summary: dict, rows: list[dict]) -> str:
 
 def _training_values(run_dir: Path, ckpt: dict, which: str) -> dict:
     """The card's training rows, from the run folder's records (each "not recorded" where absent)."""
-    summary, env = _read_record(run_dir / "summary.json"), _read_record(run_dir / "env.json")
+    summary, env = _read_record(run_dir / SUMMARY), _read_record(run_dir / "env.json")
     try:
         rows = read_metrics(run_dir / "metrics.jsonl")
     except Unreadable:  # a damaged log costs the card its numbers, not the export its weights
@@ -234,7 +234,7 @@ def _data(run_dir: Path, ckpt: dict) -> tuple[str | None, str]:
     if ckpt.get("imported_from") is not None or not isinstance(data, dict) or not isinstance(data.get("source"), str):
         return None, NOT_RECORDED
     source, subset = public(data["source"]), data.get("subset")
-    train_tokens = finite_number(_read_record(run_dir / "summary.json").get("train_tokens"))
+    train_tokens = finite_number(_read_record(run_dir / SUMMARY).get("train_tokens"))
     return source, f"`{source}`" + (f", subset `{subset}`" if isinstance(subset, str) and subset else "") + (
         f" ({train_tokens:,} tokens in the train split)" if train_tokens is not None else ""
     )

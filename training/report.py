@@ -112,7 +112,7 @@ def write_summary(run_dir: Path, summary: dict, s: Setup, cfg: RunConfig, unigra
         flops.mfu_record(s.model.flops_per_token(), summary["tokens_per_s_median"], s.device, s.amp_dtype, world_size)
     )
     (run_dir / faults.DIVERGED).unlink(missing_ok=True)  # resumed past the step that stopped it
-    files.write_json(run_dir / "summary.json", summary)
+    files.write_json(run_dir / runs.SUMMARY, summary)
     if cfg.train.loss_plot:
         runs.write_loss_plot(run_dir, unigram, Path(cfg.data.cache_dir))
 

@@ -31,6 +31,13 @@ from model.gpt import GPT
 from training import faults
 from training.config import RunConfig, TrainConfig
 
+SUMMARY = "summary.json"  # a run's final numbers, written last: its presence means the run finished
+
+
+def is_finished(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` finished: its :data:`SUMMARY`, written after the last step, exists."""
+    return (Path(run_dir) / SUMMARY).is_file()
+
 
 @contextlib.contextmanager
 def _env_default(name: str, value: str):
