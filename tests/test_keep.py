@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import error_line
 
 import keep
@@ -33,6 +34,19 @@ def test_thinning_keeps_every_other_row_and_at_most_n_train_rows_with_the_last()
     train = [r["step"] for r in kept if r["kind"] == "train"]
     assert 2 <= len(train) <= 12 and train[-1] == 1000
     assert [r for r in kept if r in rows] == kept  # in order, unchanged
+
+
+def test_thinning_keeps_the_training_clock():
+    """Each kept train row's tokens/s becomes its merged window's, so the training seconds read from the rows
+    (--outcome time-to, evaluation left out) are the same at every kept row before and after thinning."""
+    from experiment.report import train_clock
+
+    rows = [
+        {**r, "tokens": r["step"] * 100, "tokens_per_s": 1000.0 + 37 * (r["step"] % 7)} if r["kind"] == "train" else r
+        for r in _rows(1000)
+    ]
+    before, after = dict(train_clock(rows)), train_clock(thin_metrics(rows, 12))
+    assert len(after) <= 13 and all(seconds == pytest.approx(before[tokens]) for tokens, seconds in after)
 
 
 def test_runs_thinned_alike_keep_the_same_steps_where_they_overlap():

@@ -198,6 +198,9 @@ def thin_metrics(rows: list[dict], max_train_rows: int) -> list[dict]:
     of the logging interval (the first two train rows' distance) that keeps at most
     ``max_train_rows``, and the last one.  Runs thinned alike keep the same steps, so the
     learning-rate schedule check (:mod:`experiment.schedules`) still compares them step by step.
+    A kept row's ``tokens_per_s`` becomes its merged window's (the tokens since the last kept row over the
+    dropped windows' seconds and its own), so the training clock read from the rows (evaluation and
+    checkpoints left out, ``--outcome time-to``) is the same before and after.
     """
     train = [r for r in rows if r["kind"] == "train"]
     if len(train) <= max_train_rows:
@@ -207,7 +210,20 @@ def thin_metrics(rows: list[dict], max_train_rows: int) -> list[dict]:
     while sum(r["step"] % stride == 0 for r in train) > max(1, max_train_rows - 1):
         stride *= 2
     last = train[-1]["step"]
-    return [r for r in rows if r["kind"] != "train" or r["step"] % stride == 0 or r["step"] == last]
+    out, seconds, since, at = [], 0.0, 0, 0  # the merged window: its seconds, where it began, the last row's tokens
+    for r in rows:
+        if r["kind"] != "train":
+            out.append(r)
+            continue
+        rate, tokens = r.get("tokens_per_s"), r.get("tokens", 0)
+        timed = isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0
+        if timed and tokens > at:  # a resumed run's repeated window adds nothing, as the clock reads it
+            seconds, at = seconds + (tokens - at) / rate, tokens
+        if r["step"] % stride == 0 or r["step"] == last:
+            merged = timed and seconds > 0 and tokens > since
+            out.append({**r, "tokens_per_s": (tokens - since) / seconds} if merged else r)
+            seconds, since = 0.0, max(since, at)
+    return out
 
 
 class NullLogger:
