@@ -6,8 +6,11 @@
 # behind, as their checkpoints cannot travel.
 #
 #   bash results/tying-budget-cpu-2026-11-25/collect.sh ../tinygpt-budget    # from the repository root
+#
+# A second argument names another budget record of the same design (arms tied, untied and
+# tie-untie-cooldown, the same budgets), e.g. tying-budget-modern-cpu-2026-11-27.
 set -eu
-name=tying-budget-cpu-2026-11-25
+name="${2:-tying-budget-cpu-2026-11-25}"
 src="${1:?give the worktree the runs train in, e.g. ../tinygpt-budget}/results/$name"
 dst="results/$name"
 budgets="0.5M 1M 2M 4M 8M 16M"
