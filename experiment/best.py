@@ -142,14 +142,7 @@ def holm_verdicts(results: list[BestVsBest], family: int | None = None, alpha: f
     adjusted = stats.holm_adjust([r.p for r in results] + padding)[: len(results)]
     for r, p_holm in zip(results, adjusted):
         r.p_holm = float(p_holm)
-        if p_holm < alpha and r.ci[1] < 0:
-            r.verdict = "better"
-        elif p_holm < alpha and r.ci[0] > 0:
-            r.verdict = "worse"
-        elif r.p_tost < alpha:
-            r.verdict = "equivalent"
-        else:
-            r.verdict = "inconclusive"
+        r.verdict = stats.decide(r.ci, r.p_holm, r.p_tost, r.seeds, alpha)
     return results
 
 

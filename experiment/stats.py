@@ -120,8 +120,10 @@ def _check_inputs(
     return a, r
 
 
-def _decide(ci: tuple[float, float], p_adj: float, p_tost: float, n: int, alpha: float) -> str:
-    """The verdict (rule in the module docstring).
+def decide(ci: tuple[float, float], p_adj: float, p_tost: float, n: int, alpha: float) -> str:
+    """The verdict (rule in the module docstring), the one rule every design reads with (:mod:`experiment.best`
+    too): better / worse when ``p_adj`` < ``alpha`` and the 95% interval ``ci`` excludes 0, equivalent when
+    ``p_tost`` < ``alpha``, else inconclusive; inconclusive with fewer than ``n`` = 2 seeds.
 
     ``p_adj`` is the p-value to test the difference with (p_t, or p_holm after :func:`holm`).
     """
@@ -198,7 +200,7 @@ def compare_paired(
     negative = int(np.sum(diffs < 0))
     p_sign = float(stats.binomtest(negative, nonzero, 0.5).pvalue) if nonzero and descriptive else 1.0
     d_z = mean / sd if (not math.isnan(sd) and sd > 0) else nan
-    verdict = _decide(ci, p_t, p_tost, n, alpha=0.05)
+    verdict = decide(ci, p_t, p_tost, n, alpha=0.05)
     return Comparison(
         arm=arm,
         reference=reference,
@@ -252,7 +254,7 @@ def holm(comparisons: list[Comparison], alpha: float = 0.05, family: int | None 
     adjusted = holm_adjust(p)
     out = []
     for c, p_holm in zip(comparisons, adjusted):
-        verdict = _decide(c.ci, float(p_holm), c.p_tost, len(c.diffs), alpha)
+        verdict = decide(c.ci, float(p_holm), c.p_tost, len(c.diffs), alpha)
         # The seeds figure plans at alpha over the family (Bonferroni, Holm's strictest step): conservative.
         out.append(replace(c, p_holm=float(p_holm), verdict=verdict, plan_alpha=alpha / size))
     return out
