@@ -20,6 +20,7 @@ from scipy import stats as sps
 
 from core.errors import UserError
 from core.files import read_json, write_text_atomic
+from experiment import stats
 from experiment.arms import with_recorded
 from experiment.budget_readout import BestVsBest, BudgetReadout, TrunkCurve, readout, trunk_curves
 from experiment.budgets import Compute, compute_used, label
@@ -35,7 +36,7 @@ REPORT = "report.md"
 
 def _inside(verdict: str, ci: tuple[float, float], margin: float) -> bool:
     """Whether a verdict puts the difference inside ±margin: equivalent, or better or worse by less than it."""
-    return verdict == "equivalent" or _size(verdict, ci, margin) == "by less than the margin"
+    return verdict == "equivalent" or stats.size_against_margin(verdict, ci, margin) == "by less than the margin"
 
 
 def disagreements(ro: BudgetReadout) -> tuple[list[str], list[str]]:
@@ -149,27 +150,16 @@ def trunk_figure(curves: list[TrunkCurve], train_tokens: int, reference: str) ->
     return fig
 
 
-def _size(verdict: str, ci: tuple[float, float], margin: float) -> str:
-    """For better or worse: where the 95% interval ``ci`` lies against ±margin.  Wholly inside, "by less than the
-    margin" (a real difference too small to matter); only its end nearest 0, "possibly by less than the
-    margin"; neither, or no difference found, ""."""
-    if verdict not in ("better", "worse"):
-        return ""
-    near, far = (ci[1], ci[0]) if verdict == "better" else ci
-    if abs(far) < margin:
-        return "by less than the margin"
-    return "possibly by less than the margin" if abs(near) < margin else ""
-
-
 def _sized(verdict: str, ci: tuple[float, float], margin: float) -> str:
-    """:func:`_size` in parentheses after a space, or ""."""
-    size = _size(verdict, ci, margin)
+    """:func:`experiment.stats.size_against_margin` in parentheses after a space, or ""."""
+    size = stats.size_against_margin(verdict, ci, margin)
     return f" ({size})" if size else ""
 
 
 def _verdict(b: BestVsBest, margin: float) -> str:
-    """The verdict in bold and, when better or worse, its size against the margin (:func:`_size`)."""
-    size = _size(b.verdict, b.ci, margin)
+    """The verdict in bold and, when better or worse, its size against the margin
+    (:func:`experiment.stats.size_against_margin`)."""
+    size = stats.size_against_margin(b.verdict, b.ci, margin)
     return f"**{b.verdict}**" + (f", {size}" if size else "")
 
 

@@ -177,14 +177,19 @@ def _never_reached_line(exp: Experiment) -> str | None:
     )
 
 
+def _within(verdict: str, ci: tuple[float, float], margin: float) -> str:
+    """ ", by less than the ±0.01 margin" (or "possibly by less than …") after a better or worse verdict, or ""
+    (:func:`experiment.stats.size_against_margin`)."""
+    size = stats.size_against_margin(verdict, ci, margin)
+    return f", {size.replace('the margin', f'the ±{margin:g} margin')}" if size else ""
+
+
 def _verdict_line(c: stats.Comparison) -> str:
     """One comparison in words: the verdict in bold, then the numbers behind it."""
     n = len(c.diffs)
     head = _head(c)
     if c.verdict in ("better", "worse"):
-        near, far = (c.ci[1], c.ci[0]) if c.verdict == "better" else c.ci  # near: the end nearest no difference
-        within = f", by less than the ±{c.margin:g} margin" if abs(far) < c.margin else ""
-        within = within or (f", possibly by less than the ±{c.margin:g} margin" if abs(near) < c.margin else "")
+        within = _within(c.verdict, c.ci, c.margin)
         return (
             head + f"**{c.verdict}**{within} — final val loss {'lower' if c.mean < 0 else 'higher'} by "
             f"{_num(abs(c.mean))} nats (95% CI {_ci(c)}; perplexity ×{c.ppl_ratio:.3f}; {n} seeds; "
@@ -286,10 +291,7 @@ def _best_line(b: best.BestVsBest, reference: str, margin: float, unit: str) -> 
         f"(leave-one-seed-out); Holm-adjusted p = {_p(b.p_holm)}; TOST p at ±{margin:g} = {_p(b.p_tost)}; "
         f"{rates}; {b.seeds} seeds"
     )
-    within = ""
-    if b.verdict in ("better", "worse"):
-        far = b.ci[0] if b.verdict == "better" else b.ci[1]
-        within = f", by less than the ±{margin:g} margin" if abs(far) < margin else ""
+    within = _within(b.verdict, b.ci, margin)
     if b.verdict == best.EDGE:
         return (
             f"- {b.arm} vs {reference} (reference): **not read** — a lowest mean sits at the grid's edge, so a best "

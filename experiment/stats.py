@@ -139,6 +139,18 @@ def decide(ci: tuple[float, float], p_adj: float, p_tost: float, n: int, alpha: 
     return "inconclusive"
 
 
+def size_against_margin(verdict: str, ci: tuple[float, float], margin: float) -> str:
+    """For better or worse: where the 95% interval ``ci`` lies against ±margin.  Wholly inside, "by less than the
+    margin" (a real difference too small to matter); only its end nearest 0, "possibly by less than the
+    margin"; neither, or no difference found, ""."""
+    if verdict not in ("better", "worse"):
+        return ""
+    near, far = (ci[1], ci[0]) if verdict == "better" else ci
+    if abs(far) < margin:
+        return "by less than the margin"
+    return "possibly by less than the margin" if abs(near) < margin else ""
+
+
 def _p_wilcoxon(diffs: np.ndarray) -> float | None:
     """Two-sided Wilcoxon signed-rank p of ``diffs`` (``scipy.stats.wilcoxon``, default zero
     handling: zeros dropped; exact where scipy does it); None for n < 2, all-zero diffs or a

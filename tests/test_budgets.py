@@ -476,7 +476,7 @@ def test_trunk_rows_without_the_numbers_a_curve_needs_are_left_out(tmp_path):
 def test_a_better_verdict_says_how_its_interval_lies_against_the_margin():
     """Wholly inside ±margin: "by less than the margin"; only the end nearest 0 inside: "possibly ...";
     wholly beyond it, or no difference found: nothing added. Worse mirrors better."""
-    size = budget_report._size
+    size = stats.size_against_margin
     assert size("better", (-0.008, -0.002), 0.01) == "by less than the margin"
     assert size("better", (-0.03, -0.002), 0.01) == "possibly by less than the margin"
     assert size("better", (-0.05, -0.02), 0.01) == ""
