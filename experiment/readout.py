@@ -258,7 +258,8 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
             arm: [v if math.isfinite(v := outcome_value(r, exp.outcome)) else None for r in members]
             for arm, members in exp.runs.items()
         },
-        "comparisons": [_comparison_record(c) for c in comparisons(exp)],
+        # an every-seed experiment's verdicts are best against best (_swept_record), not paired at one rate
+        "comparisons": [] if exp.swept else [_comparison_record(c) for c in comparisons(exp)],
     }
     if exp.swept:
         return _swept_record(exp, record, margin_bpb)
