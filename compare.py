@@ -22,7 +22,7 @@ The tying question is the presets' (tied vs untied is the default): tied, untied
 learned lm_head bias), untied-split (a zero-init head with nanochat's earlier learning-rate ratios, on AdamW),
 tie-then-untie (modded-nanogpt's schedule).  With ``--lr-grid`` every arm trains every grid
 learning rate on every seed and the verdict reads each arm's fitted best against the reference's
-(``experiment/best.py``); ``--lr-tuning one-seed`` (the default for ``--grid`` cells) instead picks
+(``experiment/best.py``), in an ordinary experiment and in each ``--grid`` cell alike; ``--lr-tuning one-seed`` instead picks
 each arm's rate on a tuning seed no reported run uses (with ``--lr-widen N`` also up to N steps past
 an edge its best sits on) and trains the reported seeds there, labelled not calibrated.
 For each seed ``s`` every arm trains ``runs/<experiment>/<arm>[-lr<lr>]-s<s>`` with the same
@@ -156,7 +156,7 @@ def _add_tuning_options(p: argparse.ArgumentParser) -> None:
         "--lr-tuning",
         choices=(EVERY_SEED, ONE_SEED),
         help=f"How --lr-grid is read. {EVERY_SEED} (the default): every rate on every seed, best against best, "
-        f"calibrated. {ONE_SEED} (the default with --grid): each arm's rate picked on one tuning seed, then its seeds "
+        f"calibrated. {ONE_SEED}: each arm's rate picked on one tuning seed, then its seeds "
         "at that rate; cheaper, exploratory: its verdicts are labelled not calibrated and --fail-on refuses them.",
     )
     p.add_argument(
@@ -305,7 +305,7 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
     if args.outcome not in (None, "loss") and (args.grid or args.budgets):
         raise UserError(f"--outcome {args.outcome} reads one experiment: --grid and --budgets read bits per byte")
     _check_lr_tuning(args)
-    if args.fail_on and args.lr_tuning == ONE_SEED and not args.grid:
+    if args.fail_on and args.lr_tuning == ONE_SEED:
         raise UserError(
             "--fail-on gates only on calibrated verdicts, and --lr-tuning one-seed picks each arm's rate on one seed, "
             "which is not: drop --lr-tuning one-seed (every rate on every seed), or drop --fail-on and read the report"
@@ -337,16 +337,14 @@ def _check_args(args: argparse.Namespace, overrides: dict) -> None:
 
 
 def _check_lr_tuning(args: argparse.Namespace) -> None:
-    """Resolve ``args.lr_tuning`` (one-seed with --grid, every-seed otherwise); UserError where it cannot apply."""
+    """Resolve ``args.lr_tuning`` (every-seed unless given); UserError where it cannot apply."""
     if args.lr_tuning and not args.lr_grid:
         raise UserError(f"--lr-tuning {args.lr_tuning} says how --lr-grid is read: give --lr-grid RATES too")
     if args.budgets and args.lr_tuning == ONE_SEED:
         raise UserError("--budgets trains every rate on every seed: drop --lr-tuning one-seed")
-    args.lr_tuning = args.lr_tuning or (ONE_SEED if args.grid else EVERY_SEED)
+    args.lr_tuning = args.lr_tuning or EVERY_SEED
     if not args.lr_grid or args.budgets or args.lr_tuning == ONE_SEED:
         return
-    if args.grid:
-        raise UserError("--grid reads its cells' rates picked on one seed: add --lr-tuning one-seed")
     clash = [
         flag
         for flag, given in (

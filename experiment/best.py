@@ -27,6 +27,7 @@ every seed, with the seeds left out one at a time, stays within 5% (the same tes
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -59,6 +60,10 @@ class BestVsBest:
     p_holm: float = math.nan
     verdict: str = "inconclusive"
     seeds: int = 0  # the seeds read
+    # Seed-level Δ: the jackknife pseudo-values n·Δ − (n − 1)·Δ_(−i) (Tukey 1958), one per seed read.  Their
+    # mean is the jackknife's bias-corrected Δ and their standard error is exactly ``se``, so a model of
+    # per-seed Δ (the --grid mixed model) reads a tuned best as it reads a paired difference.
+    pseudo: list[float] = dataclasses.field(default_factory=list)
 
 
 def fitted_best(rates: list[float], means: list[float]) -> tuple[float, float]:
@@ -130,7 +135,20 @@ def best_vs_best(
         p_tost = float(max(dist.sf((delta + margin) / se), dist.cdf((delta - margin) / se)))
     else:
         p, p_tost = (0.0 if delta else 1.0), (0.0 if abs(delta) < margin else 1.0)
-    return BestVsBest(arm, label, delta, se, ci, ci90, p, p_tost, {reference: lr_r, arm: lr_a}, seeds=n)
+    pseudo = [float(v) for v in n * delta - (n - 1) * leave_out]
+    return BestVsBest(
+        arm=arm,
+        budget=label,
+        delta=delta,
+        se=se,
+        ci=ci,
+        ci90=ci90,
+        p=p,
+        p_tost=p_tost,
+        best_lr={reference: lr_r, arm: lr_a},
+        seeds=n,
+        pseudo=pseudo,
+    )
 
 
 def holm_verdicts(results: list[BestVsBest], family: int | None = None, alpha: float = ALPHA) -> list[BestVsBest]:

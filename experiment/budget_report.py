@@ -25,6 +25,7 @@ from experiment.arms import with_recorded
 from experiment.budget_readout import BestVsBest, BudgetReadout, TrunkCurve, readout, trunk_curves
 from experiment.budgets import Compute, compute_used, label
 from experiment.figures import save_figure
+from experiment.formats import interval, p_value, signed
 
 matplotlib.use("Agg")
 
@@ -58,21 +59,6 @@ def disagreements(ro: BudgetReadout) -> tuple[list[str], list[str]]:
             )
             (within if both_inside else clashes).append(line)
     return clashes, within
-
-
-def _fmt(x: float, digits: int = 4) -> str:
-    """``-0.0123`` -> ``−0.0123`` (a real minus sign), ``+`` for positive."""
-    return f"{x:+.{digits}f}".replace("-", "−")
-
-
-def _interval(ci: tuple[float, float]) -> str:
-    """``[−0.0123, +0.0045]``."""
-    return f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
-
-
-def _p(p: float) -> str:
-    """A p-value in 3 significant digits (2 would print 0.0496 as 0.05, beside a verdict of better)."""
-    return "n/a" if math.isnan(p) else f"{p:.3g}"
 
 
 def delta_figure(ro: BudgetReadout) -> Figure | None:
@@ -165,7 +151,7 @@ def _verdict(b: BestVsBest, margin: float) -> str:
 
 def _readout_cells(b: BestVsBest, margin: float) -> str:
     """Δ, its 95% and 90% intervals, Holm p and the verdict: the cells both best-against-best tables end with."""
-    return f"{_fmt(b.delta)} | {_interval(b.ci)} | {_interval(b.ci90)} | {_p(b.p_holm)} | {_verdict(b, margin)}"
+    return f"{signed(b.delta)} | {interval(b.ci)} | {interval(b.ci90)} | {p_value(b.p_holm)} | {_verdict(b, margin)}"
 
 
 def _verdict_table(ro: BudgetReadout) -> list[str]:
@@ -218,7 +204,9 @@ def _shared_table(ro: BudgetReadout) -> list[str]:
             cells = []
             for r in ro.rates:
                 c = row.shared[a].get(r)
-                cells.append("n/a" if c is None else f"{_fmt(c.mean)} {_interval(c.ci)} p {_p(c.p_holm)} {c.verdict}")
+                cells.append(
+                    "n/a" if c is None else f"{signed(c.mean)} {interval(c.ci)} p {p_value(c.p_holm)} {c.verdict}"
+                )
             lines.append(f"| {row.budget} | {a} | {' | '.join(cells)} |")
     return lines
 
@@ -238,7 +226,7 @@ def _per_seed_table(ro: BudgetReadout) -> list[str]:
     for row in ro.rows:
         for a in [a for a in ro.arms if a in row.shared]:
             cells = [
-                ", ".join(_fmt(d) for d in row.shared[a][r].diffs) if r in row.shared[a] else "n/a" for r in ro.rates
+                ", ".join(signed(d) for d in row.shared[a][r].diffs) if r in row.shared[a] else "n/a" for r in ro.rates
             ]
             seeds = ", ".join(str(s) for s in row.seeds[a])
             lines.append(f"| {row.budget} | {a} | {seeds} | {' | '.join(cells)} |")

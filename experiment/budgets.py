@@ -33,6 +33,7 @@ from core import hardware
 from core.errors import UserError
 from core.files import read_json
 from experiment.arms import PRESETS, ArmSet
+from experiment.formats import duration, size
 from experiment.launch import TRAIN_PY, Job, arm_command
 from experiment.plan import measure_step_seconds
 from training.branch import step_checkpoint, tokens_per_step
@@ -294,15 +295,10 @@ def plan_line(
     when = (
         f"no time estimate ({how})"
         if seconds_per_token is None
-        else f"roughly {_hours((trunk_left + branch_left) * seconds_per_token / jobs)} with {jobs} run(s) at once on "
+        else f"roughly {duration((trunk_left + branch_left) * seconds_per_token / jobs)} with {jobs} run(s) at once on "
         f"{threads} thread(s) each (an estimate, from {how})"
     )
-    return line + f"; {when}; about {disk / 1e9:.1f} GB of new checkpoints"
-
-
-def _hours(seconds: float) -> str:
-    """``12.3 h`` or ``41 min``."""
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+    return line + f"; {when}; about {size(disk)} of new checkpoints"
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from experiment.arms import with_recorded
 from experiment.grid_model import cell_vocab_use
 from experiment.plan import best_lr, lr_grid_refusals, score as tuning_score
 from experiment.report import Experiment
-from experiment.runner import Plan, run_experiment, write_report
+from experiment.runner import ONE_SEED, Plan, run_experiment, write_report
 from training.config import SCHEMA, parse_config
 from training.runs import is_finished
 
@@ -189,14 +189,23 @@ def _base_config(plan: Plan, axes: list[Axis]) -> dict:
     }
 
 
+def lr_tuning(settings: dict) -> str | None:
+    """How a grid's cells read their learning-rate grid (grid.json's ``lr_tuning``): :data:`EVERY_SEED`,
+    :data:`ONE_SEED`, or None without a grid.  A grid.json from before the field was recorded picked on one seed."""
+    if not settings.get("lr_grid"):
+        return None
+    return settings.get("lr_tuning", ONE_SEED)
+
+
 def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
     """Write grid.json, or refuse a folder made with another base config, margin, reference or axis keys.
 
     Axis values, arms, seeds and the learning-rate grid may grow (:func:`lr_grid_refusals`).  The
     base config is compared resolved (:func:`_base_config`), not by file name: a pinned copy of a
     config under another name continues the grid; a file that kept its name but changed a value is
-    refused before any cell, old or new, trains.  ``config`` records the latest file name.  A
-    grid.json from before ``base_config`` was recorded adopts the current one.
+    refused before any cell, old or new, trains, and so is another ``--lr-tuning`` (:func:`lr_tuning`).
+    ``config`` records the latest file name.  A grid.json from before ``base_config`` was recorded
+    adopts the current one.
     """
     settings = {
         "axes": {a.key: list(a.values) for a in axes},
@@ -204,6 +213,7 @@ def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
         "seeds": plan.seeds,
         "lr_grid": plan.lr_grid,
         "lr_widen": plan.lr_widen,
+        "lr_tuning": plan.lr_tuning if plan.lr_grid else None,
         "margin": plan.margin,
         "reference": plan.reference,
         "config": plan.config,
@@ -213,6 +223,8 @@ def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
     if path.is_file():
         before = read_json(path, "grid settings")
         changed = [k for k in ("margin", "reference") if before.get(k) != settings[k]]
+        if before.get("lr_grid") and plan.lr_grid and lr_tuning(before) != plan.lr_tuning:
+            changed.append(f"--lr-tuning {lr_tuning(before)}")
         changed += report.config_changes(before.get("base_config", settings["base_config"]), settings["base_config"])
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if set(before.get("axes", {})) != set(settings["axes"]):
@@ -328,8 +340,12 @@ def gap_rows(
 ) -> list[dict]:
     """One row per (finished cell, non-reference arm): sizes, data, tuned learning rates, Δ (nats and bpb), verdict.
 
-    Δ = arm − reference, final val loss, paired by seed; ``ci`` the 95% paired t interval; ``diffs_bpb``
-    the per-seed Δ in bpb.  Cells whose runs carry no bits per byte (older runs) have ``delta_bpb`` None.
+    Δ = arm − reference, final val loss.  A cell tuned on one seed, or not tuned, pairs it by seed at each
+    arm's rate: ``ci`` the 95% paired t interval, ``diffs`` (nats) and ``diffs_bpb`` the per-seed Δ.  An
+    every-seed cell (every rate on every seed) reads it best against best: Δ of the fitted bests, ``ci``
+    the leave-one-seed-out jackknife's, ``diffs`` its pseudo-values (their standard error is the
+    jackknife's), ``lr_*`` the fitted best rates; ``readout`` says which.  Cells whose runs carry no bits
+    per byte (older runs) have ``delta_bpb`` None.
     ``vocab_use``: cell name -> :func:`experiment.grid_model.cell_vocab_use` (None: unknown).  Verdicts are
     the cell's own (nats, its declared margin, Holm over its arms), or with ``margin_bpb`` (bits per
     byte) the rule of :func:`_bpb_verdict`; ``band_bpb`` is the equivalence band in bpb either way.
@@ -338,47 +354,95 @@ def gap_rows(
     for gc in cells:
         if gc.exp is None:
             continue
-        exp = gc.exp
-        ref = exp.runs[exp.reference][0]
-        params, non_emb = ref.summary["parameters"], ref.summary["non_embedding_parameters"]
-        train_tokens = ref.summary.get("train_tokens")
-        scale = _bpb_per_nat(exp)
-        for c in readout.comparisons(exp):
-            verdict, needed = (
-                (c.verdict, c.seeds_needed) if margin_bpb is None else _bpb_verdict(exp, c.arm, margin_bpb)
-            )
+        exp, scale = gc.exp, _bpb_per_nat(gc.exp)
+        cell = _cell_columns(gc, (vocab_use or {}).get(gc.cell.name))
+        for gap in _swept_gaps(exp, margin_bpb) if exp.swept else _paired_gaps(exp, margin_bpb):
             rows.append(
                 {
-                    "cell": gc.cell.name,
-                    "arm": c.arm,
-                    "reference": exp.reference,
-                    "vocab_size": ref.config["model"]["vocab_size"],
-                    "tokenizer": ref.config["data"]["tokenizer"],
-                    "n_embd": ref.config["model"]["n_embd"],
-                    "n_layer": ref.config["model"]["n_layer"],
-                    "parameters": params,
-                    "non_embedding_parameters": non_emb,
-                    "embedding_share": 1 - non_emb / params,  # (wte + wpe) / all parameters of the reference model
-                    "vocab_use": (vocab_use or {}).get(gc.cell.name),
-                    "tokens": ref.summary["tokens"],
-                    "epochs": ref.summary["tokens"] / train_tokens if train_tokens else None,
-                    "lr_reference": _arm_lr(exp, exp.reference),
-                    "lr_arm": _arm_lr(exp, c.arm),
-                    "delta": c.mean,
-                    "ci": c.ci,
-                    "verdict": verdict,
-                    "seeds": len(c.diffs),
-                    "seeds_needed": needed,
-                    "margin": c.margin,
+                    **cell,
+                    **gap,
                     "margin_bpb": margin_bpb,
                     "bpb_per_nat": scale,
-                    "band_bpb": margin_bpb if margin_bpb is not None else (None if scale is None else c.margin * scale),
-                    "delta_bpb": None if scale is None else c.mean * scale,
-                    "ci_bpb": None if scale is None else (c.ci[0] * scale, c.ci[1] * scale),
-                    "diffs_bpb": None if scale is None else [d * scale for d in c.diffs],
+                    "band_bpb": margin_bpb if margin_bpb is not None else _scaled(gap["margin"], scale),
+                    "delta_bpb": _scaled(gap["delta"], scale),
+                    "ci_bpb": None if scale is None else (gap["ci"][0] * scale, gap["ci"][1] * scale),
+                    "diffs_bpb": None if scale is None else [d * scale for d in gap["diffs"]],
                 }
             )
     return rows
+
+
+def _scaled(nats: float, scale: float | None) -> float | None:
+    """``nats`` in bits per byte (``scale``: the cell's bpb per nat), or None where the cell has no bpb."""
+    return None if scale is None else nats * scale
+
+
+def _cell_columns(gc: GridCell, vocab_use: dict | None) -> dict:
+    """A row's columns that describe the cell: sizes, data, tokens seen (its reference arm's first run)."""
+    ref = gc.exp.runs[gc.exp.reference][0]
+    params, non_emb = ref.summary["parameters"], ref.summary["non_embedding_parameters"]
+    train_tokens = ref.summary.get("train_tokens")
+    return {
+        "cell": gc.cell.name,
+        "reference": gc.exp.reference,
+        "vocab_size": ref.config["model"]["vocab_size"],
+        "tokenizer": ref.config["data"]["tokenizer"],
+        "n_embd": ref.config["model"]["n_embd"],
+        "n_layer": ref.config["model"]["n_layer"],
+        "parameters": params,
+        "non_embedding_parameters": non_emb,
+        "embedding_share": 1 - non_emb / params,  # (wte + wpe) / all parameters of the reference model
+        "vocab_use": vocab_use,
+        "tokens": ref.summary["tokens"],
+        "epochs": ref.summary["tokens"] / train_tokens if train_tokens else None,
+    }
+
+
+def _paired_gaps(exp: Experiment, margin_bpb: float | None) -> list[dict]:
+    """Each arm's paired Δ at its one rate (nats; ``diffs`` per seed) and its verdict (module docstring)."""
+    gaps = []
+    for c in readout.comparisons(exp):
+        verdict, needed = (c.verdict, c.seeds_needed) if margin_bpb is None else _bpb_verdict(exp, c.arm, margin_bpb)
+        gaps.append(
+            {
+                "arm": c.arm,
+                "readout": "paired at the tuned rates" if exp.tuning else "paired",
+                "lr_reference": _arm_lr(exp, exp.reference),
+                "lr_arm": _arm_lr(exp, c.arm),
+                "delta": c.mean,
+                "ci": c.ci,
+                "diffs": list(c.diffs),
+                "verdict": verdict,
+                "seeds": len(c.diffs),
+                "seeds_needed": needed,
+                "margin": c.margin,
+            }
+        )
+    return gaps
+
+
+def _swept_gaps(exp: Experiment, margin_bpb: float | None) -> list[dict]:
+    """An every-seed cell's Δ of fitted bests per arm (nats), its jackknife interval and verdict
+    (:func:`experiment.readout.best_comparisons`); ``diffs``: the jackknife's pseudo-values, the seed-level
+    Δ the model across cells reads.  With ``margin_bpb`` the verdicts are read in bits per byte."""
+    in_nats = readout.best_comparisons(exp)
+    verdicts = {b.arm: b.verdict for b in readout.best_comparisons(exp, margin_bpb)} if margin_bpb else {}
+    return [
+        {
+            "arm": b.arm,
+            "readout": "best against best",
+            "lr_reference": b.best_lr[exp.reference],
+            "lr_arm": b.best_lr[b.arm],
+            "delta": b.delta,
+            "ci": b.ci,
+            "diffs": b.pseudo,
+            "verdict": verdicts.get(b.arm, "no bpb") if margin_bpb else b.verdict,
+            "seeds": b.seeds,
+            "seeds_needed": None,
+            "margin": exp.margin,
+        }
+        for b in in_nats
+    ]
 
 
 def cells_vocab_use(cells: list[GridCell]) -> dict[str, dict]:

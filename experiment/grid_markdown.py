@@ -28,8 +28,10 @@ from matplotlib.figure import Figure
 
 from core.files import write_text_atomic
 from experiment.figures import log_x, save_figure
+from experiment.formats import interval, p_value, signed
 from experiment.readout import ONE_SEED_TUNING
-from experiment.grid import NOT_STARTED, GridCell, LrPick, cells_vocab_use, gap_rows, load_grid, lr_picks
+from experiment.runner import EVERY_SEED
+from experiment.grid import NOT_STARTED, GridCell, LrPick, cells_vocab_use, gap_rows, load_grid, lr_picks, lr_tuning
 from experiment.grid_model import (
     ArmModels,
     Contrast,
@@ -47,10 +49,6 @@ from experiment.grid_model import (
 )
 
 matplotlib.use("Agg")
-
-
-def _ci(lo: float, hi: float, digits: int = 4) -> str:
-    return f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
 def _table(rows: list[dict]) -> list[str]:
@@ -74,7 +72,7 @@ def _table(rows: list[dict]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         epochs = f" ({r['epochs']:.2f})" if r["epochs"] else ""
-        bpb = f"{r['delta_bpb']:+.4f} {_ci(*r['ci_bpb'])}" if r["delta_bpb"] is not None else "n/a"
+        bpb = f"{signed(r['delta_bpb'])} {interval(r['ci_bpb'])}" if r["delta_bpb"] is not None else "n/a"
         needed = r["seeds_needed"]
         verdict = r["verdict"] + (f" (seeds to detect the margin: {needed.short()})" if needed else "")
         use = [never_seen_fraction(r["vocab_use"]), seen_often_fraction(r["vocab_use"])]
@@ -82,7 +80,7 @@ def _table(rows: list[dict]) -> list[str]:
         lines.append(
             f"| [{r['cell']}]({r['cell']}/report.md) | {r['vocab_size']:,} ({r['tokenizer']}) | {r['n_embd']} × "
             f"{r['n_layer']} | {r['parameters']:,} | {r['embedding_share']:.1%} | {never} | {often} | {r['tokens']:,}{epochs} | "
-            f"{r['lr_reference']:g} / {r['lr_arm']:g} | {r['arm']} | {r['seeds']} | {bpb} | {r['delta']:+.4f} | {verdict} |"
+            f"{r['lr_reference']:.3g} / {r['lr_arm']:.3g} | {r['arm']} | {r['seeds']} | {bpb} | {signed(r['delta'])} | {verdict} |"
         )
     return lines
 
@@ -125,16 +123,21 @@ USE_WORDS = (
 )
 
 
-def _margin_words(settings: dict, readout: Readout) -> str:
+def _margin_words(settings: dict, readout: Readout, swept: bool) -> str:
     """The header's sentence on the equivalence margin and where the verdicts come from."""
     declared = f"equivalence margin ±{settings['margin']:g} nats/token, declared before the runs"
     if readout.margin_bpb is None:
         return declared + "."
     m = f"{readout.margin_bpb:g}"
+    interval, adjusted = (
+        ("jackknife interval of the bests' Δ bpb", "Holm-adjusted across arms")
+        if swept
+        else ("paired t interval of Δ bpb", "not adjusted across arms")
+    )
     return (
         f"{declared} and used by each cell's own report. This report's verdicts use a margin in bits per byte "
-        f"instead, ±{m} bpb (`--margin-bpb {m}`): better or worse when the 95% paired t interval of Δ bpb excludes "
-        f"0 (not adjusted across arms), equivalent when its 90% interval lies inside ±{m} bpb (two one-sided "
+        f"instead, ±{m} bpb (`--margin-bpb {m}`): better or worse when the 95% {interval} excludes "
+        f"0 ({adjusted}), equivalent when its 90% interval lies inside ±{m} bpb (two one-sided "
         f"tests), otherwise inconclusive."
     )
 
@@ -159,20 +162,33 @@ def render_grid(
     lines = [f"# Should the embedding be tied? The scaling view ({len(done)} of {len(started)} cells{more})", ""]
     if command:
         lines += ["```bash", command, "```", ""]
-    lines += [
-        f"Grid: {axes}. Arms: {', '.join(settings['arms'])}, each against `{settings['reference']}`, "
-        f"{_seed_words(settings, rows)}, learning rate tuned per arm and cell on "
-        f"{', '.join(f'{v:g}' for v in settings['lr_grid']) or 'no grid (the config’s)'}"
-        f"{_widen_words(settings.get('lr_widen', 0))}; {_margin_words(settings, readout)}",
-        "",
-    ]
-    source = (
-        "Verdicts: the rule above, from each cell's paired bpb."
-        if readout.margin_bpb is not None
-        else "Verdicts come from each cell's own report (paired t interval, TOST, Holm)."
+    swept = lr_tuning(settings) == EVERY_SEED
+    rates = ", ".join(f"{v:g}" for v in settings["lr_grid"]) or "no grid (the config’s)"
+    tuned = (
+        f"every rate of {rates} trained by every arm on every seed"
+        if swept
+        else f"learning rate tuned per arm and cell on {rates}{_widen_words(settings.get('lr_widen', 0))}"
     )
     lines += [
-        "Δ = arm − reference in final val loss on the same val tokens for every run of a cell, paired by seed. "
+        f"Grid: {axes}. Arms: {', '.join(settings['arms'])}, each against `{settings['reference']}`, "
+        f"{_seed_words(settings, rows)}, {tuned}; {_margin_words(settings, readout, swept)}",
+        "",
+    ]
+    if readout.margin_bpb is not None:
+        source = "Verdicts: the rule above, from each cell's bpb."
+    elif swept:
+        source = "Verdicts come from each cell's own report (best against best, jackknife interval, TOST, Holm)."
+    else:
+        source = "Verdicts come from each cell's own report (paired t interval, TOST, Holm)."
+    how = (
+        "each arm's best against the reference's best: the minimum of a quadratic in log rate through its seeds' "
+        "mean losses, with the seeds left out one at a time for the interval (the seed-level Δ the model across "
+        "cells reads are that jackknife's pseudo-values)"
+        if swept
+        else "paired by seed"
+    )
+    lines += [
+        f"Δ = arm − reference in final val loss on the same val tokens for every run of a cell, {how}. "
         "Bits per byte (bpb) = loss / ln 2 × tokens / UTF-8 bytes of the scored text: comparable across "
         f"tokenizers. {source}",
         "",
@@ -228,10 +244,6 @@ def write_grid_report(
 # ----------------------------------------------------------------------------- the sections
 
 
-def _p(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
-
-
 MODEL_INTRO = (
     "Per arm, a linear mixed model of the seed-level Δ val bpb with a random intercept per cell "
     "(statsmodels `MixedLM`, REML): Δ_cs = β0 + β·x_c + u_c + e_cs, u_c ~ N(0, τ²), e_cs ~ N(0, σ²), one σ for "
@@ -256,13 +268,13 @@ def _model_rows(m: Model) -> list[str]:
         sign = "supported" if excludes_zero(*t.ci) else "covers 0"
         name = "intercept (the mean Δ)" if t.name == "intercept" else t.name
         loo = (
-            f"{t.loo_range[0]:+.4f} to {t.loo_range[1]:+.4f}, supported in {t.loo_supported} of {m.loo_fits}"
+            f"{signed(t.loo_range[0])} to {signed(t.loo_range[1])}, supported in {t.loo_supported} of {m.loo_fits}"
             if t.name != "intercept" and m.loo_fits
             else ""
         )
-        fit = f"{m.tau:.4f} | {m.q:.1f} ({m.q_df}), {_p(m.q_p)} | {m.aic:.1f}{note}" if i == 0 else " | | "
+        fit = f"{m.tau:.4f} | {m.q:.1f} ({m.q_df}), p = {p_value(m.q_p)} | {m.aic:.1f}{note}" if i == 0 else " | | "
         lines.append(
-            f"| {m.moderator if i == 0 else ''} | {name} | {t.coef:+.4f} {_ci(*t.ci)} ({sign}) | {loo} | {fit} |"
+            f"| {m.moderator if i == 0 else ''} | {name} | {signed(t.coef)} {interval(t.ci)} ({sign}) | {loo} | {fit} |"
         )
     return lines
 
@@ -318,18 +330,21 @@ def _contrast_line(c: Contrast, reference: str) -> str:
         return head + f"not available ({c.missing})."
     sign = "excludes 0" if excludes_zero(*c.ci) else "covers 0"
     return (
-        head + f"C = {c.c:+.4f} {_ci(*c.ci)} (Welch, df {c.df:.1f}; {sign}); Δ(`{c.a}`) = {c.delta_a:+.4f} "
-        f"({c.n_a} seeds), Δ(`{c.b}`) = {c.delta_b:+.4f} ({c.n_b} seeds)."
+        head + f"C = {signed(c.c)} {interval(c.ci)} (Welch, df {c.df:.1f}; {sign}); Δ(`{c.a}`) = {signed(c.delta_a)} "
+        f"({c.n_a} seeds), Δ(`{c.b}`) = {signed(c.delta_b)} ({c.n_b} seeds)."
     )
 
 
 def _slope_line(s: Slope, reference: str) -> str:
     head = f"- **{s.arm} − {reference}**: "
-    cells = ", ".join(f"`{c}` (share {sh:.1%}, Δ {d:+.4f})" for c, sh, d, _ in s.cells)
+    cells = ", ".join(f"`{c}` (share {sh:.1%}, Δ {signed(d)})" for c, sh, d, _ in s.cells)
     if s.missing:
         return head + f"not available ({s.missing})" + (f"; cells: {cells}." if cells else ".")
     sign = "supported" if excludes_zero(*s.ci) else "covers 0"
-    return head + f"{s.slope:+.4f} bpb per 10 percentage points {_ci(*s.ci)} (t on {s.df} df; {sign}), over {cells}."
+    return (
+        head
+        + f"{signed(s.slope)} bpb per 10 percentage points {interval(s.ci)} (t on {s.df} df; {sign}), over {cells}."
+    )
 
 
 def readout_section(readout: Readout, rows: list[dict], cells: list) -> list[str]:

@@ -43,6 +43,7 @@ from core.errors import UserError
 from core.files import read_json
 from experiment import stats
 from experiment.arms import PRESETS, ArmSet
+from experiment.formats import duration, size
 from model.config import GPTConfig
 from model.gpt import GPT
 from training.config import RunConfig, TrainConfig
@@ -148,23 +149,6 @@ def time_per_run(out_dir: Path, cfg: RunConfig, val_tokens: int) -> tuple[float 
     return per_step * steps_per_run(cfg, val_tokens) + START_S, how
 
 
-def _size(n_bytes: float) -> str:
-    """``1.1 GB``, ``880 MB``, ``12 kB`` (decimal units)."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
-        if n_bytes >= scale:
-            return f"{n_bytes / scale:.1f} {unit}"
-    return f"{n_bytes / 1e3:.0f} kB"
-
-
-def _duration(seconds: float) -> str:
-    """``3.2 h``, ``41 min``, ``50 s``."""
-    return (
-        f"{seconds / 3600:.1f} h"
-        if seconds >= 3600
-        else (f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s")
-    )
-
-
 def plan_line(
     out_dir: Path,
     runs: list[PlannedRun],
@@ -198,13 +182,13 @@ def plan_line(
     when = (
         f"no time estimate ({how})"
         if seconds is None
-        else f"roughly {_duration(left * seconds)} (an estimate, from {how}: {_duration(seconds)} a run)"
+        else f"roughly {duration(left * seconds)} (an estimate, from {how}: {duration(seconds)} a run)"
     )
     return (
         line
         + f"; {when}"
         + (
-            f" and {_size(disk)} of checkpoints for the {len(new)} new runs ({CHECKPOINT_BYTES_PER_PARAM} bytes a "
+            f" and {size(disk)} of checkpoints for the {len(new)} new runs ({CHECKPOINT_BYTES_PER_PARAM} bytes a "
             "parameter: fp32 weights in ckpt_best.pt, weights and AdamW's two moments in ckpt_last.pt)"
             if new
             else ""

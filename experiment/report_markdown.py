@@ -28,6 +28,7 @@ import torch
 
 from experiment import best, stats
 from experiment.arms import ARM_KEYS
+from experiment.formats import interval, num, p_value, signed
 from experiment.readout import (
     best_comparisons,
     best_table,
@@ -40,39 +41,9 @@ from experiment.readout import (
     target_of,
 )
 from experiment.report import SIZE_KEYS, Experiment
-from experiment.report_sections import (
-    arm_section,
-    figures_section,
-    finite,
-    runs_section,
-    samples_section,
-    setup_section,
-)
+from experiment.report_sections import arm_section, figures_section, runs_section, samples_section, setup_section
 from model.config import GPTConfig
 from model.gpt import GPT
-
-
-def _num(x: float, digits: int = 3) -> str:
-    """A number for prose, with a true minus sign (``−0.143``); ``"n/a"`` for None or NaN."""
-    return f"{x:.{digits}f}".replace("-", "−") if finite(x) else "n/a"
-
-
-def _signed(x: float, digits: int = 4) -> str:
-    """A difference with its sign always shown and a true minus sign (``+0.0050``, ``−0.1500``)."""
-    return f"{x:+.{digits}f}".replace("-", "−") if finite(x) else "n/a"
-
-
-def _p(p: float | None) -> str:
-    """A p-value: three decimals, scientific below 0.001, ``"n/a"`` when it could not be computed."""
-    if not finite(p):
-        return "n/a"
-    return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
-
-
-def _ci(c: stats.Comparison, digits: int = 3, level: int = 95) -> str:
-    """The 95% (or ``level=90``) CI as ``[−0.198, −0.089]``, or ``"n/a"`` with one seed."""
-    low, high = c.ci if level == 95 else c.ci90
-    return f"[{_num(low, digits)}, {_num(high, digits)}]" if finite(low) else "n/a"
 
 
 def baseline_warning(exp: Experiment) -> str | None:
@@ -121,7 +92,7 @@ def _speed_line(c: stats.Comparison) -> str:
     )
     return (
         f"{_head(c)}{verdict} — tokens/s {pct(c.mean)} (95% CI {ci}; Holm-adjusted p = "
-        f"{_p(c.p_holm)}; TOST p at ±{100 * c.margin:g}% = {_p(c.p_tost)}; {n} interleaved seed pair{'s' if n != 1 else ''})"
+        f"{p_value(c.p_holm)}; TOST p at ±{100 * c.margin:g}% = {p_value(c.p_tost)}; {n} interleaved seed pair{'s' if n != 1 else ''})"
     )
 
 
@@ -138,7 +109,7 @@ def _target_line(c: stats.Comparison, outcome: str) -> str:
     what = "training seconds" if outcome.startswith("time-to:") else "tokens"
     return (
         f"{_head(c)}{verdict} — {what} to reach val loss {target_of(outcome):g} {pct(c.mean)} (95% CI {ci}; "
-        f"Holm-adjusted p = {_p(c.p_holm)}; TOST p at ±{100 * c.margin:g}% = {_p(c.p_tost)}; {n} seeds)"
+        f"Holm-adjusted p = {p_value(c.p_holm)}; TOST p at ±{100 * c.margin:g}% = {p_value(c.p_tost)}; {n} seeds)"
     )
 
 
@@ -192,13 +163,13 @@ def _verdict_line(c: stats.Comparison) -> str:
         within = _within(c.verdict, c.ci, c.margin)
         return (
             head + f"**{c.verdict}**{within} — final val loss {'lower' if c.mean < 0 else 'higher'} by "
-            f"{_num(abs(c.mean))} nats (95% CI {_ci(c)}; perplexity ×{c.ppl_ratio:.3f}; {n} seeds; "
-            f"Holm-adjusted p = {_p(c.p_holm)})"
+            f"{num(abs(c.mean))} nats (95% CI {interval(c.ci, 3)}; perplexity ×{c.ppl_ratio:.3f}; {n} seeds; "
+            f"Holm-adjusted p = {p_value(c.p_holm)})"
         )
     if c.verdict == "equivalent":
         return (
-            head + f"**equivalent within ±{c.margin:g} nats** (TOST p = {_p(c.p_tost)}; mean difference "
-            f"{_num(c.mean)} nats, 95% CI {_ci(c)}; {n} seed{'s' if n != 1 else ''})"
+            head + f"**equivalent within ±{c.margin:g} nats** (TOST p = {p_value(c.p_tost)}; mean difference "
+            f"{num(c.mean)} nats, 95% CI {interval(c.ci, 3)}; {n} seed{'s' if n != 1 else ''})"
         )
     if n < 2:
         settle = "one seed has no spread to test against: run at least 2 seeds per arm, 5 or more to settle it"
@@ -207,8 +178,8 @@ def _verdict_line(c: stats.Comparison) -> str:
     else:
         settle = c.seeds_needed.words(f"±{c.margin:g} nats")
     return (
-        head + f"**inconclusive** — mean difference {_num(c.mean)} nats (95% CI {_ci(c)}; Holm-adjusted "
-        f"p = {_p(c.p_holm)}; TOST p at ±{c.margin:g} = {_p(c.p_tost)}; {n} seed{'s' if n != 1 else ''}): neither a difference nor "
+        head + f"**inconclusive** — mean difference {num(c.mean)} nats (95% CI {interval(c.ci, 3)}; Holm-adjusted "
+        f"p = {p_value(c.p_holm)}; TOST p at ±{c.margin:g} = {p_value(c.p_tost)}; {n} seed{'s' if n != 1 else ''}): neither a difference nor "
         f"equivalence is shown; {settle}"
     )
 
@@ -287,8 +258,8 @@ def _best_line(b: best.BestVsBest, reference: str, margin: float, unit: str) -> 
     """One best-against-best comparison in words: the verdict in bold, then the numbers behind it."""
     rates = f"best rates {b.best_lr[b.arm]:.3g} ({b.arm}) and {b.best_lr[reference]:.3g} ({reference})"
     numbers = (
-        f"Δ of the fitted bests {_signed(b.delta)} {unit}, 95% CI [{_signed(b.ci[0])}, {_signed(b.ci[1])}] "
-        f"(leave-one-seed-out); Holm-adjusted p = {_p(b.p_holm)}; TOST p at ±{margin:g} = {_p(b.p_tost)}; "
+        f"Δ of the fitted bests {signed(b.delta)} {unit}, 95% CI {interval(b.ci)} "
+        f"(leave-one-seed-out); Holm-adjusted p = {p_value(b.p_holm)}; TOST p at ±{margin:g} = {p_value(b.p_tost)}; "
         f"{rates}; {b.seeds} seeds"
     )
     within = _within(b.verdict, b.ci, margin)
@@ -361,9 +332,9 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
     for c in comps:
         needed = "—" if c.verdict != "inconclusive" else (c.seeds_needed.short() if c.seeds_needed else "n/a")
         lines.append(
-            f"| {c.arm} | {', '.join(_signed(d) for d in c.diffs)} | {_signed(c.mean)} | {_ci(c, 4)} | {_p(c.p_t)} | "
-            f"{_p(c.p_holm)} | {_p(c.p_wilcoxon)} | {_p(c.p_sign)} | {_num(c.d_z, 2)} | {c.ppl_ratio:.4f} | "
-            f"{_p(c.p_tost)} | {c.verdict} | {needed} |"
+            f"| {c.arm} | {', '.join(signed(d) for d in c.diffs)} | {signed(c.mean)} | {interval(c.ci)} | {p_value(c.p_t)} | "
+            f"{p_value(c.p_holm)} | {p_value(c.p_wilcoxon)} | {p_value(c.p_sign)} | {num(c.d_z, 2)} | {c.ppl_ratio:.4f} | "
+            f"{p_value(c.p_tost)} | {c.verdict} | {needed} |"
         )
     unit = (
         "−ln tokens/s (negative = the arm is faster; −0.02 is about 2% faster), the runs of a seed trained one "
@@ -414,8 +385,8 @@ def _bpb_section(exp: Experiment, margin_bpb: float) -> list[str]:
             lines.append(f"| {arm} | a run has no bits per byte (trained before they were recorded) | | | | | | n/a |")
             continue
         lines.append(
-            f"| {arm} | {', '.join(_signed(d) for d in c.diffs)} | {_signed(c.mean)} | {_ci(c, 4)} | "
-            f"{_ci(c, 4, level=90)} | {_p(c.p_holm)} | {_p(c.p_tost)} | **{c.verdict}** |"
+            f"| {arm} | {', '.join(signed(d) for d in c.diffs)} | {signed(c.mean)} | {interval(c.ci)} | "
+            f"{interval(c.ci90)} | {p_value(c.p_holm)} | {p_value(c.p_tost)} | **{c.verdict}** |"
         )
     return lines + [
         "",

@@ -9,11 +9,11 @@ load the machine had, and a value a run did not record reads "n/a".
 from __future__ import annotations
 
 import html
-import math
 import os
 from pathlib import Path
 
 from experiment.figures import CAPTIONS
+from experiment.formats import finite
 from experiment.readout import arm_table
 from experiment.report import SIZE_KEYS, Experiment, code_versions
 
@@ -34,11 +34,6 @@ INIT_WORDS = {
 def _cell(text: str) -> str:
     """Sample text as one Markdown table cell: HTML-escaped, pipes and newlines made inert."""
     return html.escape(text, quote=False).replace("|", "&#124;").replace("\n", "<br>")
-
-
-def finite(x) -> bool:
-    """True for a finite int or float (not None, NaN or inf)."""
-    return isinstance(x, (int, float)) and math.isfinite(x)
 
 
 def _pm(ms: tuple[float, float], digits: int = 4) -> str:

@@ -11,7 +11,7 @@ import re
 import pytest
 from fake_runs import UNIGRAM, fake_experiment, fake_run, fake_tuning
 
-from experiment import readout, report, report_markdown, report_sections
+from experiment import formats, readout, report, report_markdown, report_sections
 from experiment.arms import DESCRIPTIONS
 
 CLEAR = [(3.0, 2.85), (3.1, 2.97), (3.2, 3.04)]  # untied lower on every seed by 0.13-0.16 nats
@@ -47,7 +47,7 @@ def test_clearly_better_arm_gets_a_bold_better_with_its_numbers(tmp_path):
     md = _md(_exp(tmp_path, CLEAR))
     assert (
         "- untied vs tied (reference): **better** — final val loss lower by 0.147 nats (95% CI [−0.185, −0.109]; "
-        "perplexity ×0.864; 3 seeds; Holm-adjusted p = 0.004)"
+        "perplexity ×0.864; 3 seeds; Holm-adjusted p = 0.0036)"
     ) in _section(md, "Verdict")
 
 
@@ -118,8 +118,8 @@ def test_statistics_row_holds_the_per_seed_differences_and_the_stats_values(tmp_
     c = readout.comparisons(exp)[0]
     section = _section(_md(exp), "Paired statistics")
     assert (
-        f"| untied | −0.1500, −0.1300, −0.1600 | −0.1467 | [−0.1846, −0.1087] | {c.p_t:.3f} | {c.p_holm:.3f} | "
-        f"{c.p_wilcoxon:.3f} | {c.p_sign:.3f} | {c.d_z:.2f} | {c.ppl_ratio:.4f} |".replace("-", "−")
+        f"| untied | −0.1500, −0.1300, −0.1600 | −0.1467 | [−0.1846, −0.1087] | {c.p_t:.3g} | {c.p_holm:.3g} | "
+        f"{c.p_wilcoxon:.3g} | {c.p_sign:.3g} | {c.d_z:.2f} | {c.ppl_ratio:.4f} |".replace("-", "−")
     ) in section
     assert "| better | — |" in section
     for words in (
@@ -361,7 +361,7 @@ def test_a_margin_in_bits_per_byte_adds_its_verdicts_beside_the_nats(tmp_path):
     md = _md(exp, margin_bpb=0.02)
     assert "**inconclusive**" in _section(md, "Verdict")
     section = _section(md, "In bits per byte, at ±0.02 bpb (`--margin-bpb 0.02`)")
-    row = "| untied | −0.0050, +0.0040, −0.0010 | −0.0007 | [−0.0119, 0.0105] | [−0.0083, 0.0069] | 0.822 | 0.009 |"
+    row = "| untied | −0.0050, +0.0040, −0.0010 | −0.0007 | [−0.0119, +0.0105] | [−0.0083, +0.0069] | 0.822 | 0.00883 |"
     assert row + " **equivalent** |" in section
     assert "90% interval lies inside ±0.02 bpb" in section
     assert "In bits per byte" not in _md(exp)
@@ -382,7 +382,7 @@ def test_the_bpb_verdicts_of_several_arms_are_holm_adjusted_like_the_nats_ones(t
     assert "| tied |" not in section
     for c in readout.comparisons(exp):
         row = next(line for line in section.splitlines() if line.startswith(f"| {c.arm} |"))
-        assert row.endswith(f"| **{c.verdict}** |") and f"| {report_markdown._p(c.p_holm)} |" in row
+        assert row.endswith(f"| **{c.verdict}** |") and f"| {formats.p_value(c.p_holm)} |" in row
 
 
 def test_a_verdict_read_at_rates_picked_on_one_seed_is_labelled_not_calibrated(tmp_path):
