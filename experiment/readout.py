@@ -101,6 +101,15 @@ def never_reached(exp: Experiment) -> dict[str, list[int]]:
     return {arm: seeds for arm, seeds in out.items() if seeds}
 
 
+def qualifications(exp: Experiment) -> list[stats.Qualification]:
+    """With a ``tokens-to`` or ``time-to`` outcome, whether each arm's final val loss is below the target at
+    p < 0.01 (:func:`experiment.stats.below_target`, a speedrun record's rule); empty for other outcomes."""
+    target = target_of(exp.outcome)
+    if target is None:
+        return []
+    return [stats.below_target(arm, [r.score for r in members], target) for arm, members in exp.runs.items()]
+
+
 def comparisons(exp: Experiment) -> list[stats.Comparison]:
     """Each arm against the reference on the declared outcome, paired by seed; Holm-adjusted over the arms.
 
@@ -258,6 +267,10 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
             arm: [v if math.isfinite(v := outcome_value(r, exp.outcome)) else None for r in members]
             for arm, members in exp.runs.items()
         },
+        "qualifies": [
+            {"arm": q.arm, "target": q.target, "mean": q.mean, "seeds": q.seeds, "p": q.p, "qualifies": q.qualifies}
+            for q in qualifications(exp)
+        ],
         # an every-seed experiment's verdicts are best against best (_swept_record), not paired at one rate
         "comparisons": [] if exp.swept else [_comparison_record(c) for c in comparisons(exp)],
     }

@@ -38,6 +38,7 @@ from experiment.readout import (
     lr_table,
     never_reached,
     not_calibrated,
+    qualifications,
     target_of,
 )
 from experiment.report import SIZE_KEYS, Experiment
@@ -249,9 +250,25 @@ def _verdict_section(exp: Experiment, comps: list[stats.Comparison], warned: boo
     if target_of(exp.outcome) is not None:
         lines += [_target_line(c, exp.outcome) for c in comps]
         lines += ["", _machine_line(exp)] if exp.outcome.startswith("time-to:") else []
+        lines += ["", _qualify_line(qualifications(exp))]
     else:
         lines += [_speed_line(c) if exp.outcome == "tokens-per-s" else _verdict_line(c) for c in comps]
     return lines + ["", _budget_sentence(exp), ""]
+
+
+def _qualify_line(found: list[stats.Qualification]) -> str:
+    """Which arms reach the target as a speedrun record must (modded-nanogpt's rule), in one paragraph."""
+    words = [
+        f"{q.arm} {num(q.mean, 4)} over {q.seeds} seeds, p = {p_value(q.p)}: "
+        + ("**qualifies**" if q.qualifies else "does not qualify")
+        for q in found
+    ]
+    return (
+        f"**Reaches the target** (a speedrun record's rule, as modded-nanogpt's: mean final val loss below "
+        f"{found[0].target:g} at p < {stats.QUALIFY_ALPHA:g}, one-sided one-sample t on seeds − 1 df): "
+        + "; ".join(words)
+        + "."
+    )
 
 
 def _best_line(b: best.BestVsBest, reference: str, margin: float, unit: str) -> str:

@@ -272,6 +272,40 @@ def holm(comparisons: list[Comparison], alpha: float = 0.05, family: int | None 
     return out
 
 
+QUALIFY_ALPHA = 0.01  # modded-nanogpt's record rule: a new record's mean loss below the target at p < 0.01
+
+
+@dataclass(frozen=True)
+class Qualification:
+    """Whether an arm's runs reach a target val loss as a speedrun record must: their mean final val loss below
+    ``target`` by a one-sided one-sample t-test at p < :data:`QUALIFY_ALPHA` (nats/token)."""
+
+    arm: str
+    target: float
+    mean: float
+    seeds: int
+    p: float  # one-sided: the chance of a mean this far below the target if the true mean were the target
+
+    @property
+    def qualifies(self) -> bool:
+        return self.p < QUALIFY_ALPHA
+
+
+def below_target(arm: str, values: Sequence[float], target: float) -> Qualification:
+    """The one-sample t-test of modded-nanogpt's records (``scipy.stats.ttest_1samp``, ``alternative="less"``,
+    n − 1 df) that the mean of ``values`` (final val losses, one per seed) lies below ``target``.
+
+    p is NaN with fewer than 2 finite values, or when every value is the same (no spread to test on),
+    and then the arm does not qualify.
+    """
+    finite = [float(v) for v in values if math.isfinite(v)]
+    mean = float(np.mean(finite)) if finite else math.nan
+    if len(finite) < 2 or len(finite) < len(values) or np.ptp(finite) == 0:
+        return Qualification(arm, target, mean, len(finite), math.nan)
+    p = float(stats.ttest_1samp(finite, target, alternative="less").pvalue)
+    return Qualification(arm, target, mean, len(finite), p)
+
+
 MIN_PLANNING_DF = 4  # a spread from fewer degrees of freedom (a pilot under 5 seeds) is too uncertain to plan on
 
 

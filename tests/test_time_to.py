@@ -75,3 +75,36 @@ def test_time_to_parses_like_tokens_to():
     """time-to:<val loss> is an outcome; its target is read like tokens-to's."""
     assert readout.parse_outcome("time-to:1.880") == "time-to:1.88" and readout.target_of("time-to:1.88") == 1.88
     assert readout.target_of("tokens-per-s") is None
+
+
+def test_the_record_rule_is_a_one_sided_one_sample_t_test_at_one_percent():
+    """below_target: t = (mean − target) / (sd / √n) on n − 1 df, one-sided; 1.86 ± 0.01 over 5 seeds is well
+    below 1.88 (qualifies), 1.875 ± 0.01 over 3 is not below it at p < 0.01, and identical values have no test."""
+    import math
+
+    from scipy import stats as sps
+
+    from experiment import stats
+
+    values = [1.85, 1.86, 1.87, 1.855, 1.865]
+    q = stats.below_target("fast", values, 1.88)
+    sd = sps.tstd(values)
+    want = sps.t(df=4).cdf((sum(values) / 5 - 1.88) / (sd / math.sqrt(5)))
+    assert q.p == pytest.approx(want) and q.qualifies and q.seeds == 5
+    assert not stats.below_target("close", [1.865, 1.875, 1.885], 1.88).qualifies
+    assert math.isnan(stats.below_target("flat", [1.8, 1.8], 1.88).p)
+
+
+def test_a_timed_report_says_which_arms_reach_the_target_as_a_record_must(tmp_path):
+    """With time-to, the report and verdict.json say for each arm whether its mean final val loss is below the
+    target at p < 0.01: both arms here end at 3.00-3.02 against 3.5, so both qualify."""
+    paths = [
+        with_speed(fake_run(tmp_path, f"{arm}-s{s}", True, 1337 + s, 3.0 + 0.01 * s, settings={"model.dropout": p}), v)
+        for s in range(3)
+        for arm, p, v in (("base", 0.0, 100.0), ("fast", 0.1, 200.0 + s))
+    ]
+    assert compare.main([str(x) for x in paths] + ["--outcome", "time-to:3.5", "--margin", "0.05"]) == 0
+    md = (tmp_path / "report.md").read_text()
+    assert "**Reaches the target** (a speedrun record's rule" in md and md.count("**qualifies**") == 2
+    found = json.loads((tmp_path / "verdict.json").read_text())["qualifies"]
+    assert [(q["qualifies"], q["seeds"], q["target"]) for q in found] == [(True, 3, 3.5)] * 2
