@@ -23,7 +23,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json
 from experiment import best, stats
-from experiment.report import Experiment, Run, code_versions
+from experiment.report import TARGETS, Experiment, Run, code_versions, target_of
 
 # What a verdict may read, declared before the runs (``compare.py --outcome``): the final val loss
 # (nats/token); a systems change's speed: each run's median tokens/s, compared as -ln(tokens/s) so
@@ -36,13 +36,6 @@ OUTCOMES = {
     "tokens-to:LOSS": "ln of the training tokens to reach val loss LOSS",
     "time-to:LOSS": "ln of the training seconds to reach val loss LOSS (evaluation and checkpoints left out)",
 }
-TARGETS = ("tokens-to", "time-to")  # the outcomes that read when a run reaches a val loss
-
-
-def target_of(outcome: str) -> float | None:
-    """The val loss a ``tokens-to:`` or ``time-to:`` outcome reads the runs' way to; None for the others."""
-    head, _, target = outcome.partition(":")
-    return float(target) if head in TARGETS else None
 
 
 def parse_outcome(text: str) -> str:

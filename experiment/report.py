@@ -52,6 +52,15 @@ TUNED_KEYS = {"train.learning_rate", "train.min_lr", "train.muon_learning_rate"}
 SIZE_KEYS = {"model.n_embd", "model.n_layer"}
 
 
+TARGETS = ("tokens-to", "time-to")  # the outcomes that read when a run reaches a val loss
+
+
+def target_of(outcome: str) -> float | None:
+    """The val loss a ``tokens-to:`` or ``time-to:`` outcome reads the runs' way to; None for the others."""
+    head, _, target = outcome.partition(":")
+    return float(target) if head in TARGETS else None
+
+
 @dataclass
 class Run:
     """One finished run folder, as the report needs it."""
@@ -406,7 +415,11 @@ def check_experiment(
                 "re-run them with the same config"
             )
     _check_sizes(arms, {arm: {k: v for k, v in d.items() if k not in arm_set.keys} for arm, d in differences.items()})
-    schedules.check_schedules([r for members in arms.values() for r in members] + (tuning or []))
+    if target_of(outcome) is None:  # the arms compare at one budget: every run follows one schedule
+        schedules.check_schedules([r for members in arms.values() for r in members] + (tuning or []))
+    else:  # the arms race to a val loss, each on its own recipe: every seed of an arm follows the arm's schedule
+        for members in arms.values():
+            schedules.check_schedules(members)
     grid = _check_tuning(tuning or [], seeds, arms)
     return Experiment(arms, seeds, reference, margin, differences, bookkeeping, grid, arm_set, outcome)
 

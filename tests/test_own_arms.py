@@ -318,6 +318,18 @@ def test_an_arm_that_changes_the_schedule_is_refused_before_anything_trains_or_i
     assert not (tmp_path / "exp" / "experiment.json").exists() and not list((tmp_path / "exp").glob("*/config.json"))
 
 
+@pytest.mark.slow
+def test_a_race_to_a_val_loss_lets_each_arm_keep_its_own_schedule(tmp_path):
+    """With --outcome tokens-to:LOSS the arms are recipes racing to a val loss (a speedrun's rows), so an arm whose
+    rate decays sooner trains and is reported, where --outcome loss refuses it (the test above)."""
+    argv = [*tiny_compare_args(tmp_path), "--seeds", "2", "--arm", "base:train.lr_decay_iters=6"]
+    argv += ["--arm", "short:train.lr_decay_iters=3", "--outcome", "tokens-to:3.3"]
+    assert compare.main(argv) == 0
+    md = (tmp_path / "exp" / "report.md").read_text()
+    assert "## Paired statistics (ln tokens to val loss 3.3" in md and "**Reaches the target**" in md
+    assert json.loads((tmp_path / "exp" / "verdict.json").read_text())["outcome"] == "tokens-to:3.3"
+
+
 def test_a_learning_rate_arm_scales_min_lr_with_its_rate_as_the_grid_does(tmp_path, monkeypatch, capsys):
     """--arm lr4:train.learning_rate=4e-3: the run is started with min_lr scaled alike (the config's min_lr /
     learning_rate times 4e-3), said once, so its schedule has the others' shape and the report accepts it."""
