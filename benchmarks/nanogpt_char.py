@@ -13,6 +13,12 @@ wall time of every round, the median, nanoGPT's median over this one, the val lo
 the last step, and the peak resident memory (the child's ``ru_maxrss``, what ``/usr/bin/time -v``
 reports).  Logs and tinygpt's run folders go to ``--out``.  Linux and macOS (``os.wait4``).
 
+With ``--record CONFIG`` a third program joins each round: ``train.py --config CONFIG``, a speedrun
+record's recipe (``results/speedrun-cpu-2026-11-27/``).  Each program's output is read as it is
+written (unbuffered), and every evaluation line is stamped with the seconds since its process
+started: ``race.json`` in ``--out`` keeps every round's (seconds, step, val loss) and
+``val_loss_vs_seconds.png`` draws them, one colour a program.
+
 Nothing else should run on the machine meanwhile: quote the medians and their ratio, and say on
 which CPU (``results/speed-cpu-2026-11-24/README.md`` is such a record).
 """
@@ -20,6 +26,7 @@ which CPU (``results/speed-cpu-2026-11-24/README.md`` is such a record).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -59,6 +66,7 @@ class Program:
     wall_s: list[float] = field(default_factory=list)
     peak_mib: list[float] = field(default_factory=list)
     val_loss: float | None = None
+    curves: list[list[tuple[float, int, float]]] = field(default_factory=list)  # per round: (s, step, val loss)
 
 
 def last_val_loss(text: str) -> float | None:
@@ -67,21 +75,53 @@ def last_val_loss(text: str) -> float | None:
     return float(found[-1][1]) if found else None
 
 
-def run_once(argv: list[str], cwd: Path, log: Path) -> tuple[float, float, str]:
-    """Run ``argv`` in ``cwd`` to the end, output to ``log``: (wall seconds, peak RSS in MiB, the output).
+def run_once(argv: list[str], cwd: Path, log: Path) -> tuple[float, float, str, list[tuple[float, int, float]]]:
+    """Run ``argv`` in ``cwd`` to the end, output to ``log``: (wall seconds, peak RSS in MiB, the output, and
+    each evaluation line's (seconds since the start, step, val loss) as it was printed).
 
-    Raises RuntimeError if the program exits with an error (its log says why).
+    The child runs with ``PYTHONUNBUFFERED=1`` so that its lines arrive when printed.  Raises RuntimeError if
+    the program exits with an error (its log says why).
     """
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    curve, lines = [], []
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as out:
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        for raw in proc.stdout:  # bytes split at \n only: a progress bar's \r redraws stay as they were printed
+            line = raw.decode("utf-8", errors="replace")
+            out.write(line)
+            lines.append(line)
+            for step, loss in EVAL_LINE.findall(line):
+                curve.append((time.perf_counter() - start, int(step), float(loss)))
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited with {proc.returncode}: see {log}")
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-    return wall, usage.ru_maxrss * scale / 2**20, log.read_text(encoding="utf-8", errors="replace")
+    return wall, usage.ru_maxrss * scale / 2**20, "".join(lines), curve
+
+
+def figure(programs: list[Program], path: Path) -> None:
+    """``path``: every round's val loss against the seconds since its process started, one colour a program."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for colour, p in zip(("tab:grey", "tab:blue", "tab:red", "tab:green"), programs):
+        for i, curve in enumerate(p.curves):
+            ax.plot(
+                [c[0] for c in curve], [c[2] for c in curve], color=colour, alpha=0.8, label=p.name if i == 0 else None
+            )
+    ax.axhline(1.88, color="black", linestyle=":", linewidth=1, label="val loss 1.88")
+    ax.set(xlabel="wall seconds since the process started", ylabel="val loss (each program's periodic estimate)")
+    ax.set_ylim(top=2.6)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def table(programs: list[Program]) -> str:
@@ -122,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         help="folder for the logs and tinygpt's run folders (default runs/nanogpt-char)",
     )
     p.add_argument(
+        "--record",
+        type=Path,
+        help="a speedrun record's config: train.py --config RECORD runs as a third program in every round",
+    )
+    p.add_argument(
         "--tinygpt-arg",
         action="append",
         default=[],
@@ -135,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
             "python data/shakespeare_char/prepare.py inside that nanoGPT checkout first",
             file=sys.stderr,
         )
+        return 2
+    if args.record and not args.record.is_file():
+        print(f"error: --record {args.record}: no such config file; give a config's path", file=sys.stderr)
         return 2
     if args.rounds < 1:
         print(f"error: --rounds must be >= 1, got {args.rounds}", file=sys.stderr)
@@ -158,15 +206,29 @@ def main(argv: list[str] | None = None) -> int:
         ],
         REPO,
     )
+    programs = [nano, tiny]
+    if args.record:
+        record = [*tiny.argv[:2], "--config", str(args.record), *tiny.argv[4:]]
+        programs.append(Program(f"record ({args.record.stem})", record, REPO))
     for i in range(1, args.rounds + 1):
-        for prog in (nano, tiny):
-            extra = ["--run-name", f"round-{i}-{time.strftime('%H%M%S')}"] if prog is tiny else []
-            wall, peak, text = run_once([*prog.argv, *extra], prog.cwd, out / f"{prog.name}-{i}.log")
+        for prog in programs:
+            extra = (
+                ["--run-name", f"{prog.name.split()[0]}-round-{i}-{time.strftime('%H%M%S')}"]
+                if prog is not nano
+                else []
+            )
+            log = out / f"{prog.name.split()[0]}-{i}.log"
+            wall, peak, text, curve = run_once([*prog.argv, *extra], prog.cwd, log)
             prog.wall_s.append(wall)
             prog.peak_mib.append(peak)
+            prog.curves.append(curve)
             prog.val_loss = last_val_loss(text)
             print(f"round {i}: {prog.name} {wall:.2f} s, peak {peak:.1f} MiB, val loss {prog.val_loss}", flush=True)
-    print(table([nano, tiny]))
+    print(table(programs))
+    (out / "race.json").write_text(
+        json.dumps({p.name: {"wall_s": p.wall_s, "peak_mib": p.peak_mib, "curves": p.curves} for p in programs})
+    )
+    figure(programs, out / "val_loss_vs_seconds.png")
     return 0
 
 

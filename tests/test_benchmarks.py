@@ -25,9 +25,22 @@ def test_run_once_times_a_child_and_reads_its_peak_memory(tmp_path):
     """A child run to its end gives its wall time, a plausible peak RSS (a Python process: over 1 MiB) and its
     output, which is also in the log."""
     code = "import time; time.sleep(0.2); print('step 5: train loss 1.0, val loss 2.5')"
-    wall, peak_mib, text = nanogpt_char.run_once([sys.executable, "-c", code], tmp_path, tmp_path / "a.log")
+    wall, peak_mib, text, curve = nanogpt_char.run_once([sys.executable, "-c", code], tmp_path, tmp_path / "a.log")
     assert wall >= 0.2 and 1 < peak_mib < 4096
     assert nanogpt_char.last_val_loss(text) == 2.5 and (tmp_path / "a.log").read_text() == text
+    ((seconds, step, loss),) = curve
+    assert 0.2 <= seconds <= wall and (step, loss) == (5, 2.5)
+
+
+def test_each_eval_line_is_stamped_when_the_child_prints_it(tmp_path):
+    """Lines arrive as printed (the child runs unbuffered): an eval printed before a 0.5 s sleep is stamped
+    before it, the next one after it."""
+    code = (
+        "import time; print('step 1: train loss 1.0, val loss 2.0'); time.sleep(0.5); "
+        "print('step 2: train loss 1.0, val loss 1.5')"
+    )
+    _, _, _, curve = nanogpt_char.run_once([sys.executable, "-c", code], tmp_path, tmp_path / "a.log")
+    assert [c[1:] for c in curve] == [(1, 2.0), (2, 1.5)] and curve[1][0] - curve[0][0] >= 0.45
 
 
 def test_a_nanogpt_checkout_without_prepared_data_is_refused(tmp_path, capsys):
