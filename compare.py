@@ -548,7 +548,18 @@ def _given_runs(args: argparse.Namespace) -> Compared:
     margin, declared, outcome, sequential = declared_settings(where, args.margin, args.outcome)
     arm_set, reference = arms_of_runs([*reported, *tuning], declared_reference(where, args.reference))
     out_dir = args.report_dir or where
-    return Compared(reported, tuning, out_dir, arm_set, reference, margin, declared, outcome, sequential, where)
+    return Compared(
+        reported=reported,
+        tuning=tuning,
+        out_dir=out_dir,
+        arm_set=arm_set,
+        reference=reference,
+        margin=margin,
+        declared=declared,
+        outcome=outcome,
+        sequential=sequential,
+        folder=where,
+    )
 
 
 def _experiment_folder(runs: list[Path]) -> Path | None:
@@ -586,7 +597,16 @@ def _trained_runs(plan: Plan) -> Compared:
     else:
         (reported, tuning, out_dir), sequential = run_experiment(plan), (0.05, "", None)
     return Compared(
-        reported, tuning, out_dir, plan.arm_set, plan.reference, plan.margin, True, plan.outcome, sequential, out_dir
+        reported=reported,
+        tuning=tuning,
+        out_dir=out_dir,
+        arm_set=plan.arm_set,
+        reference=plan.reference,
+        margin=plan.margin,
+        declared=True,
+        outcome=plan.outcome,
+        sequential=sequential,
+        folder=out_dir,
     )
 
 

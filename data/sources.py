@@ -132,7 +132,17 @@ def resolve_source(
     mixing file kinds or holding none.
     """
     if source.startswith(HF_PREFIX):
-        return DatasetSource(source, "hf", None, subset, split, val_split, text_field, streaming, hf_cache)
+        return DatasetSource(
+            source=source,
+            kind="hf",
+            files=None,
+            subset=subset,
+            split=split,
+            val_split=val_split,
+            text_field=text_field,
+            streaming=streaming,
+            hf_cache=hf_cache,
+        )
     if source in NAMED_SOURCES:
         return TextSource(source)
     path = Path(source).expanduser()
@@ -141,7 +151,17 @@ def resolve_source(
     kind, files = _local_kind(path)
     if kind == "txt":
         return TextSource(source)
-    return DatasetSource(source, kind, files, "", "train", "", text_field, streaming, hf_cache)
+    return DatasetSource(
+        source=source,
+        kind=kind,
+        files=files,
+        subset="",
+        split="train",
+        val_split="",
+        text_field=text_field,
+        streaming=streaming,
+        hf_cache=hf_cache,
+    )
 
 
 def char_vocabulary_text(src, extra: str = "") -> str:

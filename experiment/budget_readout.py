@@ -141,7 +141,18 @@ def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score
                 )
             seen[key] = run
             params, split = summary["parameters"], summary["train_tokens"]
-            out.append(Score(lab, tokens, arm, tc["learning_rate"], tc["seed"], float(bpb), params, split))
+            out.append(
+                Score(
+                    budget=lab,
+                    tokens=tokens,
+                    arm=arm,
+                    lr=tc["learning_rate"],
+                    seed=tc["seed"],
+                    bpb=float(bpb),
+                    params=params,
+                    train_tokens=split,
+                )
+            )
     return out
 
 
@@ -274,7 +285,18 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
     for s in scores:
         finished[s.budget, s.arm, s.lr] = finished.get((s.budget, s.arm, s.lr), 0) + 1
     return BudgetReadout(
-        reference, arms, rates, margin, rows, waiting, params, split, finished, labels, diverged, no_rate
+        reference=reference,
+        arms=arms,
+        rates=rates,
+        margin=margin,
+        rows=rows,
+        waiting=waiting,
+        params=params,
+        train_tokens=split,
+        finished=finished,
+        labels=labels,
+        diverged=diverged,
+        no_rate=no_rate,
     )
 
 

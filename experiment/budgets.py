@@ -335,20 +335,22 @@ def compute_used(out_dir: Path, labels: list[str]) -> Compute:
         b_s += summary["elapsed_s"] - branch["trunk_elapsed_s"]
     envs = [read_json(e, "run environment") for run in trunks + branches for e in sorted(run.glob("env*.json"))]
     return Compute(
-        len(trunks),
-        len(branches),
-        round(t_tokens),
-        round(b_tokens),
-        t_s,
-        b_s,
-        sorted({e["torch_threads"] for e in envs}),
-        sorted(
+        trunks=len(trunks),
+        branches=len(branches),
+        trunk_tokens=round(t_tokens),
+        branch_tokens=round(b_tokens),
+        trunk_s=t_s,
+        branch_s=b_s,
+        threads=sorted({e["torch_threads"] for e in envs}),
+        cpus=sorted(
             {
                 e["device_name"] if e.get("device", "cpu") != "cpu" else e.get("cpu_model") or e["device_name"]
                 for e in envs
             }
         ),
-        sorted({e["git_commit"][:7] + ("-dirty" if e.get("git_dirty") else "") for e in envs if e.get("git_commit")}),
+        commits=sorted(
+            {e["git_commit"][:7] + ("-dirty" if e.get("git_dirty") else "") for e in envs if e.get("git_commit")}
+        ),
     )
 
 

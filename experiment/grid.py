@@ -164,14 +164,14 @@ def run_grid(plan: Plan, axes: list[Axis], prompts: list[str], command: str) -> 
         try:
             reported, tuning, out_dir = run_experiment(cell_plan)
             write_report(
-                reported,
-                tuning,
-                out_dir,
-                prompts,
-                f"Should the embedding be tied? {cell.name}",
-                plan.reference,
-                plan.margin,
-                command,
+                paths=reported,
+                tuning=tuning,
+                out_dir=out_dir,
+                prompts=prompts,
+                title=f"Should the embedding be tied? {cell.name}",
+                reference=plan.reference,
+                margin=plan.margin,
+                command=command,
                 arm_set=plan.arm_set,
             )
         except UserError as e:

@@ -402,16 +402,16 @@ def contrasts(rows: list[dict], a: str, b: str) -> list[Contrast]:
         lo, hi = res.confidence_interval(confidence_level=0.95)
         out.append(
             Contrast(
-                arm,
-                a,
-                b,
-                float(da.mean()),
-                len(da),
-                float(db.mean()),
-                len(db),
-                float(da.mean() - db.mean()),
-                (float(lo), float(hi)),
-                float(res.df),
+                arm=arm,
+                a=a,
+                b=b,
+                delta_a=float(da.mean()),
+                n_a=len(da),
+                delta_b=float(db.mean()),
+                n_b=len(db),
+                c=float(da.mean() - db.mean()),
+                ci=(float(lo), float(hi)),
+                df=float(res.df),
             )
         )
     return out

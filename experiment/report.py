@@ -219,16 +219,16 @@ def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
         raise UserError(f"{path / 'summary.json'} lacks {', '.join(needed)}: re-run the run's last step with train.py")
     arm = arms.of({**flatten(config), CODE: run_commit(path)}, str(path))
     return Run(
-        path,
-        config,
-        summary,
-        evals,
-        config["model"]["tie_embeddings"],
-        config["train"]["seed"],
-        arm,
-        schedules.lr_schedule(rows, config["train"]["learning_rate"]),
-        schedules.schedule_changes(rows),
-        train_clock(rows),
+        path=path,
+        config=config,
+        summary=summary,
+        evals=evals,
+        tied=config["model"]["tie_embeddings"],
+        seed=config["train"]["seed"],
+        arm=arm,
+        schedule=schedules.lr_schedule(rows, config["train"]["learning_rate"]),
+        resumes=schedules.schedule_changes(rows),
+        clock=train_clock(rows),
     )
 
 
@@ -421,7 +421,17 @@ def check_experiment(
         for members in arms.values():
             schedules.check_schedules(members)
     grid = _check_tuning(tuning or [], seeds, arms)
-    return Experiment(arms, seeds, reference, margin, differences, bookkeeping, grid, arm_set, outcome)
+    return Experiment(
+        runs=arms,
+        seeds=seeds,
+        reference=reference,
+        margin=margin,
+        differences=differences,
+        bookkeeping=bookkeeping,
+        tuning=grid,
+        arm_set=arm_set,
+        outcome=outcome,
+    )
 
 
 _FREE_ACROSS_RATES = {"train.seed", *TUNED_KEYS, *BOOKKEEPING}

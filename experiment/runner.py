@@ -501,7 +501,14 @@ def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str],
         for lr in (plan.lr_grid or [None])
     ]
     axis = budgets.BudgetRuns(
-        cmds.out_dir, cfg, steps, cmds.base_argv, cmds.arm_flags, cmds.resume_argv, cmds.group, plan.arm_set
+        out_dir=cmds.out_dir,
+        cfg=cfg,
+        budgets=steps,
+        base_argv=cmds.base_argv,
+        arm_flags=cmds.arm_flags,
+        resume_argv=cmds.resume_argv,
+        group=cmds.group,
+        arm_set=plan.arm_set,
     )
     jobs = axis.jobs(plan.arms, runs)
     n = plan.jobs or (os.cpu_count() or 1 if hardware.pick_device(tc.device).type == "cpu" else 1)
@@ -510,7 +517,20 @@ def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str],
     params = {arm: arm_params(cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
     branches = [(f"{b.label}/{arm}{suffix}", params[arm]) for b in steps for suffix, _ in runs for arm in plan.arms]
     per_token, how = budgets.seconds_per_token(cmds.out_dir, [b.label for b in steps], cfg, threads)
-    print(budgets.plan_line(cmds.out_dir, steps, cfg, trunks, branches, per_token, how, n, threads), flush=True)
+    print(
+        budgets.plan_line(
+            out_dir=cmds.out_dir,
+            budgets=steps,
+            cfg=cfg,
+            trunks=trunks,
+            branches=branches,
+            seconds_per_token=per_token,
+            how=how,
+            jobs=n,
+            threads=threads,
+        ),
+        flush=True,
+    )
     bar = RunsBar(len(jobs), sum(_job_done(cmds.out_dir, j) for j in jobs))
     try:
         done = launch.run_parallel(cmds.out_dir, jobs, n, threads, bar)

@@ -137,7 +137,16 @@ def tuned_scores(rng: np.random.Generator, kind: str, seeds: int, budget: str = 
     base = 1.5 + rng.normal(0.0, SEED_SD, seeds)
     rate_effect = {lr: rng.normal(0.0, SD / 2, seeds) for lr in RATES}  # a seed's effect differs a little by rate
     return [
-        Score(budget, 1, arm, lr, s, float(base[s] + CURVE[lr] + rate_effect[lr][s] + noise(rng, kind, 1)[0]), 1, 1)
+        Score(
+            budget=budget,
+            tokens=1,
+            arm=arm,
+            lr=lr,
+            seed=s,
+            bpb=float(base[s] + CURVE[lr] + rate_effect[lr][s] + noise(rng, kind, 1)[0]),
+            params=1,
+            train_tokens=1,
+        )
         for arm in ("tied", "untied")
         for lr in RATES
         for s in range(seeds)

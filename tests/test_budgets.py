@@ -150,7 +150,17 @@ def test_the_plan_line_counts_trunk_and_cooldown_tokens_and_what_is_left(tmp_pat
     planned = budgets.plan_budgets(budgets.parse_budgets("0.5M,1M,2M,4M,8M,16M"), cfg)
     trunks = [f"trunks/t{i}" for i in range(36)]
     branches = [(f"{b.label}/r{i}", 1_000_000) for b in planned for i in range(54)]
-    line = budgets.plan_line(tmp_path, planned, cfg, trunks, branches, 60e-6, "a guess", 2, 1)
+    line = budgets.plan_line(
+        out_dir=tmp_path,
+        budgets=planned,
+        cfg=cfg,
+        trunks=trunks,
+        branches=branches,
+        seconds_per_token=60e-6,
+        how="a guess",
+        jobs=2,
+        threads=1,
+    )
     assert "36 trunks to step 6,250 and 324 branches" in line
     assert "801.0M tokens in all (460.8M in trunks, 340.2M in cooldowns), 801.0M left" in line
     assert "roughly 6.7 h with 2 run(s) at once" in line
@@ -194,8 +204,30 @@ def _scores(deltas: list[float], noise: list[float]) -> list[Score]:
     out = []
     for i, (d, e) in enumerate(zip(deltas, noise)):
         for r, base in ((1e-3, 3.1), (2e-3, 3.0), (4e-3, 3.2)):
-            out.append(Score("1M", 1_000_000, "tied", r, 1337 + i, base + e, 1000, 10_000))
-            out.append(Score("1M", 1_000_000, "untied", r, 1337 + i, base + e + d, 1500, 10_000))
+            out.append(
+                Score(
+                    budget="1M",
+                    tokens=1_000_000,
+                    arm="tied",
+                    lr=r,
+                    seed=1337 + i,
+                    bpb=base + e,
+                    params=1000,
+                    train_tokens=10_000,
+                )
+            )
+            out.append(
+                Score(
+                    budget="1M",
+                    tokens=1_000_000,
+                    arm="untied",
+                    lr=r,
+                    seed=1337 + i,
+                    bpb=base + e + d,
+                    params=1500,
+                    train_tokens=10_000,
+                )
+            )
     return out
 
 
@@ -217,8 +249,30 @@ def test_the_sensitivity_readout_takes_the_lowest_grid_mean_and_can_differ_from_
     out = []
     for i, e in enumerate([0.0, 0.01, -0.01]):
         for r, tied, untied in ((1e-3, 3.2, 3.05), (2e-3, 3.0, 3.0), (4e-3, 3.1, 3.02)):
-            out.append(Score("1M", 1_000_000, "tied", r, 1337 + i, tied + e, 1000, 10_000))
-            out.append(Score("1M", 1_000_000, "untied", r, 1337 + i, untied + e - 0.01, 1500, 10_000))
+            out.append(
+                Score(
+                    budget="1M",
+                    tokens=1_000_000,
+                    arm="tied",
+                    lr=r,
+                    seed=1337 + i,
+                    bpb=tied + e,
+                    params=1000,
+                    train_tokens=10_000,
+                )
+            )
+            out.append(
+                Score(
+                    budget="1M",
+                    tokens=1_000_000,
+                    arm="untied",
+                    lr=r,
+                    seed=1337 + i,
+                    bpb=untied + e - 0.01,
+                    params=1500,
+                    train_tokens=10_000,
+                )
+            )
     grid = budget_readout.best_vs_best(out, "untied", "tied", 0.01, fit=False)
     fitted = budget_readout.best_vs_best(out, "untied", "tied", 0.01)
     assert grid.delta == pytest.approx(-0.01) and grid.best_lr == {"tied": 2e-3, "untied": 2e-3}
@@ -420,19 +474,53 @@ def test_an_equivalent_fit_beside_an_inconclusive_rate_is_a_clash_listed_first()
     """Best against best equivalent, the shared rate inconclusive (a wide interval): the readouts disagree,
     and the report's first lines say so, after the seed count."""
     best = budget_readout.BestVsBest(
-        "untied", "1M", -0.001, 0.001, (-0.004, 0.002), (-0.003, 0.001), 0.5, 0.01, {"tied": 2e-3, "untied": 2e-3}
+        arm="untied",
+        budget="1M",
+        delta=-0.001,
+        se=0.001,
+        ci=(-0.004, 0.002),
+        ci90=(-0.003, 0.001),
+        p=0.5,
+        p_tost=0.01,
+        best_lr={"tied": 2e-3, "untied": 2e-3},
     )
     best.verdict = "equivalent"
     wide = stats.compare_paired("untied", "tied", [3.0, 3.2, 2.9], [3.1, 3.0, 3.0], 0.01)
     row = budget_readout.BudgetRow("1M", 10**6, {"untied": [1337, 1338, 1339]}, {}, [], {"untied": best})
     row.shared["untied"] = {2e-3: wide}
-    ro = budget_readout.BudgetReadout("tied", ["untied"], [2e-3], 0.01, [row], {}, {"tied": 1000}, 10**6)
+    ro = budget_readout.BudgetReadout(
+        reference="tied",
+        arms=["untied"],
+        rates=[2e-3],
+        margin=0.01,
+        rows=[row],
+        waiting={},
+        params={"tied": 1000},
+        train_tokens=10**6,
+    )
     assert wide.verdict == "inconclusive"
     assert budget_report.disagreements(ro) == (
         ["1M: untied is equivalent best against best, but inconclusive at lr 0.002"],
         [],
     )
-    md = budget_report.render(ro, "t", "cmd", None, budgets.Compute(0, 0, 0, 0, 0.0, 0.0, [1], [], []), 6)
+    md = budget_report.render(
+        ro,
+        "t",
+        "cmd",
+        None,
+        budgets.Compute(
+            trunks=0,
+            branches=0,
+            trunk_tokens=0,
+            branch_tokens=0,
+            trunk_s=0.0,
+            branch_s=0.0,
+            threads=[1],
+            cpus=[],
+            commits=[],
+        ),
+        6,
+    )
     lines = [line for line in md.splitlines() if line]
     narrower = 4.303 / 2.571 * math.sqrt(6 / 3)  # t(0.975; 2 df) / t(0.975; 5 df) x sqrt(N / n) = 2.37
     assert lines[1] == (

@@ -166,7 +166,16 @@ def export_run(run_dir: Path, which: str, out_dir: Path, hub_id: str | None = No
     def write_more(folder: Path) -> None:
         write_tokenizer_files(tokenizer, folder, model.config.block_size)
         has_hf_tokenizer = (folder / "tokenizer.json").is_file()  # gpt2 and bpe:N have one, char has none
-        card = model_card(run_dir, out_dir, model, tokenizer, ckpt, read, has_hf_tokenizer, hub_id)
+        card = model_card(
+            run_dir=run_dir,
+            out_dir=out_dir,
+            model=model,
+            tokenizer=tokenizer,
+            ckpt=ckpt,
+            which=read,
+            has_hf_tokenizer=has_hf_tokenizer,
+            hub_id=hub_id,
+        )
         card.save(folder / CARD_FILE)
 
     return hf.export(model, out_dir, write_more)

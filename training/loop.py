@@ -131,7 +131,14 @@ class Trainer:
                 final_val = self.final_evaluation()
                 self.metrics.close()
                 summary = report.summarize(
-                    self.p, self.s, self.cfg, final_val, self.tokens_per_step, self.unigram, self.elapsed(), world
+                    p=self.p,
+                    s=self.s,
+                    cfg=self.cfg,
+                    final_val=final_val,
+                    tokens_per_step=self.tokens_per_step,
+                    unigram=self.unigram,
+                    elapsed_s=self.elapsed(),
+                    world_size=world,
                 )
                 ddp.on_main(
                     lambda: report.write_summary(self.run_dir, summary, self.s, self.cfg, self.unigram, world),
@@ -249,7 +256,15 @@ class Trainer:
         """One optimizer step; a non-finite one is skipped (counted) up to ``train.max_skipped_steps``, then refused."""
         s, tc, p = self.s, self.cfg.train, self.p
         result = train_step(
-            s.step_model, s.optimizer, s.data, s.data_gen, self.cfg, s.device, s.amp_dtype, lr, self.dist
+            model=s.step_model,
+            optimizer=s.optimizer,
+            data=s.data,
+            data_gen=s.data_gen,
+            cfg=self.cfg,
+            device=s.device,
+            amp_dtype=s.amp_dtype,
+            lr=lr,
+            dist=self.dist,
         )
         if not result.applied:
             what = (

@@ -287,17 +287,17 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     if dist.rank:  # dropout noise differs per rank; rank 0 keeps a single process's stream
         torch.manual_seed(tc.seed + dist.rank)
     return Setup(
-        device,
-        amp_dtype,
-        data,
-        tokenizer,
-        model,
-        eval_model,
-        step_model,
-        optimizer,
-        torch.Generator().manual_seed(tc.seed),
-        dist,
-        cfg,
+        device=device,
+        amp_dtype=amp_dtype,
+        data=data,
+        tokenizer=tokenizer,
+        model=model,
+        eval_model=eval_model,
+        step_model=step_model,
+        optimizer=optimizer,
+        data_gen=torch.Generator().manual_seed(tc.seed),
+        dist=dist,
+        cfg=cfg,
     )
 
 
@@ -383,14 +383,14 @@ def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Prog
     window_loss, window_steps = ckpt.get("train_window", (0.0, 0))
     nan = float("nan")  # checkpoints from before bits per byte have none
     return Progress(
-        ckpt["step"],
-        ckpt["best_val_loss"],
-        ckpt["val_loss"],
-        ckpt["elapsed_s"],
-        ckpt.get("skipped_steps", 0),
-        window_loss,
-        window_steps,
-        ckpt.get("val_bpb", nan),
-        ckpt.get("best_val_bpb", nan),
-        ckpt.get("config"),
+        step=ckpt["step"],
+        best_val=ckpt["best_val_loss"],
+        last_val=ckpt["val_loss"],
+        elapsed_before=ckpt["elapsed_s"],
+        skipped=ckpt.get("skipped_steps", 0),
+        window_loss=window_loss,
+        window_steps=window_steps,
+        last_bpb=ckpt.get("val_bpb", nan),
+        best_bpb=ckpt.get("best_val_bpb", nan),
+        trained_with=ckpt.get("config"),
     )

@@ -156,7 +156,14 @@ def evaluate(
     B = cfg.train.batch_size
     out = {
         split: _score(
-            model, data, split, split_offsets[:, dist.rank * B : (dist.rank + 1) * B], cfg, device, amp_dtype, dist
+            model=model,
+            data=data,
+            split=split,
+            batches=split_offsets[:, dist.rank * B : (dist.rank + 1) * B],
+            cfg=cfg,
+            device=device,
+            amp_dtype=amp_dtype,
+            dist=dist,
         )
         for split, split_offsets in offsets.items()
     }
@@ -197,6 +204,8 @@ def evaluate_windows(
         dynamic_ncols=True,
         mininterval=0.1 if sys.stderr.isatty() else 30.0,
     ) as bar:
-        score = _score(model, data, "val", bar, cfg, device, amp_dtype, dist)
+        score = _score(
+            model=model, data=data, split="val", batches=bar, cfg=cfg, device=device, amp_dtype=amp_dtype, dist=dist
+        )
     model.train()
     return score
