@@ -28,8 +28,10 @@
 # To keep a cell on one code version while editing the tree, run this from a git worktree at the cell's
 # commit and point OUT and CACHE at the main checkout's results/ and data/cache/.
 set -eu
+# --lr-tuning one-seed: the design these cells ran, a rate picked on one seed (now named: --lr-grid alone
+# trains every rate on every seed).
 COMMON=(--config configs/scaling_cpu.toml --arms tied,untied,untied-split --lr-grid 1e-3,2e-3,4e-3,8e-3
-        --lr-widen 2 --margin 0.01 --train.sample_tokens=0 --train.dtype=bfloat16 --train.out_dir="${OUT:-results}"
+        --lr-tuning one-seed --lr-widen 2 --margin 0.01 --train.sample_tokens=0 --train.dtype=bfloat16 --train.out_dir="${OUT:-results}"
         --data.cache_dir="${CACHE:-data/cache}")
 
 # 1. The cell of the then default config (GPT-2 tokens, n_embd 128), 5 seeds.

@@ -19,8 +19,10 @@
 # before committing the finished runs (sed -E 's#/[^"]*/(results|data/cache|train.py)#\1#').
 set -eu
 OUT="${OUT:-results}"
+# --lr-tuning one-seed: the design these cells ran, a rate picked on one seed (now named: --lr-grid alone
+# trains every rate on every seed).
 COMMON=(--config configs/scaling_cpu.toml --arms tied,untied --lr-grid 1e-3,2e-3,4e-3,8e-3
-        --lr-widen 2 --margin 0.01 --train.sample_tokens=0 --train.dtype=bfloat16 --train.out_dir="$OUT"
+        --lr-tuning one-seed --lr-widen 2 --margin 0.01 --train.sample_tokens=0 --train.dtype=bfloat16 --train.out_dir="$OUT"
         --data.cache_dir="${CACHE:-data/cache}")
 GRID=tying-scaling-cpu-2026-11-24
 
