@@ -129,14 +129,14 @@ def _margin_words(settings: dict, readout: Readout, swept: bool) -> str:
     if readout.margin_bpb is None:
         return declared + "."
     m = f"{readout.margin_bpb:g}"
-    interval, adjusted = (
+    which, adjusted = (
         ("jackknife interval of the bests' Δ bpb", "Holm-adjusted across arms")
         if swept
         else ("paired t interval of Δ bpb", "not adjusted across arms")
     )
     return (
         f"{declared} and used by each cell's own report. This report's verdicts use a margin in bits per byte "
-        f"instead, ±{m} bpb (`--margin-bpb {m}`): better or worse when the 95% {interval} excludes "
+        f"instead, ±{m} bpb (`--margin-bpb {m}`): better or worse when the 95% {which} excludes "
         f"0 ({adjusted}), equivalent when its 90% interval lies inside ±{m} bpb (two one-sided "
         f"tests), otherwise inconclusive."
     )

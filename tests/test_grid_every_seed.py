@@ -151,3 +151,16 @@ def test_a_grid_trains_every_rate_on_every_seed_in_each_cell(tmp_path):
         assert json.loads((grid / cell / "verdict.json").read_text())["lr_tuning"] == EVERY_SEED
     md = (grid / "report.md").read_text()
     assert "2 of 2 cells" in md and "trained by every arm on every seed" in md and "Not calibrated" not in md
+
+
+def test_a_margin_in_bits_per_byte_reads_swept_cells_best_against_best(tmp_path):
+    """--margin-bpb on a swept grid: each row's verdict is best against best in bits per byte (Holm over the
+    arms), and the header names the jackknife interval, not a paired t one."""
+    grid = _swept_grid(tmp_path, [("n_embd-64", 64, -0.05, 0.5, 1000)])
+    _, (cell,) = load_grid(grid)
+    (row,) = gap_rows([cell], margin_bpb=0.02)
+    (b,) = readout.best_comparisons(cell.exp, 0.02)
+    assert row["verdict"] == b.verdict == "better" and row["band_bpb"] == 0.02
+    assert compare.main([str(grid), "--margin-bpb", "0.02"]) == 0
+    md = (grid / "report.md").read_text()
+    assert "the 95% jackknife interval of the bests' Δ bpb excludes 0 (Holm-adjusted across arms)" in md
