@@ -76,6 +76,7 @@ from experiment.runner import (
 )
 from experiment.stats import sequential_looks
 from training.config import parse_cli
+from training.runs import CONFIG
 
 # Config keys compare.py sets for each run itself (the arm's settings, the seed from --seeds): not
 # offered as --section.key options, and refused if given.
@@ -660,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
                 _tidy(plan, args.keep_worktrees)
                 return status
             c = _trained_runs(plan)
-        seeds = len({read_json(Path(p) / "config.json", "run config")["train"]["seed"] for p in c.reported})
+        seeds = len({read_json(Path(p) / CONFIG, "run config")["train"]["seed"] for p in c.reported})
         if c.folder is not None and c.sequential[2] is None:  # seeds added after a verdict: a look of its own
             c.sequential = counted_looks(c.folder, seeds) or c.sequential
         path, meaningful = write_report(

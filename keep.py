@@ -23,7 +23,7 @@ from core.cli import ArgumentParser, run_command
 from core.errors import UserError
 from core.files import write_text_atomic
 from training.faults import lock_is_live
-from training.runs import SUMMARY, read_metrics, thin_metrics
+from training.runs import CONFIG, SUMMARY, read_metrics, thin_metrics
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -46,14 +46,14 @@ def finished_runs(folders: list[Path]) -> list[Path]:
     not a WSD trunk that may train on (it keeps its checkpoints and stopped before its horizon: its
     next stage appends to its metrics, and its branches copy them)."""
     found = {p.parent for f in folders for p in [f / SUMMARY, *f.rglob(SUMMARY)] if p.is_file()}
-    return sorted(r for r in found if (r / "config.json").is_file() and not lock_is_live(r) and not _growing(r))
+    return sorted(r for r in found if (r / CONFIG).is_file() and not lock_is_live(r) and not _growing(r))
 
 
 def _growing(run: Path) -> bool:
     """A trunk with its checkpoints, short of its schedule's horizon (:mod:`training.branch`)."""
     if not (run / "ckpt_last.pt").is_file():
         return False
-    tc = json.loads((run / "config.json").read_text()).get("train", {})
+    tc = json.loads((run / CONFIG).read_text()).get("train", {})
     return bool(tc.get("save_at")) and tc.get("max_iters", 0) < tc.get("lr_decay_iters", 0)
 
 

@@ -51,7 +51,7 @@ from experiment.best import EDGE, BestVsBest, at_edge, holm_verdicts
 from experiment.report import flatten
 from training.config import RunConfig
 from training.faults import DIVERGED
-from training.runs import is_finished, read_metrics
+from training.runs import CONFIG, is_finished, read_metrics
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score
     for lab in labels:
         for summary_path in sorted((out_dir / lab).glob("*/summary.json")):
             run = summary_path.parent
-            config = read_json(run / "config.json", "run config")
+            config = read_json(run / CONFIG, "run config")
             summary = read_json(summary_path, "run summary")
             bpb = summary.get("final_val_bpb")
             missing = [k for k in ("parameters", "train_tokens") if not summary.get(k)]  # the figure's axes
@@ -168,7 +168,7 @@ def load_diverged(out_dir: Path, budgets: list[int], arms: list[str], arm_set: A
     def stopped(marker: Path) -> tuple[dict, int, str, dict]:
         """The diverged run's config, the step that stopped it, its arm and its train config."""
         run = marker.parent
-        config, step = read_json(run / "config.json", "run config"), read_json(marker, "divergence")["step"]
+        config, step = read_json(run / CONFIG, "run config"), read_json(marker, "divergence")["step"]
         return config, step, arm_set.of(flatten(config), str(run)), config["train"]
 
     out = []
@@ -182,7 +182,7 @@ def load_diverged(out_dir: Path, budgets: list[int], arms: list[str], arm_set: A
         run = marker.parent
         config, step, trunk, tc = stopped(marker)
         served = [a for a in dict.fromkeys([trunk, *arms]) if trunk_arm(a, arm_set) == trunk]
-        for b in plan_budgets(budgets, RunConfig.from_dict(config, str(run / "config.json"))):
+        for b in plan_budgets(budgets, RunConfig.from_dict(config, str(run / CONFIG))):
             if b.branch_step >= step:  # the checkpoint at the branch point, written after its step, never was
                 out += [
                     Diverged(b.label, a, tc["learning_rate"], tc["seed"], step, f"{TRUNKS}/{run.name}") for a in served

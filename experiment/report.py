@@ -41,7 +41,7 @@ from experiment.arms import (
     with_recorded,
 )
 from training import config
-from training.runs import SUMMARY, is_finished, load_run_config, read_metrics
+from training.runs import CONFIG, SUMMARY, is_finished, load_run_config, read_metrics
 
 # Keys that may differ between runs of one experiment without making it unfair: bookkeeping,
 # and the seed (which pairs runs across arms).  Anything else must match or be reported.
@@ -600,7 +600,7 @@ def check_run_folders(paths: list[Path]) -> None:
                 f"{path} is an experiment folder (it holds experiment.json), not a run folder: give it alone to "
                 f"write its report again (python compare.py {shlex.quote(str(path))})"
             )
-        if not (path / "config.json").is_file():
+        if not (path / CONFIG).is_file():
             what = (
                 "does not exist"
                 if not path.exists()

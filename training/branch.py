@@ -121,7 +121,7 @@ def start_branch(trunk_dir: Path, step: int, run_dir: Path, cfg: RunConfig) -> N
     files.write_text_atomic(tmp / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     if (trunk_dir / "env.json").is_file():
         shutil.copy2(trunk_dir / "env.json", tmp / "env.json")
-    files.write_json(tmp / "config.json", cfg.to_dict())
+    files.write_json(tmp / runs.CONFIG, cfg.to_dict())
     files.write_json(
         tmp / BRANCH_FILE,
         {
@@ -162,7 +162,7 @@ def check_trunk(run_dir: Path) -> None:
         return
     record = files.read_json(record_path, "branch record")
     trunk_dir = (Path(run_dir).parent / record["trunk"]).resolve()
-    if not (trunk_dir / "config.json").is_file():
+    if not (trunk_dir / runs.CONFIG).is_file():
         return
     was, now = _flat(record["trunk_config"]), _flat(runs.load_run_config(trunk_dir).to_dict())
     changed = sorted(k for k in was.keys() | now.keys() if k not in RESUME_OVERRIDABLE and was.get(k) != now.get(k))

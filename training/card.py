@@ -18,7 +18,7 @@ from core import optional
 from model import hf
 from model.gpt import GPT
 from training.catalog import finite_number
-from training.runs import SUMMARY, Unreadable, read_metrics
+from training.runs import CONFIG, SUMMARY, Unreadable, read_metrics
 
 CARD_FILE = "README.md"
 NOT_RECORDED = "not recorded"
@@ -230,7 +230,7 @@ def _training_values(run_dir: Path, ckpt: dict, which: str) -> dict:
 
 def _data(run_dir: Path, ckpt: dict) -> tuple[str | None, str]:
     """(the corpus, ``data.source``, or None, the card's data row); an imported run has none of its own."""
-    data = _read_record(run_dir / "config.json").get("data")
+    data = _read_record(run_dir / CONFIG).get("data")
     if ckpt.get("imported_from") is not None or not isinstance(data, dict) or not isinstance(data.get("source"), str):
         return None, NOT_RECORDED
     source, subset = public(data["source"]), data.get("subset")

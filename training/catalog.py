@@ -14,7 +14,7 @@ from pathlib import Path
 from core.errors import UserError
 from data.config import data_label
 from training.faults import lock_is_live
-from training.runs import SUMMARY, Unreadable, is_finished, read_metrics
+from training.runs import CONFIG, SUMMARY, Unreadable, is_finished, read_metrics
 
 # The fields of a row, in table order; --sort takes any of them and --json writes them all (+ path, problem).
 # data (corpus/tokenizer) tells apart runs whose losses are not comparable: another corpus or vocabulary.
@@ -56,7 +56,7 @@ def _read_json(path: Path) -> dict:
 
 def _run_facts(run_dir: Path) -> dict:
     """The row's fields read from ``run_dir``'s files; raises :class:`Unreadable` if one is damaged."""
-    config = _read_json(run_dir / "config.json")
+    config = _read_json(run_dir / CONFIG)
     try:
         tied, planned = config["model"]["tie_embeddings"], config["train"]["max_iters"]
     except (KeyError, TypeError):
@@ -137,10 +137,10 @@ def find_run_folders(out_dir: Path) -> list[Path]:
 
     found = []
     for child in folders(out_dir):
-        if (child / "config.json").is_file():
+        if (child / CONFIG).is_file():
             found.append(child)
         else:
-            found += [p for p in folders(child) if (p / "config.json").is_file()]
+            found += [p for p in folders(child) if (p / CONFIG).is_file()]
     return found
 
 

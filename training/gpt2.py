@@ -23,7 +23,7 @@ from model.checkpoint import save_checkpoint
 from model.config import choices_set
 from training.card import CARD_FILE, model_card
 from training.config import RunConfig
-from training.runs import load_run
+from training.runs import CONFIG, load_run
 
 
 def init_from_overrides(source: str, config_path: str | None, overrides: dict) -> dict:
@@ -125,7 +125,7 @@ def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Pat
     cfg = RunConfig.from_dict({"model": vars(model.config), "data": {"tokenizer": tokenizer.name}}, str(source))
     out_dir.mkdir(parents=True)
     save_tokenizer(tokenizer, out_dir)
-    write_json(out_dir / "config.json", cfg.to_dict())
+    write_json(out_dir / CONFIG, cfg.to_dict())
     save_checkpoint(
         out_dir / "ckpt_best.pt",
         {

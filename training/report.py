@@ -31,7 +31,7 @@ def write_run_records(
     ``resumed_at`` is the step a resume goes on from (``None`` for a new run).
     """
     save_tokenizer(s.tokenizer, run_dir)
-    files.write_json(run_dir / "config.json", cfg.to_dict())
+    files.write_json(run_dir / runs.CONFIG, cfg.to_dict())
     if init_record:
         files.write_json(run_dir / "init_from.json", init_record)
     # The first segment's environment stays in env.json; each resume adds its own record.

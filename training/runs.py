@@ -32,6 +32,7 @@ from training import faults
 from training.config import RunConfig, TrainConfig
 
 SUMMARY = "summary.json"  # a run's final numbers, written last: its presence means the run finished
+CONFIG = "config.json"  # a run's resolved config, written before its first step
 
 
 def is_finished(run_dir: Path) -> bool:
@@ -58,10 +59,10 @@ def load_run_config(run_dir: Path) -> RunConfig:
     A run saved before ``train.head_loss`` existed computed its loss from the full logits:
     it reads as ``'logits'``, so a resume goes on with the arithmetic it began with.
     """
-    d = read_json(run_dir / "config.json", "run config")
+    d = read_json(run_dir / CONFIG, "run config")
     if isinstance(d.get("train"), dict):
         d["train"].setdefault("head_loss", "logits")
-    return RunConfig.from_dict(d, str(run_dir / "config.json"))
+    return RunConfig.from_dict(d, str(run_dir / CONFIG))
 
 
 class MetricsLog:
