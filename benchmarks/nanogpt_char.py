@@ -145,8 +145,8 @@ def table(programs: list[Program]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point: interleaved rounds, then the table on stdout; returns the exit status."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line: the nanoGPT checkout, rounds, output folder, a record's config, extra train.py arguments."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--nanogpt",
@@ -173,7 +173,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="ARG",
         help="an extra train.py argument, e.g. --tinygpt-arg=--train.dtype=float32 (repeatable)",
     )
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point: interleaved rounds, then the table on stdout; returns the exit status."""
+    args = _parser().parse_args(argv)
     if not (args.nanogpt / "data" / "shakespeare_char" / "train.bin").is_file():
         print(
             f"error: {args.nanogpt} has no data/shakespeare_char/train.bin: run "
