@@ -44,7 +44,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import REPO_ROOT, file_lock
 from core.settings import field_types, load_toml, overrides_to_argv, parse_cli_value
-from training.config import BOOKKEEPING, DERIVED, SECTIONS, RunConfig
+from training.config import BOOKKEEPING, DERIVED, RESOLVED_AT_START, SECTIONS, RunConfig
 
 ARMS: dict[str, dict[str, object]] = {
     "tied": {"model.tie_embeddings": True},
@@ -145,14 +145,23 @@ class ArmSet:
         """The arm whose settings ``flat_config`` (``{"model.tie_embeddings": ...}``) has.
 
         Keys of :attr:`keys` an arm does not set must be at their defaults (a missing key, from
-        a run older than the key, counts as its default).  Among arms whose settings match, an
-        arm from code claims the runs of its commit (``flat_config["code"]``, from ``env.json``),
-        the others the rest.  Raises :class:`UserError` when no arm matches, naming the settings.
+        a run older than the key, counts as its default), except a key whose default means "derive
+        it" (:data:`~training.config.RESOLVED_AT_START`, e.g. ``train.lr_decay_iters``): ``config.json``
+        holds the value derived, so an arm that leaves it unset takes any value, and an arm that
+        sets it to the run's value is preferred.  Among arms whose settings match, an arm from code
+        claims the runs of its commit (``flat_config["code"]``, from ``env.json``), the others the
+        rest.  Raises :class:`UserError` when no arm matches, naming the settings.
         """
         defaults = _defaults()
         keys = [k for k in self.keys if k != CODE]
         have = {k: flat_config.get(k, defaults[k]) for k in keys}
-        fits = [a for a, s in self.settings.items() if all(_float_same(have[k], s.get(k, defaults[k])) for k in keys)]
+
+        def matches(s: dict, k: str) -> bool:
+            return (k not in s and k in RESOLVED_AT_START) or _float_same(have[k], s.get(k, defaults[k]))
+
+        fits = [a for a, s in self.settings.items() if all(matches(s, k) for k in keys)]
+        # An arm that names a derived key's value outranks one that merely leaves it free.
+        fits.sort(key=lambda a: sum(k not in self.settings[a] for k in keys if k in RESOLVED_AT_START))
         commit = flat_config.get(CODE)
         ranked = [a for a in fits if commit and self.code(a) == commit] + [a for a in fits if self.code(a) is None]
         if ranked:

@@ -190,6 +190,17 @@ def test_an_arm_from_settings_is_typed_and_reads_back_as_itself():
     assert arms.of({}) == "base"  # the defaults: dropout 0.0, weight decay 0.1
 
 
+def test_a_derived_key_left_unset_reads_back_as_its_arm():
+    """A run records train.lr_decay_iters as derived from max_iters: the arm that left it unset still
+    claims that run, and an arm that sets the key claims the runs with its value."""
+    arms = define_arms(None, {"base": {}, "short": {"train.max_iters": 1500, "train.lr_decay_iters": 1500}})
+    assert arms.of({"train.max_iters": 2000, "train.lr_decay_iters": 2000}) == "base"
+    assert arms.of({"train.max_iters": 1500, "train.lr_decay_iters": 1500}) == "short"
+    decay = define_arms(None, {"base": {}, "long-decay": {"train.lr_decay_iters": 3000}})
+    assert decay.of({"train.max_iters": 2000, "train.lr_decay_iters": 3000}) == "long-decay"
+    assert decay.of({"train.max_iters": 2000, "train.lr_decay_iters": 2000}) == "base"
+
+
 @pytest.mark.parametrize(
     "text, words",
     [
