@@ -57,17 +57,20 @@ from experiment.grid_markdown import write_grid_report
 from experiment.grid_model import Readout, parse_contrast, parse_slope_within
 from experiment.readout import gate, parse_outcome
 from experiment.report import arms_of_runs, check_run_folders
-from experiment.runner import (
+from experiment.record import (
     DEFAULT_MARGIN,
     EVERY_SEED,
     ONE_SEED,
-    VERDICT_FILE,
-    Plan,
+    ExperimentRecord,
+    counted_looks,
     declared_reference,
     declared_settings,
-    counted_looks,
-    experiment_runs,
     record_look,
+)
+from experiment.runner import (
+    VERDICT_FILE,
+    Plan,
+    experiment_runs,
     remove_worktrees,
     run_budget_experiment,
     run_experiment,
@@ -214,7 +217,7 @@ def _add_tuning_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="With --budgets: train N runs at once, the CPU's cores split evenly between them (every run of the "
         "experiment on the same thread count, recorded in its env.json). Default: one run per core on a CPU "
-        "(two 1-thread runs made 1.17x the tokens/s of one 2-thread run on 2 cores), one on a GPU.",
+        "(more tokens/s in all than one run on every core), one on a GPU.",
     )
     p.add_argument("--name", help="Experiment folder name under train.out_dir (default: <config>-<arms>...).")
     p.add_argument(
@@ -486,8 +489,8 @@ def _budgets(plan: Plan, command: str) -> int:
 
 def _is_budget_folder(path: Path) -> bool:
     """Whether ``path`` is the folder of a ``--budgets`` experiment (its experiment.json lists budgets)."""
-    saved = path / "experiment.json"
-    return saved.is_file() and bool(read_json(saved, "experiment settings").get("budgets"))
+    record = ExperimentRecord.read(path)
+    return record is not None and record.kind == "budget"
 
 
 def _title(arm_set: ArmSet, out_dir: Path) -> str:
@@ -565,7 +568,7 @@ def _given_runs(args: argparse.Namespace) -> Compared:
 
 def _experiment_folder(runs: list[Path]) -> Path | None:
     """The one experiment folder (holding experiment.json) given alone to re-render, else None."""
-    return runs[0] if len(runs) == 1 and (runs[0] / "experiment.json").is_file() else None
+    return runs[0] if len(runs) == 1 and ExperimentRecord.read(runs[0]) else None
 
 
 def _plan(args: argparse.Namespace, overrides: dict) -> Plan:

@@ -6,7 +6,7 @@ the run the experiment would train for that arm and seed:
 - finished (``summary.json``, eval at ``max_iters``; :func:`experiment.report.load_run`), of an
   arm the experiment compares, on one of its seeds (``train.seed`` + 0 .. seeds - 1);
 - its config equal to the one ``train.py`` resolves from the experiment's own command line for
-  that arm and seed, bookkeeping aside (:data:`experiment.report.BOOKKEEPING`); with a
+  that arm and seed, bookkeeping aside (:data:`experiment.record.BOOKKEEPING`); with a
   learning-rate grid, at the arm's tuned rate (checked once the grid has trained);
 - trained on the same corpus contents (``summary.json``'s ``data_sha256``);
 - on the experiment's learning-rate schedule as it logged it: no resume that moved the cosine's
@@ -33,6 +33,7 @@ from core.errors import UserError
 from core.files import file_lock, read_json, write_json
 from experiment import report, schedules
 from experiment.arms import PRESETS, ArmSet
+from experiment.record import config_changes, flatten
 from training.config import RunConfig
 from training.setup import parse_train_args, resolve_new
 from training.schedule import get_lr
@@ -101,8 +102,8 @@ def check(c: Candidate, expected: RunConfig, data_sha256: str | None, ignore: fr
     Raises :class:`UserError` naming the differing config keys (with both values), another corpus,
     or the first step where its logged learning rate leaves ``expected``'s schedule.
     """
-    mine, theirs = report.flatten(c.run.config), report.flatten(expected.to_dict())
-    changed = [k for k in report.config_changes(mine, theirs) if k not in ignore]
+    mine, theirs = flatten(c.run.config), flatten(expected.to_dict())
+    changed = [k for k in config_changes(mine, theirs) if k not in ignore]
     if changed:
         detail = ", ".join(f"{k} ({mine.get(k)!r}, the experiment's {theirs.get(k)!r})" for k in changed)
         raise UserError(

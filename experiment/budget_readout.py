@@ -48,7 +48,7 @@ from experiment import best, stats
 from experiment.arms import ArmSet
 from experiment.budgets import TRUNKS, label, plan_budgets, trunk_arm
 from experiment.best import EDGE, BestVsBest, at_edge, holm_verdicts
-from experiment.report import flatten
+from experiment.record import flatten
 from training.config import RunConfig
 from training.faults import DIVERGED
 from training.runs import CONFIG, is_finished, read_metrics

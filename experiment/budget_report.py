@@ -19,13 +19,14 @@ from matplotlib.figure import Figure
 from scipy import stats as sps
 
 from core.errors import UserError
-from core.files import read_json, write_text_atomic
+from core.files import write_text_atomic
 from experiment import stats
 from experiment.arms import with_recorded
 from experiment.budget_readout import BestVsBest, BudgetReadout, TrunkCurve, readout, trunk_curves
 from experiment.budgets import Compute, compute_used, label
-from experiment.figures import save_figure
-from experiment.formats import interval, p_value, signed
+
+from experiment.style import interval, p_value, save_figure, signed
+from experiment.record import EXPERIMENT_FILE, ExperimentRecord
 
 matplotlib.use("Agg")
 
@@ -436,16 +437,16 @@ def write_budget_report(out_dir: Path, reference: str, command: str) -> Path:
 
     Raises :class:`UserError` when ``out_dir`` is no budget experiment or nothing finished.
     """
-    settings = read_json(out_dir / "experiment.json", "experiment settings")
-    if not settings.get("budgets"):
-        raise UserError(f"{out_dir} is not a --budgets experiment (its experiment.json lists no budgets)")
-    margin = settings.get("margin_bpb", settings.get("margin"))
-    ro = readout(out_dir, settings["budgets"], reference, margin, with_recorded(settings.get("arms")))
+    record = ExperimentRecord.read(out_dir)
+    if record is None or record.kind != "budget":
+        raise UserError(f"{out_dir} is not a --budgets experiment (its {EXPERIMENT_FILE} lists no budgets)")
+    arm_set = with_recorded(record.arms)
+    ro = readout(out_dir, record.budgets, reference, record.margin, arm_set)
     figure = save_figure(delta_figure(ro), out_dir, DELTA_FIGURE)
     title = f"Does the answer change with the training budget? {out_dir.name}"
     path = out_dir / REPORT
-    compute = compute_used(out_dir, [label(b) for b in settings["budgets"]])
-    curves = trunk_curves(out_dir, with_recorded(settings.get("arms")))
+    compute = compute_used(out_dir, [label(b) for b in record.budgets])
+    curves = trunk_curves(out_dir, arm_set)
     trunks = save_figure(trunk_figure(curves, ro.train_tokens, reference), out_dir, TRUNK_FIGURE)
-    write_text_atomic(path, render(ro, title, command, figure, compute, settings.get("seeds"), trunks))
+    write_text_atomic(path, render(ro, title, command, figure, compute, record.seeds, trunks))
     return path

@@ -33,7 +33,7 @@ from core import hardware
 from core.errors import UserError
 from core.files import read_json
 from experiment.arms import PRESETS, ArmSet
-from experiment.formats import duration, size
+from experiment.style import duration, size
 from experiment.launch import TRAIN_PY, Job, arm_command
 from experiment.plan import measure_step_seconds
 from training.branch import step_checkpoint, tokens_per_step

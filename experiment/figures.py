@@ -16,7 +16,6 @@ are 95% t intervals of the mean over seeds (n - 1 degrees of freedom), never min
 
 from __future__ import annotations
 
-import io
 import math
 import statistics
 import textwrap
@@ -25,10 +24,9 @@ from pathlib import Path
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import LogFormatter
 from scipy import stats
 
-from core.files import atomic_write_bytes
+from experiment.style import log_x, save_figure
 from experiment.readout import lr_table, mean_curves
 from experiment.report import Experiment
 
@@ -51,14 +49,6 @@ CAPTIONS = {
 def _colour(exp: Experiment, arm: str) -> str:
     """The arm's colour, the same in every figure (matplotlib's default cycle, by arm order)."""
     return f"C{exp.arms.index(arm) % 10}"
-
-
-def log_x(ax) -> None:
-    """A log-scale x axis with plain tick labels (``6``, ``20``, ``2e-03``) on the major and, over a
-    narrow range, the minor ticks."""
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
-    ax.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
 
 
 def _step_label(exp: Experiment, width_in: float) -> str:
@@ -241,17 +231,6 @@ def loss_vs_lr_figure(exp: Experiment) -> Figure | None:
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize="small")
     return fig
-
-
-def save_figure(fig: Figure | None, out_dir: Path, name: str) -> str | None:
-    """Write ``fig`` to ``out_dir/name`` as PNG; the name, or None when there is no figure."""
-    if fig is None:
-        return None
-    buf = io.BytesIO()
-    # 96 dpi: sharp enough on a screen, and a committed experiment's figures stay small (about half the bytes of 120).
-    fig.savefig(buf, format="png", dpi=96)
-    atomic_write_bytes(Path(out_dir) / name, buf.getvalue())  # a reader never sees half a figure
-    return name
 
 
 def plot_val_loss(exp: Experiment, out_dir: Path) -> str | None:

@@ -1,4 +1,4 @@
-"""``compare.py --grid``: one tuned tied-vs-untied experiment per cell of a product of config values,
+"""``compare.py --grid``: one tuned A/B experiment per cell of a product of config values,
 and the scaling view's rows read back from every cell, one row per (cell, arm).
 
     axes = parse_axes(["model.n_embd=64,128", "data.tokenizer=char,bpe:4096"])
@@ -37,9 +37,10 @@ from core.settings import field_types, merge, parse_cli_value
 from experiment import readout, report, stats
 from experiment.arms import with_recorded
 from experiment.grid_model import cell_vocab_use
-from experiment.plan import best_lr, lr_grid_refusals, score as tuning_score
+from experiment.plan import best_lr, score as tuning_score
 from experiment.report import Experiment
-from experiment.runner import ONE_SEED, Plan, run_experiment, write_report
+from experiment.record import ONE_SEED, ExperimentRecord, compared_config, config_changes, lr_grid_refusals
+from experiment.runner import Plan, run_experiment, write_report
 from training.config import SCHEMA, parse_config
 from training.runs import is_finished
 
@@ -184,9 +185,7 @@ def _base_config(plan: Plan, axes: list[Axis]) -> dict:
     """The resolved config every cell of the grid shares, flattened: all but the axes' keys, the keys
     the arms and seeds set per run, bookkeeping, and ``model.vocab_size`` (it follows the tokenizer)."""
     per_cell = {a.key for a in axes} | set(plan.arm_set.keys) | {"model.vocab_size"}  # train.seed is bookkeeping
-    return {
-        k: v for k, v in report.compared_config(parse_config(plan.config, plan.overrides)).items() if k not in per_cell
-    }
+    return {k: v for k, v in compared_config(parse_config(plan.config, plan.overrides)).items() if k not in per_cell}
 
 
 def lr_tuning(settings: dict) -> str | None:
@@ -225,7 +224,7 @@ def _remember_grid(grid_dir: Path, plan: Plan, axes: list[Axis]) -> None:
         changed = [k for k in ("margin", "reference") if before.get(k) != settings[k]]
         if before.get("lr_grid") and plan.lr_grid and lr_tuning(before) != plan.lr_tuning:
             changed.append(f"--lr-tuning {lr_tuning(before)}")
-        changed += report.config_changes(before.get("base_config", settings["base_config"]), settings["base_config"])
+        changed += config_changes(before.get("base_config", settings["base_config"]), settings["base_config"])
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if set(before.get("axes", {})) != set(settings["axes"]):
             changed.append("axes (keys)")
@@ -288,8 +287,8 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
     if len(tuning) == len(folders):  # still on its learning-rate grid: no reported run has finished
         cell.error = f"in progress: only learning-rate grid runs have finished ({len(tuning)})"
         return GridCell(cell, None)
-    saved = cell.folder / "experiment.json"
-    arm_set = with_recorded(read_json(saved, "experiment settings").get("arms") if saved.is_file() else None)
+    record = ExperimentRecord.read(cell.folder)
+    arm_set = with_recorded(record.arms if record else None)
     try:
         tuned = report.load_runs(tuning, arm_set)
         runs = at_best_rates(report.load_runs([p for p in folders if p not in tuning], arm_set), tuned)

@@ -27,10 +27,10 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from core.files import write_text_atomic
-from experiment.figures import log_x, save_figure
-from experiment.formats import interval, p_value, signed
+
+from experiment.style import interval, log_x, p_value, save_figure, signed
 from experiment.readout import ONE_SEED_TUNING
-from experiment.runner import EVERY_SEED
+from experiment.record import EVERY_SEED
 from experiment.grid import NOT_STARTED, GridCell, LrPick, cells_vocab_use, gap_rows, load_grid, lr_picks, lr_tuning
 from experiment.grid_model import (
     ArmModels,

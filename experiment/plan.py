@@ -43,7 +43,7 @@ from core.errors import UserError
 from core.files import read_json
 from experiment import stats
 from experiment.arms import PRESETS, ArmSet
-from experiment.formats import duration, size
+from experiment.style import duration, size
 from model.config import GPTConfig
 from model.gpt import GPT
 from training.config import RunConfig, TrainConfig
@@ -420,25 +420,3 @@ def next_rates(grid: list[float], scores: dict[float, float], widen: int) -> lis
     # A step too small to change the rate's 6 digits (two grid ends that close) would repeat a rate forever.
     tried = {f"{lr:g}" for lr in scores}
     return [lr for lr in out if f"{lr:g}" not in tried]
-
-
-def lr_grid_refusals(before: list[float], now: list[float], widen_before: int = 0, widen_now: int = 0) -> list[str]:
-    """``[]`` if the learning-rate grid ``now`` may continue a folder made with ``before``; else ``[why not]``.
-
-    A grid may grow -- widening it when a best learning rate sat on its edge -- as long as it
-    keeps every point it had: the runs already made stay part of it, every arm trains at the new
-    points alike, and an arm whose best rate moves trains its reported seeds at the new rate.
-    A folder made without a grid (every arm at the config's rate) cannot gain one.  Likewise
-    ``--lr-widen`` may rise (``widen_now``) but not fall below ``widen_before``.
-    """
-    out = []
-    old, new = {f"{lr:g}" for lr in before}, {f"{lr:g}" for lr in now}
-    if old != new and not (old and old <= new):
-        out.append(
-            "lr_grid (a folder made with a grid needs one, and one made without cannot gain one)"
-            if not old or not new
-            else f"lr_grid (it may grow but must keep {', '.join(sorted(old - new, key=float))})"
-        )
-    if widen_now < widen_before:
-        out.append(f"lr_widen (it may rise but not fall below {widen_before})")
-    return out

@@ -1,4 +1,4 @@
-"""The tied-vs-untied report's runs: read run folders and check that they form a fair experiment.
+"""An A/B report's runs: read run folders and check that they form a fair experiment.
 
 Everything here works from the run folders alone (``config.json``, ``metrics.jsonl``,
 ``summary.json``, ``ckpt_best.pt``): no network, no wandb account.  ``compare.py`` is the
@@ -16,7 +16,6 @@ samples a report shows come from here (:func:`samples`), read from the runs' che
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 import statistics
@@ -40,12 +39,9 @@ from experiment.arms import (
     sample_with_code,
     with_recorded,
 )
-from training import config
+from experiment.record import BOOKKEEPING, EXPERIMENT_FILE, ExperimentRecord, flatten
 from training.runs import CONFIG, SUMMARY, is_finished, load_run_config, read_metrics
 
-# Keys that may differ between runs of one experiment without making it unfair: bookkeeping,
-# and the seed (which pairs runs across arms).  Anything else must match or be reported.
-BOOKKEEPING = config.BOOKKEEPING | {"train.seed"}
 # What arms may differ in: their own settings, a tuned learning rate (min_lr and Muon's rate follow it,
 # experiment.plan.lr_flags), and with --equal-params the size of the arms that share one matrix.
 TUNED_KEYS = {"train.learning_rate", "train.min_lr", "train.muon_learning_rate"}
@@ -149,29 +145,6 @@ class Experiment:
     def arms(self) -> list[str]:
         """The arms, reference first."""
         return list(self.runs)
-
-
-def flatten(config: dict) -> dict:
-    """``{"model": {"n_layer": 4}}`` -> ``{"model.n_layer": 4}``."""
-    return {f"{s}.{k}": v for s, values in config.items() for k, v in values.items()}
-
-
-def compared_config(cfg: config.RunConfig) -> dict:
-    """A run config as experiment and grid folders record and compare it: flat, bookkeeping keys left out."""
-    return {k: v for k, v in flatten(cfg.to_dict()).items() if k not in BOOKKEEPING}
-
-
-def config_changes(recorded: dict, now: dict) -> list[str]:
-    """The keys, sorted, whose values differ between a flat config recorded in a folder and ``now``'s.
-
-    Bookkeeping keys are not compared.  A key ``now`` has and the record lacks ran at its default
-    there (a setting added to tinygpt after the folder was made); values are compared as they read
-    back from JSON (tuples as lists).
-    """
-    now = json.loads(json.dumps({k: v for k, v in now.items() if k not in BOOKKEEPING}))
-    defaults = flatten(config.RunConfig().to_dict())
-    before = {k: v for k, v in {**defaults, **recorded}.items() if k in now or (k in recorded and k not in BOOKKEEPING)}
-    return sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
 
 
 def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
@@ -296,8 +269,8 @@ def _recorded_arms(paths: list[Path]) -> dict:
     recorded = {}
     for p in paths:
         for folder in (Path(p).parent, Path(p).parent.parent):
-            if (folder / "experiment.json").is_file():
-                recorded.update(read_json(folder / "experiment.json", "experiment settings").get("arms") or {})
+            if record := ExperimentRecord.read(folder):
+                recorded.update(record.arms)
     return recorded
 
 
@@ -595,7 +568,7 @@ def check_run_folders(paths: list[Path]) -> None:
     what a report is made from.
     """
     for path in paths:
-        if (path / "experiment.json").is_file():
+        if (path / EXPERIMENT_FILE).is_file():
             raise UserError(
                 f"{path} is an experiment folder (it holds experiment.json), not a run folder: give it alone to "
                 f"write its report again (python compare.py {shlex.quote(str(path))})"

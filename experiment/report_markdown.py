@@ -28,7 +28,7 @@ import torch
 
 from experiment import best, stats
 from experiment.arms import ARM_KEYS
-from experiment.formats import interval, num, p_value, signed
+from experiment.style import interval, num, p_value, signed
 from experiment.readout import (
     best_comparisons,
     best_table,

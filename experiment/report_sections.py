@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from experiment.figures import CAPTIONS
-from experiment.formats import finite
+from experiment.style import finite
 from experiment.readout import arm_table
 from experiment.report import SIZE_KEYS, Experiment, code_versions
 

@@ -1,23 +1,15 @@
-"""Running a tied-vs-untied experiment: the runs' commands, training each run through ``train.py``, the report.
+"""Running an A/B experiment: the runs' commands, training each run through ``train.py``, the report.
 
 ``compare.py`` is the command; this module trains every arm and seed as a ``train.py``
 subprocess (:mod:`experiment.launch`: reusing finished runs, resuming unfinished ones, forwarding
 stop signals) and writes the report (:mod:`experiment.report`, :mod:`experiment.readout`,
-:mod:`experiment.report_markdown`).
-
-The experiment folder's record of its settings, ``experiment.json``, is written once, then checked
-on every rerun.  A rerun of ``compare.py`` into the same folder continues the experiment (more seeds
-or arms, another device or wandb mode) but never mixes settings: the resolved config (bookkeeping
-aside), ``--equal-params``, the learning-rate grid, ``--lr-widen`` and the declared margin must
-match what the folder was made with (the grid and ``--lr-widen`` may grow).  A report on the
-folder's runs reads what it declared (:func:`declared_settings`): the margin, the outcome and a
-sequential design's level.
+:mod:`experiment.report_markdown`).  The experiment folder's record of what it declared,
+``experiment.json``, is written and checked on every rerun by :mod:`experiment.record`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import os
 import statistics
@@ -27,7 +19,7 @@ from pathlib import Path
 
 from core import hardware
 from core.errors import UserError
-from core.files import file_lock, read_json, write_json, write_text_atomic
+from core.files import read_json, write_text_atomic
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
@@ -41,7 +33,6 @@ from experiment.plan import (
     best_lr,
     equal_params_config,
     lr_flags,
-    lr_grid_refusals,
     next_rates,
     plan_line,
     power_line,
@@ -49,17 +40,24 @@ from experiment.plan import (
     score,
     time_per_run,
 )
+from experiment.record import (
+    BOOKKEEPING,
+    DEFAULT_MARGIN,
+    EVERY_SEED,
+    ONE_SEED,
+    ExperimentRecord,
+    flatten,
+    looks_record,
+    remember_settings,
+)
 from training.config import RESUME_OVERRIDABLE, RunConfig, parse_config
 from training.runs import SUMMARY, is_finished
 
 
 VERDICT_FILE = "verdict.json"
-# --lr-tuning: how a learning-rate grid is read.  Every rate on every seed, each arm's fitted best against the
-# reference's (experiment.best, calibrated); or each arm's rate picked on one tuning seed (exploratory).
-EVERY_SEED, ONE_SEED = "every-seed", "one-seed"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Plan:
     """What ``compare.py`` was asked to run: the config, the arms, the seeds and the learning-rate grid."""
 
@@ -71,7 +69,7 @@ class Plan:
     equal_params: str | None = None  # "width" / "depth": grow the arms that share one matrix to the untied count
     name: str | None = None
     reference: str = "tied"
-    margin: float = 0.01  # nats/token, declared before the runs
+    margin: float = DEFAULT_MARGIN  # nats/token, declared before the runs
     lr_widen: int = 0  # with a grid: rates tried past an edge an arm's best sits on, at most, a side
     adopt: list[Path] = field(default_factory=list)  # finished run folders to adopt as reported runs (--adopt)
     budgets: list[int] = field(default_factory=list)  # token budgets (--budgets): a WSD trunk and a branch per budget
@@ -184,8 +182,8 @@ def _prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
     data = TokenData(prepare_from_config(cfg.data))
     data.check_block_size(cfg.model.block_size)
     cfg = cfg.with_values(model={"vocab_size": data.vocab_size})
-    defaults = report.flatten(RunConfig().to_dict())
-    set_here = {k: v for k, v in report.flatten(cfg.to_dict()).items() if k in plan.arm_set.keys and v != defaults[k]}
+    defaults = flatten(RunConfig().to_dict())
+    set_here = {k: v for k, v in flatten(cfg.to_dict()).items() if k in plan.arm_set.keys and v != defaults[k]}
     if set_here:  # each arm sets these itself; a config that sets one would give it to every arm
         raise UserError(
             f"{plan.config or 'the command line'} sets {', '.join(sorted(set_here))}, which the arms set "
@@ -226,9 +224,9 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     bar = _announce(plan, cmds, data, adopting)
     try:
         tuning, best = _tune(plan, out_dir, cmds.grid_point, cfg.train.seed + TUNING_SEED_OFFSET, bar)
-        if plan.one_seed and read_json(out_dir / "experiment.json", "experiment settings") != settings:
+        if plan.one_seed and ExperimentRecord.read(out_dir) != settings:
             raise UserError(
-                f"another compare.py changed {out_dir / 'experiment.json'} (a wider grid or --lr-widen) while "
+                f"another compare.py changed {settings.path} (a wider grid or --lr-widen) while "
                 "this one tuned, so their best rates may differ: run the same command as that one"
             )
         if plan.one_seed:
@@ -389,10 +387,10 @@ def check_planned(plan: Plan, cmds: Commands) -> None:
     training: arms whose planned configs differ in more than their own settings (and a tuned rate or size), or
     whose learning-rate schedules part (:func:`experiment.schedules.check_planned`)."""
     planned = {arm: cmds.expected(arm, 0) for arm in plan.arms}
-    ref = report.flatten(planned[plan.reference].to_dict())
-    allowed = set(plan.arm_set.keys) | report.TUNED_KEYS | report.SIZE_KEYS | report.BOOKKEEPING
+    ref = flatten(planned[plan.reference].to_dict())
+    allowed = set(plan.arm_set.keys) | report.TUNED_KEYS | report.SIZE_KEYS | BOOKKEEPING
     for arm, cfg in planned.items():
-        flat = report.flatten(cfg.to_dict())
+        flat = flatten(cfg.to_dict())
         unfair = sorted(k for k in set(ref) | set(flat) if ref.get(k) != flat.get(k) and k not in allowed)
         if unfair:
             raise UserError(
@@ -585,107 +583,6 @@ def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[floa
     raise AssertionError("unreachable: the last look returns")
 
 
-# ---------------------------------------------------------------- experiment.json: the settings it was made with
-
-
-def remember_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
-    """Write experiment.json and return what it holds, or refuse a folder made with other settings.
-
-    Arms, seeds, the lr grid and ``lr_widen`` may grow.  The check and the write happen under a
-    lock, so two ``compare.py`` starting at once cannot both pass it with different settings.
-    """
-    (out_dir / ".claims").mkdir(parents=True, exist_ok=True)
-    with file_lock(out_dir / ".claims" / "experiment.json.lock"):
-        return _check_and_write_settings(out_dir, cfg, plan)
-
-
-def _check_and_write_settings(out_dir: Path, cfg: RunConfig, plan) -> dict:
-    """:func:`remember_settings`'s body, run under its lock."""
-    # The folder remembers the resolved config it was made with (bookkeeping aside), so a re-run
-    # continues it -- with more seeds or arms, another device or wandb mode -- but never mixes settings.
-    settings = {
-        "config": report.compared_config(cfg),
-        "equal_params": plan.equal_params,
-        "lr_grid": plan.lr_grid,
-        "lr_widen": plan.lr_widen,
-        "margin": plan.margin,
-        "reference": plan.reference,  # the arm every verdict reads against, declared before the runs
-    }
-    if plan.lr_grid and not plan.budgets:  # how the grid is read, declared before the runs
-        settings["lr_tuning"] = plan.lr_tuning
-    if plan.max_seeds:  # --seeds auto: the looks, fixed before the runs
-        settings["max_seeds"] = plan.max_seeds
-    if plan.outcome != "loss":  # what the verdict reads, declared before the runs
-        settings["outcome"] = plan.outcome
-    if plan.budgets:  # the budget axis (its trunks may grow to a larger last budget; no budget may go)
-        settings["budgets"] = plan.budgets
-        settings["seeds"] = plan.seeds  # declared: its report is interim until they finish (may grow)
-    defined = {n: s for n, s in plan.arm_set.settings.items() if n not in ARMS}
-    if defined:  # arms defined by settings (--arm): a report reads the run folders' arms from these
-        settings["arms"] = defined
-    if any(plan.arm_set.code(n) for n in plan.arms):  # the other arms train with the checkout's code: pin it
-        settings["checkout"] = arms.head()
-    saved = out_dir / "experiment.json"
-    if saved.is_file():
-        before = read_json(saved, "experiment settings")
-        now = json.loads(json.dumps(settings))
-        changed = report.config_changes(before.get("config", {}), settings["config"])
-        # Older folders recorded no grid (none was run) and no margin (any may be declared now).
-        was = {
-            "equal_params": before.get("equal_params"),
-            "margin": before.get("margin", now["margin"]),
-            "checkout": before.get("checkout", now.get("checkout")),
-            "outcome": before.get("outcome"),
-            "max_seeds": before.get("max_seeds"),
-            "reference": before.get("reference", now["reference"]),  # older folders recorded none
-            # older folders with a grid picked each rate on one seed (the only design then)
-            "lr_tuning": before.get(
-                "lr_tuning", ONE_SEED if before.get("lr_grid") and not before.get("budgets") else None
-            ),
-        }
-        changed += [k for k, v in was.items() if v != now.get(k)]
-        gone = sorted(set(before.get("budgets", [])) - set(plan.budgets))
-        changed += [f"budgets (without {', '.join(map(str, gone))} tokens)"] if gone else []
-        had = before.get("arms", {})
-        changed += [f"the settings of arm {n}" for n, s in now.get("arms", {}).items() if had.get(n, s) != s]
-        if "seeds" in settings:
-            settings["seeds"] = max(settings["seeds"], before.get("seeds", 0))
-        if had or defined:  # arms may be added, never redefined
-            settings["arms"] = {**had, **now.get("arms", {})}
-        if before.get("looks"):  # the verdicts read so far (record_look): kept, so that added seeds count as looks
-            settings["looks"] = before["looks"]
-        changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
-        if changed:
-            raise UserError(
-                f"experiment folder {out_dir} was made with other settings ({', '.join(changed)}): pick another --name"
-            )
-    write_json(saved, settings)
-    return json.loads(json.dumps(settings))  # as read back from the file (lists, not tuples), for comparing later
-
-
-DEFAULT_MARGIN = 0.01  # nats/token (a fraction for the ratio outcomes), when none was declared or given
-
-
-def declared_settings(out_dir: Path, margin: float | None, outcome: str | None) -> tuple[float, bool, str, tuple]:
-    """What a report on run folders in ``out_dir`` reads with: ``(margin, margin declared before the runs,
-    outcome, (alpha, the sequential design in words))``, from the folder's experiment.json where it
-    declared them (``--margin`` / ``--outcome`` given then must agree), else from the options given.
-    Raises :class:`UserError` when a given option contradicts the declaration."""
-    return (*_declared_margin(out_dir, margin), _declared_outcome(out_dir, outcome), _declared_sequential(out_dir))
-
-
-def _declared_margin(out_dir: Path, given: float | None) -> tuple[float, bool]:
-    """``(margin, declared)``: the experiment folder's declared margin (experiment.json), checked against
-    ``--margin`` if given, else ``--margin`` or the default, not declared before the runs."""
-    saved = out_dir / "experiment.json"
-    declared = read_json(saved, "experiment settings").get("margin") if saved.is_file() else None
-    if declared is not None and given is not None and given != declared:
-        raise UserError(f"{saved} declared --margin {declared:g} before the runs: report with it (drop --margin)")
-    if declared is not None:
-        return declared, True
-    return (given if given is not None else DEFAULT_MARGIN), False
-
-
 def experiment_runs(out_dir: Path) -> list[Path]:
     """The run folders of an experiment folder (each holding a config.json; tune-* are its rate grid), sorted.
 
@@ -694,81 +591,3 @@ def experiment_runs(out_dir: Path) -> list[Path]:
     if not runs:
         raise UserError(f"experiment folder {out_dir} holds no run folders yet: run the command that made it")
     return runs
-
-
-def declared_reference(out_dir: Path, given: str | None) -> str | None:
-    """The reference arm the experiment folder declared (experiment.json), checked against ``--reference`` if
-    given; else ``given`` (None: the report's own rule picks one).  Raises :class:`UserError` on a clash."""
-    saved = out_dir / "experiment.json"
-    declared = read_json(saved, "experiment settings").get("reference") if saved.is_file() else None
-    if declared is not None and given is not None and given != declared:
-        raise UserError(f"{saved} declared --reference {declared} before the runs: report with it (drop --reference)")
-    return declared or given
-
-
-def _declared_outcome(out_dir: Path, given: str | None) -> str:
-    """The outcome the experiment folder declared (experiment.json), checked against ``--outcome`` if given."""
-    saved = out_dir / "experiment.json"
-    declared = read_json(saved, "experiment settings").get("outcome", "loss") if saved.is_file() else None
-    if declared is not None and given is not None and given != declared:
-        raise UserError(f"{saved} declared --outcome {declared} before the runs: report with it (drop --outcome)")
-    return declared or given or "loss"
-
-
-def _declared_sequential(out_dir: Path) -> tuple[float, str, dict | None]:
-    """``(alpha, words, looks as data)`` for runs of a sequential experiment folder (its
-    experiment.json's max_seeds), else ``(0.05, "", None)``: a report on its runs tests at the looks' level,
-    as its verdict did."""
-    saved = out_dir / "experiment.json"
-    max_seeds = read_json(saved, "experiment settings").get("max_seeds") if saved.is_file() else None
-    if not max_seeds:
-        return 0.05, "", None
-    looks = stats.sequential_looks(max_seeds)
-    alpha = stats.look_alpha(looks)
-    words = (
-        f"from a sequential experiment of up to {max_seeds} seeds in looks of {', '.join(map(str, looks))}; "
-        f"every look tests at α = {alpha:.4g} (0.05 over {len(looks)} looks, Bonferroni)"
-    )
-    return alpha, words, looks_record(looks, None, alpha)
-
-
-def counted_looks(out_dir: Path, seeds: int) -> tuple[float, str, dict | None] | None:
-    """For a report at ``seeds`` seeds on a fixed-seed experiment folder that gave verdicts at fewer seeds before
-    (experiment.json's ``looks``): ``(alpha, words, looks as data)``, this look tested at 0.05 over the looks so
-    far (Bonferroni, as ``--seeds auto`` does) and marked undeclared; None for a first look, a sequential
-    folder (its looks were declared) or no experiment folder."""
-    saved = out_dir / "experiment.json"
-    record = read_json(saved, "experiment settings") if saved.is_file() else {}
-    if record.get("max_seeds"):
-        return None
-    earlier = sorted({look["seeds"] for look in record.get("looks", []) if look.get("seeds", seeds) < seeds})
-    if not earlier:
-        return None
-    k = len(earlier) + 1
-    alpha = 0.05 / k
-    words = (
-        f"seeds added after verdicts were read at {', '.join(map(str, earlier))} seeds: this report at {seeds} "
-        f"seeds is look {k}, tested at α = {alpha:.4g} (0.05 over {k} looks, Bonferroni, as --seeds auto does)"
-    )
-    return alpha, words, {**looks_record([*earlier, seeds], seeds, alpha), "declared": False}
-
-
-def record_look(out_dir: Path, seeds: int) -> None:
-    """Add a report read at ``seeds`` seeds to the experiment folder's looks (experiment.json's ``looks``: each
-    seed count a verdict was read at, and the date), once per seed count; nothing without an experiment.json."""
-    saved = out_dir / "experiment.json"
-    if not saved.is_file():
-        return
-    (out_dir / ".claims").mkdir(exist_ok=True)
-    with file_lock(out_dir / ".claims" / "experiment.json.lock"):
-        record = read_json(saved, "experiment settings")
-        looks = record.get("looks", [])
-        if all(look.get("seeds") != seeds for look in looks):
-            record["looks"] = [*looks, {"seeds": seeds, "date": datetime.date.today().isoformat()}]
-            write_json(saved, record)
-
-
-def looks_record(looks: list[int], seeds: int | None, alpha: float) -> dict:
-    """verdict.json's ``sequential``: the seed counts of the looks declared before the runs, the seeds this
-    verdict read (None: not known here), the level every look tests at, and the rule that set it."""
-    return {"looks": looks, "seeds_read": seeds, "alpha_per_look": alpha, "rule": "bonferroni", "declared": True}

@@ -20,7 +20,7 @@ from helpers import error_line, tiny_compare_args
 
 import compare
 from core.errors import UserError
-from experiment import budget_readout, budget_report, budgets, runner, stats
+from experiment import budget_readout, budget_report, budgets, record, stats
 from experiment import best as best_readout
 from experiment.arms import define_arms, with_recorded
 from experiment.budget_readout import Score
@@ -645,11 +645,11 @@ def test_a_budget_experiment_declares_its_seeds_and_keeps_the_most_asked_for(tmp
     def plan(seeds: int) -> SimpleNamespace:
         return SimpleNamespace(**fields, budgets=[500_000], seeds=seeds, arm_set=arm_set, arms=arm_set.names)
 
-    assert runner.remember_settings(tmp_path, RunConfig(), plan(3))["seeds"] == 3
-    assert runner.remember_settings(tmp_path, RunConfig(), plan(2))["seeds"] == 3
+    assert record.remember_settings(tmp_path, RunConfig(), plan(3)).seeds == 3
+    assert record.remember_settings(tmp_path, RunConfig(), plan(2)).seeds == 3
     saved = json.loads((tmp_path / "experiment.json").read_text())
     (tmp_path / "experiment.json").write_text(json.dumps({k: v for k, v in saved.items() if k != "seeds"}))
-    assert runner.remember_settings(tmp_path, RunConfig(), plan(6))["seeds"] == 6
+    assert record.remember_settings(tmp_path, RunConfig(), plan(6)).seeds == 6
 
 
 def test_before_any_budget_is_read_the_report_shows_only_what_finished(tmp_path):

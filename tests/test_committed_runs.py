@@ -121,7 +121,7 @@ def test_run_sh_resolves_to_the_config_of_every_committed_cell(cell):
     """run.sh's --config file with its --train.dtype flag resolves to the config each committed cell of
     results/tying-scaling-cpu-2026-11-24 was trained with (the cell's own axes, n_embd and tokenizer, aside), so
     re-running run.sh continues those cells instead of being refused or training them again."""
-    from experiment import report
+    from experiment import record
     from training.config import parse_config
 
     run_sh = (SCALING / "run.sh").read_text()
@@ -129,8 +129,8 @@ def test_run_sh_resolves_to_the_config_of_every_committed_cell(cell):
     dtype = re.search(r"--train\.dtype=(\w+)", run_sh).group(1)
     axes = {"model.n_embd", "data.tokenizer", "model.vocab_size"}  # vocab_size follows the tokenizer
     recorded = json.loads((SCALING / cell / "experiment.json").read_text())["config"]
-    pinned = report.flatten(parse_config(REPO / config, {"train": {"dtype": dtype}}).to_dict())
-    changed = report.config_changes(
+    pinned = record.flatten(parse_config(REPO / config, {"train": {"dtype": dtype}}).to_dict())
+    changed = record.config_changes(
         {k: v for k, v in recorded.items() if k not in axes}, {k: v for k, v in pinned.items() if k not in axes}
     )
     assert not changed, f"{config} no longer matches {cell} in {changed}"

@@ -184,6 +184,10 @@ def test_compare_speaks_of_arms_in_general(capsys):
     out = capsys.readouterr().out
     assert "Is a change real?" in out and "default: a newline)" in out and "ROMEO" not in out.split("--prompt")[1]
     own = define_arms(None, {"base": {}, "drop": {"model.dropout": 0.1}})
-    plan = runner.Plan("configs/debug.toml", {}, own.names, 2, reference="base", arm_set=own)
+    plan = runner.Plan(
+        config="configs/debug.toml", overrides={}, arms=own.names, seeds=2, reference="base", arm_set=own
+    )
     assert runner._arms_name(plan) == "base-vs-drop"
-    assert runner._arms_name(runner.Plan(None, {}, ["tied", "untied"], 2)) == "tied-vs-untied"
+    assert (
+        runner._arms_name(runner.Plan(config=None, overrides={}, arms=["tied", "untied"], seeds=2)) == "tied-vs-untied"
+    )

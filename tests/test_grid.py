@@ -241,16 +241,28 @@ def test_a_grid_folder_takes_a_wider_learning_rate_grid_and_refuses_a_narrower_o
     from experiment.runner import Plan
 
     axes = [Axis("model.n_embd", (64,))]
-    _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, [2e-3, 4e-3, 8e-3]), axes)
-    _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, [2e-3, 4e-3, 8e-3, 1.6e-2]), axes)
+
+    def remember(lr_grid: list[float], lr_widen: int = 0) -> None:
+        plan = Plan(
+            config="configs/debug.toml",
+            overrides={},
+            arms=["tied", "untied"],
+            seeds=3,
+            lr_grid=lr_grid,
+            lr_widen=lr_widen,
+        )
+        _remember_grid(tmp_path, plan, axes)
+
+    remember([2e-3, 4e-3, 8e-3])
+    remember([2e-3, 4e-3, 8e-3, 1.6e-2])
     assert json.loads((tmp_path / "grid.json").read_text())["lr_grid"] == [2e-3, 4e-3, 8e-3, 1.6e-2]
     with pytest.raises(UserError, match="must keep 0.002"):
-        _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, [4e-3, 8e-3, 1.6e-2]), axes)
+        remember([4e-3, 8e-3, 1.6e-2])
     wide = [2e-3, 4e-3, 8e-3, 1.6e-2]
-    _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, wide, lr_widen=2), axes)
+    remember(wide, lr_widen=2)
     assert json.loads((tmp_path / "grid.json").read_text())["lr_widen"] == 2  # recorded, may rise, never fall
     with pytest.raises(UserError, match="lr_widen"):
-        _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, wide, lr_widen=1), axes)
+        remember(wide, lr_widen=1)
 
 
 def test_a_grid_folder_compares_its_resolved_base_config_not_the_files_name(tmp_path):
@@ -263,14 +275,30 @@ def test_a_grid_folder_compares_its_resolved_base_config_not_the_files_name(tmp_
     (tmp_path / "a.toml").write_text("[train]\nmax_iters = 500\n")
     (tmp_path / "b.toml").write_text("[train]\nmax_iters = 500\n")
     grid = tmp_path / "g"
-    _remember_grid(grid, Plan(str(tmp_path / "a.toml"), {}, ["tied", "untied"], 3, [2e-3]), axes)
     _remember_grid(
-        grid, Plan(str(tmp_path / "b.toml"), {"model": {"n_embd": 256}}, ["tied", "untied"], 3, [2e-3]), axes
+        grid,
+        Plan(config=str(tmp_path / "a.toml"), overrides={}, arms=["tied", "untied"], seeds=3, lr_grid=[2e-3]),
+        axes,
+    )
+    _remember_grid(
+        grid,
+        Plan(
+            config=str(tmp_path / "b.toml"),
+            overrides={"model": {"n_embd": 256}},
+            arms=["tied", "untied"],
+            seeds=3,
+            lr_grid=[2e-3],
+        ),
+        axes,
     )
     assert json.loads((grid / "grid.json").read_text())["config"] == str(tmp_path / "b.toml")
     (tmp_path / "a.toml").write_text("[train]\nmax_iters = 2000\n")
     with pytest.raises(UserError, match=r"other settings \(train.max_iters\)"):
-        _remember_grid(grid, Plan(str(tmp_path / "a.toml"), {}, ["tied", "untied"], 3, [2e-3]), axes)
+        _remember_grid(
+            grid,
+            Plan(config=str(tmp_path / "a.toml"), overrides={}, arms=["tied", "untied"], seeds=3, lr_grid=[2e-3]),
+            axes,
+        )
 
 
 def test_a_cell_still_on_its_learning_rate_grid_is_reported_in_progress(tmp_path):

@@ -17,7 +17,8 @@ from core.errors import UserError
 from experiment import best, readout
 from experiment.grid import Axis, _remember_grid, gap_rows, load_grid, lr_tuning
 from experiment.grid_model import cross_cell_models
-from experiment.runner import EVERY_SEED, ONE_SEED, Plan
+from experiment.record import EVERY_SEED, ONE_SEED
+from experiment.runner import Plan
 
 RATES = (1e-3, 2e-3, 4e-3)
 SEEDS = 4
@@ -120,10 +121,21 @@ def test_a_grid_keeps_the_design_it_was_made_with(tmp_path):
     """grid.json records --lr-tuning; a later command with the other design is refused, and a grid.json from
     before the field existed, with rates, is a one-seed grid."""
     axes = [Axis("model.n_embd", (64,))]
-    _remember_grid(tmp_path, Plan("configs/debug.toml", {}, ["tied", "untied"], 3, [2e-3, 4e-3]), axes)
+    _remember_grid(
+        tmp_path,
+        Plan(config="configs/debug.toml", overrides={}, arms=["tied", "untied"], seeds=3, lr_grid=[2e-3, 4e-3]),
+        axes,
+    )
     assert lr_tuning(json.loads((tmp_path / "grid.json").read_text())) == EVERY_SEED
     with pytest.raises(UserError, match="--lr-tuning every-seed"):
-        plan = Plan("configs/debug.toml", {}, ["tied", "untied"], 3, [2e-3, 4e-3], lr_tuning=ONE_SEED)
+        plan = Plan(
+            config="configs/debug.toml",
+            overrides={},
+            arms=["tied", "untied"],
+            seeds=3,
+            lr_grid=[2e-3, 4e-3],
+            lr_tuning=ONE_SEED,
+        )
         _remember_grid(tmp_path, plan, axes)
     assert lr_tuning({"lr_grid": [2e-3]}) == ONE_SEED and lr_tuning({"lr_grid": []}) is None
 

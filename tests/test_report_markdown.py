@@ -11,7 +11,7 @@ import re
 import pytest
 from fake_runs import UNIGRAM, fake_experiment, fake_run, fake_tuning
 
-from experiment import formats, readout, report, report_markdown, report_sections
+from experiment import readout, report, report_markdown, report_sections, style
 from experiment.arms import DESCRIPTIONS
 
 CLEAR = [(3.0, 2.85), (3.1, 2.97), (3.2, 3.04)]  # untied lower on every seed by 0.13-0.16 nats
@@ -382,7 +382,7 @@ def test_the_bpb_verdicts_of_several_arms_are_holm_adjusted_like_the_nats_ones(t
     assert "| tied |" not in section
     for c in readout.comparisons(exp):
         row = next(line for line in section.splitlines() if line.startswith(f"| {c.arm} |"))
-        assert row.endswith(f"| **{c.verdict}** |") and f"| {formats.p_value(c.p_holm)} |" in row
+        assert row.endswith(f"| **{c.verdict}** |") and f"| {style.p_value(c.p_holm)} |" in row
 
 
 def test_a_verdict_read_at_rates_picked_on_one_seed_is_labelled_not_calibrated(tmp_path):

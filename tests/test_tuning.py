@@ -8,7 +8,8 @@ import pytest
 import compare
 from core.errors import UserError
 from experiment import launch, runner
-from experiment.plan import best_lr, lr_grid_refusals, next_rates
+from experiment.plan import best_lr, next_rates
+from experiment.record import ONE_SEED, lr_grid_refusals
 
 GRID = [2e-3, 4e-3, 8e-3]
 
@@ -103,7 +104,14 @@ def fake_experiment(tmp_path, monkeypatch):
             ]
         )
         return runner.Plan(
-            args.config, overrides, args.arms, 1, args.lr_grid, name="exp", lr_widen=widen, lr_tuning=runner.ONE_SEED
+            config=args.config,
+            overrides=overrides,
+            arms=args.arms,
+            seeds=1,
+            lr_grid=args.lr_grid,
+            name="exp",
+            lr_widen=widen,
+            lr_tuning=ONE_SEED,
         )
 
     make.trained = []  # run names, in the order they were trained

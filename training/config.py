@@ -127,7 +127,7 @@ class TrainConfig:
     compile: bool = doc_field(False, "Wrap the model in torch.compile (faster on GPU; the first steps are slow).")
     head_loss: str = doc_field(
         "auto",
-        "How the loss meets the head: 'logits' builds all (B, T, vocab_size) logits, then nn.CrossEntropyLoss (nanoGPT); 'chunked' computes lm_head and the cross-entropy, with their gradients, a slice of rows at a time and never holds all logits (far less memory, the same speed on a CPU within noise); 'fused' is Liger-Kernel's fused linear cross-entropy (CUDA only, pip install liger-kernel; on an H100, GPT-2 124M, 40% less memory and 1.64x slower than logits: for a step that would not fit otherwise); 'auto' is chunked on CPU, logits elsewhere. Resolved and saved with the run. The same loss up to float rounding.",
+        "How the loss meets the head: 'logits' builds all (B, T, vocab_size) logits, then nn.CrossEntropyLoss (nanoGPT); 'chunked' computes lm_head and the cross-entropy, with their gradients, a slice of rows at a time and never holds all logits (far less memory, the same speed on a CPU within noise); 'fused' is Liger-Kernel's fused linear cross-entropy (CUDA only, pip install liger-kernel; much less memory, slower: for a step that would not fit otherwise; measured in results/README.md); 'auto' is chunked on CPU, logits elsewhere. Resolved and saved with the run. The same loss up to float rounding.",
     )
     pad_vocab_multiple: int = doc_field(
         0,
@@ -138,7 +138,7 @@ class TrainConfig:
     sample_tokens: int = doc_field(200, "Tokens in the sample printed at the end of training; 0 prints none.")
     loss_plot: bool = doc_field(
         True,
-        "Draw loss.png in the run folder with matplotlib, redrawn at evals at most every 30 s and at the end; false draws none, and matplotlib never loads (22-31 MiB less peak memory on nanoGPT's char recipe, results/speed-cpu-2026-11-24/). metrics.jsonl and summary.json are written either way.",
+        "Draw loss.png in the run folder with matplotlib, redrawn at evals at most every 30 s and at the end; false draws none, and matplotlib never loads (less peak memory). metrics.jsonl and summary.json are written either way.",
     )
     final_eval_tokens: int = doc_field(
         2_000_000,
@@ -271,7 +271,7 @@ SCHEMA = Schema(SECTIONS, DERIVED)
 # The one list of settings that change neither the weights a run trains nor what it measures:
 # where it runs and writes, what it prints and logs, how the data is read (not which data).
 # A resume may change them (RESUME_OVERRIDABLE) and a comparison ignores them
-# (experiment.report.BOOKKEEPING); each of those adds its own few keys.
+# (experiment.record.BOOKKEEPING); each of those adds its own few keys.
 BOOKKEEPING = frozenset(
     {
         "train.out_dir",

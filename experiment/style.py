@@ -1,5 +1,5 @@
-"""How every report and plan line writes a number: one rule each, so the ordinary, grid and budget
-reports print a p-value, an interval or a difference the same way.
+"""How every report and plan line writes a number, and how every report writes a figure: one rule each,
+so the A/B, grid and budget reports print a p-value, an interval or a difference the same way.
 
     signed(-0.0123)              # "−0.0123": the sign always shown, a true minus (U+2212)
     interval((-0.0123, 0.0045))  # "[−0.0123, +0.0045]"
@@ -11,7 +11,15 @@ Every formatter writes ``n/a`` for a number that could not be computed (None, Na
 
 from __future__ import annotations
 
+import io
 import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.files import atomic_write_bytes
+
+if TYPE_CHECKING:  # matplotlib loads only where a figure is drawn
+    from matplotlib.figure import Figure
 
 NA = "n/a"
 
@@ -58,3 +66,24 @@ def size(n_bytes: float) -> str:
         if n_bytes >= scale:
             return f"{n_bytes / scale:.1f} {unit}"
     return f"{n_bytes / 1e3:.0f} kB"
+
+
+def save_figure(fig: Figure | None, out_dir: Path, name: str) -> str | None:
+    """Write ``fig`` to ``out_dir/name`` as PNG; the name, or None when there is no figure."""
+    if fig is None:
+        return None
+    buf = io.BytesIO()
+    # 96 dpi: sharp enough on a screen, and a committed experiment's figures stay small (about half the bytes of 120).
+    fig.savefig(buf, format="png", dpi=96)
+    atomic_write_bytes(Path(out_dir) / name, buf.getvalue())  # a reader never sees half a figure
+    return name
+
+
+def log_x(ax) -> None:
+    """A log-scale x axis with plain tick labels (``6``, ``20``, ``2e-03``) on the major and, over a
+    narrow range, the minor ticks."""
+    from matplotlib.ticker import LogFormatter  # here: a plan line must not load matplotlib
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    ax.xaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
