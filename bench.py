@@ -209,16 +209,7 @@ def bench_training(args, cfg) -> dict:
             profiler = start_profiler(device) if args.profile else profiler
         sync(device)
         t0 = time.perf_counter()
-        train_step(
-            model=s.step_model,
-            optimizer=s.optimizer,
-            data=s.data,
-            data_gen=s.data_gen,
-            cfg=cfg,
-            device=device,
-            amp_dtype=s.amp_dtype,
-            lr=get_lr(i, tc),
-        )
+        train_step(s, lr=get_lr(i, tc))
         sync(device)  # train_step's loss.item() already syncs; this makes the timing explicit
         if i >= args.warmup:
             times.append(time.perf_counter() - t0)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from core.cli import ArgumentParser, run_command
-from training.gpt2 import export_run, import_run
+from training.hf_folders import export_run, import_run
 
 
 def parse_args(argv: list[str] | None):

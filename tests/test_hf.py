@@ -1,4 +1,4 @@
-"""GPT-2 import/export (model/hf.py, training/gpt2.py, hf.py) and ``train.py --init-from``, on small random GPT-2s: no download.
+"""GPT-2 import/export (model/hf.py, training/gpt2.py, training/hf_folders.py, hf.py) and ``train.py --init-from``, on small random GPT-2s: no download.
 
 Run: ``python -m pytest -q tests/test_hf.py``  (CPU, offline; about half a minute, most of it
 the two short fine-tuning runs; the tokenizer test needs the cached GPT-2 BPE file).

@@ -324,7 +324,6 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path, corpus):
             "--train.dtype=float32",
         )
         s = setup.build(parse_config(None, train.parse_args(args)[1]))
-        cfg = s.cfg
         grads = {}
         real_step = s.optimizer.step
 
@@ -333,7 +332,7 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path, corpus):
             return real_step(*a, **k)
 
         s.optimizer.step = capture  # see the gradient AdamW receives (Adam itself is scale-invariant)
-        result = step.train_step(s.step_model, s.optimizer, s.data, s.data_gen, cfg, s.device, s.amp_dtype, lr=1e-2)
+        result = step.train_step(s, lr=1e-2)
         results.append((result.loss, grads))
     assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
     for name, grad in results[0][1].items():

@@ -74,18 +74,18 @@ class Trainer:
         self.resume = resume or branch_from is not None  # a branch goes on from the trunk's checkpoint
         self.main = dist.is_main
         self.saved_vocab_size = cfg.model.vocab_size  # a resumed config's; build() sets the data's
-        self.s = build(cfg, dist)
-        self.cfg = cfg = self.s.cfg  # resolved for the device and the data: what config.json records
+        self.setup = build(cfg, dist)
+        self.cfg = cfg = self.setup.cfg  # resolved for the device and the data: what config.json records
         tc, mc = cfg.train, cfg.model
         # Every rank copies the same weights in place, after DDP's broadcast; the optimizer's references stay valid.
-        self.init_record = load_into(self.s.model, init_from) if init_from and not resume else None
+        self.init_record = load_into(self.setup.model, init_from) if init_from and not resume else None
         if tc.sample_tokens:
-            self.s.tokenizer.encode(
+            self.setup.tokenizer.encode(
                 tc.sample_prompt
             )  # a prompt the tokenizer cannot encode fails now, not after training
         # Fixed eval windows of the global batch (world_size * batch_size wide): each rank takes its columns.
         self.eval_offsets = {
-            split: self.s.data.eval_offsets(
+            split: self.setup.data.eval_offsets(
                 split, tc.eval_iters, tc.batch_size * dist.world_size, mc.block_size, seed=tc.seed + 1
             )
             for split in ("train", "val")
@@ -95,7 +95,7 @@ class Trainer:
         self.resume_cmd = faults.resume_command(run_dir, dist.world_size)
         self.cleanup = contextlib.ExitStack()
         self.stop: faults.StopSignals | None = None
-        self.p = Progress()
+        self.progress = Progress()
         self.saved_step, self.plotted_at = -1, time.perf_counter()  # ckpt_last.pt's step (-1: none); loss.png's time
         self.metrics = self.logger = runs.NullLogger()  # rank 0's metrics.jsonl and wandb; null elsewhere
         self.unigram = float("nan")
@@ -110,18 +110,20 @@ class Trainer:
                 # Lock before reading ckpt_last.pt: another process may be writing it.
                 ddp.on_main(lambda: faults.claim_run_folder(self.run_dir, self.resume, self.cleanup), self.dist)
                 self.restore_progress()
-                resumed_at = self.p.step if self.resume else None
+                resumed_at = self.progress.step if self.resume else None
                 world = self.dist.world_size
                 ddp.on_main(
                     lambda: report.write_run_records(
-                        self.run_dir, self.cfg, self.s, self.init_record, resumed_at, world
+                        self.run_dir, self.cfg, self.setup, self.init_record, resumed_at, world
                     ),
                     self.dist,
                 )
                 # From here a SIGINT / SIGTERM / SIGHUP only raises a flag, checked between steps (on all ranks at once).
                 self.stop = self.cleanup.enter_context(faults.StopSignals())
                 if self.main:  # the unigram baseline stays NaN elsewhere: only rank 0 prints it
-                    self.unigram = report.announce(self.run_dir, self.cfg, self.s, self.init_record, resumed_at, world)
+                    self.unigram = report.announce(
+                        self.run_dir, self.cfg, self.setup, self.init_record, resumed_at, world
+                    )
                 ddp.on_main(self.open_logs, self.dist)  # wandb unreachable on rank 0 stops every rank
                 self.t_start = time.perf_counter()
                 if not self.resume:
@@ -131,8 +133,8 @@ class Trainer:
                 final_val = self.final_evaluation()
                 self.metrics.close()
                 summary = report.summarize(
-                    p=self.p,
-                    s=self.s,
+                    p=self.progress,
+                    s=self.setup,
                     cfg=self.cfg,
                     final_val=final_val,
                     tokens_per_step=self.tokens_per_step,
@@ -141,7 +143,7 @@ class Trainer:
                     world_size=world,
                 )
                 ddp.on_main(
-                    lambda: report.write_summary(self.run_dir, summary, self.s, self.cfg, self.unigram, world),
+                    lambda: report.write_summary(self.run_dir, summary, self.setup, self.cfg, self.unigram, world),
                     self.dist,
                 )
                 self.refuse_late_stop()
@@ -160,7 +162,9 @@ class Trainer:
             ) from None
         # The lock is released: the run folder is complete.
         if self.main:
-            report.print_end(self.run_dir, summary, self.p, self.s, self.cfg, self.unigram, self.dist.world_size)
+            report.print_end(
+                self.run_dir, summary, self.progress, self.setup, self.cfg, self.unigram, self.dist.world_size
+            )
         return summary
 
     # ------------------------------------------------------------------ before the first step
@@ -168,13 +172,15 @@ class Trainer:
     def restore_progress(self) -> None:
         """A resume takes back weights, optimizer, RNG states, data position and counters from ckpt_last.pt."""
         if self.resume:
-            self.p = restore(self.s, self.cfg, self.last_path, self.saved_vocab_size)
-            self.saved_step = self.p.step
+            self.progress = restore(self.setup, self.cfg, self.last_path, self.saved_vocab_size)
+            self.saved_step = self.progress.step
 
     def open_logs(self) -> None:
         """metrics.jsonl (a resume drops rows past its checkpoint and records itself) and the wandb logger (rank 0)."""
         resume = (
-            runs.resume_row(self.p.step, self.p.trained_with, self.cfg, self.p.elapsed_before) if self.resume else None
+            runs.resume_row(self.progress.step, self.progress.trained_with, self.cfg, self.progress.elapsed_before)
+            if self.resume
+            else None
         )
         self.metrics = self.cleanup.enter_context(runs.MetricsLog(self.run_dir / "metrics.jsonl", resume=resume))
         self.logger = runs.make_logger(self.cfg, self.run_dir, self.run_dir.name, self.resume)
@@ -191,7 +197,7 @@ class Trainer:
         pbar = self.cleanup.enter_context(
             tqdm(
                 total=tc.max_iters,
-                initial=self.p.step,
+                initial=self.progress.step,
                 desc="train",
                 unit="step",
                 disable=not self.main,
@@ -199,73 +205,67 @@ class Trainer:
                 mininterval=0.1 if sys.stderr.isatty() else 30.0,
             )
         )
-        while self.p.step < tc.max_iters:
+        while self.progress.step < tc.max_iters:
             self.obey_stop()
             self.untie_when_due()
-            lr = get_lr(self.p.step, tc)
+            lr = get_lr(self.progress.step, tc)
             result = self.step(lr)
             window_tokens += self.tokens_per_step
             pbar.update(1)
-            if (self.p.step % tc.log_interval == 0 or self.p.step == tc.max_iters) and self.p.window_steps:
+            if (
+                self.progress.step % tc.log_interval == 0 or self.progress.step == tc.max_iters
+            ) and self.progress.window_steps:
                 tokens_per_s = window_tokens / (time.perf_counter() - window_t)
                 row = self.log_train_window(result, lr, tokens_per_s)
                 # refresh=False: the bar redraws on its own schedule (every 30 s in a log file), not every row
                 pbar.set_postfix(
                     loss=f"{row['train_loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}", refresh=False
                 )
-            if self.p.step % tc.eval_interval == 0 or self.p.step == tc.max_iters:
+            if self.progress.step % tc.eval_interval == 0 or self.progress.step == tc.max_iters:
                 self.evaluate()
-            if self.p.step % checkpoint_interval == 0 or self.p.step == tc.max_iters:
+            if self.progress.step % checkpoint_interval == 0 or self.progress.step == tc.max_iters:
                 self.save_last()
-            if self.p.step in tc.save_at and not step_checkpoint(self.run_dir, self.p.step).is_file():
+            if self.progress.step in tc.save_at and not step_checkpoint(self.run_dir, self.progress.step).is_file():
                 # A branch point, kept once: a resume that trains this step again writes the same state.
-                self.save(step_checkpoint(self.run_dir, self.p.step), with_optimizer=True)
-            if self.p.step % tc.log_interval == 0:
+                self.save(step_checkpoint(self.run_dir, self.progress.step), with_optimizer=True)
+            if self.progress.step % tc.log_interval == 0:
                 window_t, window_tokens = time.perf_counter(), 0  # eval and checkpoint time stay out of tokens/s
         pbar.close()
 
     def untie_when_due(self) -> None:
         """Tie-then-untie: past ``train.untie_at`` of the run, the head gets its own matrix (:meth:`Setup.untie`)."""
         step = self.cfg.untie_step()
-        if step is None or self.p.step < step or not self.s.model.tied:
+        if step is None or self.progress.step < step or not self.setup.model.tied:
             return
-        self.s.untie(self.cfg)
-        self.log({"kind": "untie", "step": self.p.step, "elapsed_s": self.elapsed()}, to_wandb=False)
+        self.setup.untie(self.cfg)
+        self.log({"kind": "untie", "step": self.progress.step, "elapsed_s": self.elapsed()}, to_wandb=False)
         if self.main:
             tqdm.write(
-                f"step {self.p.step}: untied: lm_head is now its own copy of the matrix ("
+                f"step {self.progress.step}: untied: lm_head is now its own copy of the matrix ("
                 f"{'the cooldown starts' if self.cfg.train.untie_at_cooldown else f'train.untie_at={self.cfg.train.untie_at:g}'})"
             )
 
     def obey_stop(self) -> None:
         """After a SIGINT / SIGTERM on any rank: save ckpt_last.pt and raise :class:`Interrupted` on every rank."""
-        if not ddp.any_rank(self.stop.received is not None, self.dist, self.s.device):
+        if not ddp.any_rank(self.stop.received is not None, self.dist, self.setup.device):
             return
-        if self.saved_step != self.p.step:
+        if self.saved_step != self.progress.step:
             self.save_last()
         signum = self.stop.received or signal.SIGTERM  # a rank that got no signal itself stops with its peers
         name = signal.Signals(signum).name
-        self.log({"kind": "stop", "step": self.p.step, "signal": name, "elapsed_s": self.elapsed()}, to_wandb=False)
+        self.log(
+            {"kind": "stop", "step": self.progress.step, "signal": name, "elapsed_s": self.elapsed()}, to_wandb=False
+        )
         raise Interrupted(
             signum,
-            f"stopped by {name} at step {self.p.step}: {self.last_path} holds step {self.p.step}; "
+            f"stopped by {name} at step {self.progress.step}: {self.last_path} holds step {self.progress.step}; "
             f"continue with: {self.resume_cmd}",
         )
 
     def step(self, lr: float) -> StepResult:
         """One optimizer step; a non-finite one is skipped (counted) up to ``train.max_skipped_steps``, then refused."""
-        s, tc, p = self.s, self.cfg.train, self.p
-        result = train_step(
-            model=s.step_model,
-            optimizer=s.optimizer,
-            data=s.data,
-            data_gen=s.data_gen,
-            cfg=self.cfg,
-            device=s.device,
-            amp_dtype=s.amp_dtype,
-            lr=lr,
-            dist=self.dist,
-        )
+        tc, p = self.cfg.train, self.progress
+        result = train_step(self.setup, lr)
         if not result.applied:
             what = (
                 f"non-finite training loss ({result.loss})"
@@ -304,7 +304,7 @@ class Trainer:
 
     def log_train_window(self, result: StepResult, lr: float, tokens_per_s: float) -> dict:
         """Write the mean train loss of the steps since the last row, and start a new window."""
-        p = self.p
+        p = self.progress
         row = {
             "kind": "train",
             "step": p.step,
@@ -321,8 +321,8 @@ class Trainer:
 
     def evaluate(self) -> None:
         """Train and val loss on the fixed eval windows: logged, plotted, and kept in ckpt_best.pt when best."""
-        s, p = self.s, self.p
-        scores = evaluate(s.eval_model, s.data, self.eval_offsets, self.cfg, s.device, s.amp_dtype, self.dist)
+        p = self.progress
+        scores = evaluate(self.setup, self.eval_offsets)
         val = scores["val"]
         p.last_val, p.last_bpb = val.loss, val.bpb
         row = {
@@ -353,7 +353,7 @@ class Trainer:
 
     def elapsed(self) -> float:
         """Seconds of training, this process's and those before a resume."""
-        return self.p.elapsed_before + time.perf_counter() - self.t_start
+        return self.progress.elapsed_before + time.perf_counter() - self.t_start
 
     def log(self, row: dict, to_wandb: bool = True) -> None:
         """A metrics.jsonl row (and wandb's, unless ``to_wandb`` is False), written by rank 0."""
@@ -368,26 +368,26 @@ class Trainer:
     def save_last(self) -> None:
         """ckpt_last.pt: everything a resume needs, optimizer included."""
         self.save(self.last_path, with_optimizer=True)
-        self.saved_step = self.p.step
+        self.saved_step = self.progress.step
         if self.main:  # a resume that got past the step a non-finite loss stopped it at
-            faults.clear_divergence(self.run_dir, self.p.step)
+            faults.clear_divergence(self.run_dir, self.progress.step)
 
     def save(self, path: Path, with_optimizer: bool) -> None:
         """A checkpoint of the current step (a collective: every rank calls it, rank 0 writes)."""
-        device = self.s.device
+        device = self.setup.device
         torch_ranks = ddp.gather(torch.get_rng_state(), self.dist)  # every rank's RNG state goes in
         cuda_ranks = ddp.gather(torch.cuda.get_rng_state(device) if device.type == "cuda" else None, self.dist)
         # write_checkpoint refuses a NaN model; on_main makes every rank stop with it.
         ddp.on_main(
             lambda: faults.write_checkpoint(
-                path, self.payload(torch_ranks, cuda_ranks, with_optimizer), self.s.model, self.resume_cmd
+                path, self.payload(torch_ranks, cuda_ranks, with_optimizer), self.setup.model, self.resume_cmd
             ),
             self.dist,
         )
 
     def payload(self, torch_ranks: list, cuda_ranks: list, with_optimizer: bool) -> dict:
         """What a checkpoint holds: the uncompiled model's state dict, counters, RNG states, config, tokenizer."""
-        s, p = self.s, self.p
+        s, p = self.setup, self.progress
         out = {
             "model": s.model.state_dict(),
             "step": p.step,
@@ -420,7 +420,7 @@ class Trainer:
 
     def final_evaluation(self) -> dict:
         """The run's final score: val loss on the same tiling windows for every run (``train.final_eval_tokens``)."""
-        tc, s, block = self.cfg.train, self.s, self.cfg.model.block_size
+        tc, s, block = self.cfg.train, self.setup, self.cfg.model.block_size
         if not tc.final_eval_tokens:
             return {}
         positions = s.data.tiling_offsets("val", block, tc.final_eval_tokens)
@@ -432,7 +432,7 @@ class Trainer:
         scored = windows * block
         row = {
             "kind": "final_eval",
-            "step": self.p.step,
+            "step": self.progress.step,
             "val_loss": score.loss,
             "val_bpb": score.bpb,
             "tokens_scored": scored,
@@ -440,7 +440,7 @@ class Trainer:
         }
         self.log(row, to_wandb=False)  # under its own name: at the last eval's step it would overwrite val_loss
         final = {"final_val_loss": score.loss, "final_val_bpb": score.bpb}
-        ddp.on_main(lambda: self.logger.log(final, step=self.p.step), self.dist)
+        ddp.on_main(lambda: self.logger.log(final, step=self.progress.step), self.dist)
         if self.main:
             tqdm.write(
                 f"final val loss {score.loss:.4f}, {score.bpb:.4f} bits per byte, on {scored:,} val tokens "
@@ -450,7 +450,7 @@ class Trainer:
 
     def refuse_late_stop(self) -> None:
         """A signal during the last step: the run is complete, but it still exits as stopped."""
-        if ddp.any_rank(self.stop.received is not None, self.dist, self.s.device):
+        if ddp.any_rank(self.stop.received is not None, self.dist, self.setup.device):
             signum = self.stop.received or signal.SIGTERM
             raise Interrupted(
                 signum,

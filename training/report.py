@@ -20,7 +20,8 @@ from data.tokenizers import save_tokenizer
 from model.generation import generate_text
 from training import faults, runs
 from training.config import RunConfig, describe_config
-from training.setup import Progress, Setup
+from training.setup import Progress
+from training.step import Setup
 
 
 def write_run_records(

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from core import hardware
 from core.cli import ArgumentParser
@@ -30,9 +29,9 @@ from training import ddp, faults, runs
 from training.branch import branch_config, check_trunk, parse_branch_from
 from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, parse_cli, parse_config
 from training.gpt2 import init_from_overrides
-from training.optim import MuonAdamW, build_optimizer
+from training.optim import build_optimizer
 from training.schedule import schedule_note
-from training.step import resolve_head_loss
+from training.step import Setup, resolve_head_loss, wrap
 
 
 def setup_run(
@@ -193,52 +192,6 @@ def parse_train_args(argv: list[str] | None, description: str | None = None) -> 
         "(save_pretrained) or hub id; the model shape comes from its config (needs transformers).",
     )
     return parse_cli(parser, argv)
-
-
-@dataclass
-class Setup:
-    """Everything a training step needs, built from a config by :func:`build`."""
-
-    device: torch.device
-    amp_dtype: torch.dtype | None
-    data: TokenData
-    tokenizer: object
-    model: GPT  # the plain module: its state_dict is what checkpoints hold
-    eval_model: torch.nn.Module  # `model`, or its torch.compile wrapper
-    step_model: torch.nn.Module  # `eval_model`, wrapped in DistributedDataParallel under torchrun
-    optimizer: torch.optim.Optimizer | MuonAdamW  # train.optimizer: AdamW, or Muon with AdamW (training.optim)
-    data_gen: torch.Generator  # the data order (the same on every rank); its state is the data position
-    dist: ddp.Dist
-    cfg: RunConfig  # the config as resolved for this device and data: what config.json records
-
-    def untie(self, cfg: RunConfig) -> None:
-        """Tie-then-untie: ``lm_head`` gets its own copy of the matrix and of its AdamW moments.
-
-        The copy joins the optimizer (AdamW's part under Muon: a head is an embedding) as its own
-        group (at ``train.head_lr_scale``), so from here the head and the embedding train apart; the model is wrapped anew for
-        ``torch.compile`` / DDP, whose wrappers know the old parameters.
-        """
-        tied = self.model.wte.weight
-        group = next(g for g in self.optimizer.param_groups if any(p is tied for p in g["params"]))
-        head = self.model.untie()
-        self.optimizer.add_param_group(
-            {"params": [head], "weight_decay": group["weight_decay"], "lr_scale": cfg.train.head_lr_scale}
-        )
-        if tied in self.optimizer.state:
-            self.optimizer.state[head] = {k: v.clone() for k, v in self.optimizer.state[tied].items()}
-        self.eval_model, self.step_model = wrap(self.model, cfg, self.device, self.dist)
-
-
-def wrap(model: GPT, cfg: RunConfig, device: torch.device, dist: ddp.Dist) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """``(eval_model, step_model)``: ``model`` compiled if ``train.compile``, and that wrapped in DDP under torchrun.
-
-    Checkpoints always save the uncompiled ``model``'s state dict; the tied head stays one
-    Parameter inside DDP.
-    """
-    eval_model = torch.compile(model) if cfg.train.compile else model
-    if not dist.enabled:
-        return eval_model, eval_model
-    return eval_model, DistributedDataParallel(eval_model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
 def new_model(cfg: RunConfig) -> GPT:

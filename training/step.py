@@ -1,7 +1,7 @@
-"""One optimizer step and one evaluation: the arithmetic a run repeats, shared with ``bench.py``.
+"""A run's set-up, one optimizer step and one evaluation: the arithmetic a run repeats, shared with ``bench.py``.
 
-    result = train_step(model, optimizer, data, data_gen, cfg, device, amp_dtype, lr)
-    scores = evaluate(model, data, offsets, cfg, device, amp_dtype)   # {"train": Score, "val": Score}
+    result = train_step(setup, lr)          # setup: training.setup.build(cfg)
+    scores = evaluate(setup, offsets)       # {"train": Score, "val": Score}
     scores["val"].loss, scores["val"].bpb
 
 Bits per byte (bpb) is the summed loss over the scored tokens in bits divided by the UTF-8
@@ -16,16 +16,20 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from core import hardware
 from core.errors import UserError
 from data.loader import TokenData
+from model.gpt import GPT
 from training import ddp
 from training.config import RunConfig
+from training.optim import MuonAdamW
 
 
 class Score(NamedTuple):
@@ -73,17 +77,53 @@ def resolve_head_loss(cfg: RunConfig, device: torch.device) -> RunConfig:
     return cfg.with_values(train={"head_loss": head_loss, "pad_vocab_multiple": pad})
 
 
-def train_step(
-    model,
-    optimizer,
-    data: TokenData,
-    data_gen: torch.Generator,
-    cfg: RunConfig,
-    device: torch.device,
-    amp_dtype,
-    lr: float,
-    dist: ddp.Dist = ddp.SINGLE,
-) -> StepResult:
+@dataclass
+class Setup:
+    """Everything a training step needs, built from a config by :func:`build`."""
+
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    data: TokenData
+    tokenizer: object
+    model: GPT  # the plain module: its state_dict is what checkpoints hold
+    eval_model: torch.nn.Module  # `model`, or its torch.compile wrapper
+    step_model: torch.nn.Module  # `eval_model`, wrapped in DistributedDataParallel under torchrun
+    optimizer: torch.optim.Optimizer | MuonAdamW  # train.optimizer: AdamW, or Muon with AdamW (training.optim)
+    data_gen: torch.Generator  # the data order (the same on every rank); its state is the data position
+    dist: ddp.Dist
+    cfg: RunConfig  # the config as resolved for this device and data: what config.json records
+
+    def untie(self, cfg: RunConfig) -> None:
+        """Tie-then-untie: ``lm_head`` gets its own copy of the matrix and of its AdamW moments.
+
+        The copy joins the optimizer (AdamW's part under Muon: a head is an embedding) as its own
+        group (at ``train.head_lr_scale``), so from here the head and the embedding train apart; the model is wrapped anew for
+        ``torch.compile`` / DDP, whose wrappers know the old parameters.
+        """
+        tied = self.model.wte.weight
+        group = next(g for g in self.optimizer.param_groups if any(p is tied for p in g["params"]))
+        head = self.model.untie()
+        self.optimizer.add_param_group(
+            {"params": [head], "weight_decay": group["weight_decay"], "lr_scale": cfg.train.head_lr_scale}
+        )
+        if tied in self.optimizer.state:
+            self.optimizer.state[head] = {k: v.clone() for k, v in self.optimizer.state[tied].items()}
+        self.eval_model, self.step_model = wrap(self.model, cfg, self.device, self.dist)
+
+
+def wrap(model: GPT, cfg: RunConfig, device: torch.device, dist: ddp.Dist) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """``(eval_model, step_model)``: ``model`` compiled if ``train.compile``, and that wrapped in DDP under torchrun.
+
+    Checkpoints always save the uncompiled ``model``'s state dict; the tied head stays one
+    Parameter inside DDP.
+    """
+    eval_model = torch.compile(model) if cfg.train.compile else model
+    if not dist.enabled:
+        return eval_model, eval_model
+    return eval_model, DistributedDataParallel(eval_model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def train_step(setup: Setup, lr: float) -> StepResult:
     """One optimizer step over ``grad_accum_steps`` micro-batches.
 
     Sets the learning rate, accumulates gradients (each micro-batch's loss scaled by
@@ -99,19 +139,26 @@ def train_step(
     micro-batch), and the returned loss is the mean over ranks, so every rank takes the same
     skip decision.
     """
+    model, optimizer, cfg, device, dist = setup.step_model, setup.optimizer, setup.cfg, setup.device, setup.dist
     tc = cfg.train
     for group in optimizer.param_groups:
         # Embedding / head groups may run at their own multiple, Muon's at muon_learning_rate / learning_rate.
         group["lr"] = lr * group.get("lr_scale", 1.0)
     loss_sum, return_logits = 0.0, not chunked_loss(cfg, device)
     for micro in range(tc.grad_accum_steps):
-        x, y = data.get_batch(
-            "train", tc.batch_size, cfg.model.block_size, data_gen, device, rank=dist.rank, world_size=dist.world_size
+        x, y = setup.data.get_batch(
+            "train",
+            tc.batch_size,
+            cfg.model.block_size,
+            setup.data_gen,
+            device,
+            rank=dist.rank,
+            world_size=dist.world_size,
         )  # (B, T): this rank's rows of the global batch
         # All-reducing every micro-batch's gradients would be wasted bandwidth: only the sum counts.
         last = micro == tc.grad_accum_steps - 1
         with model.no_sync() if dist.enabled and not last else contextlib.nullcontext():
-            with hardware.autocast(device, amp_dtype):
+            with hardware.autocast(device, setup.amp_dtype):
                 _, loss = model(x, y, return_logits=return_logits)
             (loss / tc.grad_accum_steps).backward()
         loss_sum += loss.item()
@@ -145,24 +192,22 @@ def _score(model, data: TokenData, split: str, batches, cfg: RunConfig, device, 
 
 
 @torch.no_grad()
-def evaluate(
-    model, data: TokenData, offsets: dict, cfg: RunConfig, device, amp_dtype, dist: ddp.Dist = ddp.SINGLE
-) -> dict[str, Score]:
+def evaluate(setup: Setup, offsets: dict) -> dict[str, Score]:
     """Mean loss and bits per byte per split over the fixed batches ``offsets[split]`` ``(eval_iters, world_size * B)``.
 
     Each rank evaluates its ``B`` columns of every batch.
     """
+    model, dist, B = setup.eval_model, setup.dist, setup.cfg.train.batch_size
     model.eval()
-    B = cfg.train.batch_size
     out = {
         split: _score(
             model=model,
-            data=data,
+            data=setup.data,
             split=split,
             batches=split_offsets[:, dist.rank * B : (dist.rank + 1) * B],
-            cfg=cfg,
-            device=device,
-            amp_dtype=amp_dtype,
+            cfg=setup.cfg,
+            device=setup.device,
+            amp_dtype=setup.amp_dtype,
             dist=dist,
         )
         for split, split_offsets in offsets.items()
