@@ -79,7 +79,8 @@ from experiment.runner import (
 )
 from experiment.stats import sequential_looks
 from training.config import parse_cli
-from training.runs import CONFIG
+from training.run_files import CONFIG
+
 
 # Config keys compare.py sets for each run itself (the arm's settings, the seed from --seeds): not
 # offered as --section.key options, and refused if given.

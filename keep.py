@@ -23,7 +23,8 @@ from core.cli import ArgumentParser, run_command
 from core.errors import UserError
 from core.files import write_text_atomic
 from training.faults import lock_is_live
-from training.runs import CONFIG, SUMMARY, read_metrics, thin_metrics
+from training.runs import read_metrics, thin_metrics
+from training.run_files import CONFIG, LAST_CKPT, METRICS, SUMMARY
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -51,7 +52,7 @@ def finished_runs(folders: list[Path]) -> list[Path]:
 
 def _growing(run: Path) -> bool:
     """A trunk with its checkpoints, short of its schedule's horizon (:mod:`training.branch`)."""
-    if not (run / "ckpt_last.pt").is_file():
+    if not (run / LAST_CKPT).is_file():
         return False
     tc = json.loads((run / CONFIG).read_text()).get("train", {})
     return bool(tc.get("save_at")) and tc.get("max_iters", 0) < tc.get("lr_decay_iters", 0)
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
         runs, before, after = finished_runs(args.folders), 0, 0
         for run in runs:
-            path = run / "metrics.jsonl"
+            path = run / METRICS
             rows = read_metrics(path)
             kept = thin_metrics(rows, args.train_rows)
             if len(kept) == len(rows):

@@ -51,7 +51,8 @@ from experiment.best import EDGE, BestVsBest, at_edge, holm_verdicts
 from experiment.record import flatten
 from training.config import RunConfig
 from training.faults import DIVERGED
-from training.runs import CONFIG, is_finished, read_metrics
+from training.runs import is_finished, read_metrics
+from training.run_files import CONFIG, METRICS
 
 
 @dataclass(frozen=True)
@@ -328,7 +329,7 @@ def trunk_curves(out_dir: Path, arm_set: ArmSet) -> list[TrunkCurve]:
     for config_path in sorted((out_dir / TRUNKS).glob("*/config.json")):
         config = read_json(config_path, "run config")
         arm = arm_set.of(flatten(config), str(config_path.parent))
-        rows = [r for r in read_metrics(config_path.parent / "metrics.jsonl") if _trunk_row(r)]
+        rows = [r for r in read_metrics(config_path.parent / METRICS) if _trunk_row(r)]
         if rows:
             groups.setdefault((arm, config["train"]["learning_rate"]), []).append({r["step"]: r for r in rows})
     out = []

@@ -39,7 +39,8 @@ from experiment.plan import measure_step_seconds
 from training.branch import step_checkpoint, tokens_per_step
 from training.faults import DIVERGED
 from training.config import RunConfig, TrainConfig
-from training.runs import SUMMARY, is_finished
+from training.runs import is_finished
+from training.run_files import LAST_CKPT, SUMMARY
 
 TRUNKS = "trunks"
 # Settings that act only in a cooldown: arms that differ in them alone share a trunk.
@@ -186,7 +187,7 @@ class BudgetRuns:
             if all(is_finished(f) for f in served):
                 return None
             refuse_diverged(folder, b.branch_step)
-            if (folder / "ckpt_last.pt").is_file():
+            if (folder / LAST_CKPT).is_file():
                 return [sys.executable, TRAIN_PY, "--resume", "--run-name", run_name, where, *keep, *self.resume_argv]
             if folder.exists():
                 raise UserError(f"{folder} exists but holds no checkpoint: delete it and run the same command again")

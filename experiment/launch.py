@@ -26,6 +26,7 @@ from experiment.plan import RunsBar
 from training import faults
 from training.branch import check_trunk
 from training.runs import is_finished
+from training.run_files import LAST_CKPT
 
 T = TypeVar("T")
 TRAIN_PY = str(REPO_ROOT / "train.py")
@@ -80,7 +81,7 @@ def arm_command(
     check_trunk(run_dir)
     if is_finished(run_dir):
         return None
-    if (run_dir / "ckpt_last.pt").is_file():
+    if (run_dir / LAST_CKPT).is_file():
         return [sys.executable, train_py, "--resume", "--run-name", name, f"--train.out_dir={out_dir}", *resume_argv]
     if run_dir.exists():
         raise UserError(

@@ -47,7 +47,8 @@ from experiment.style import duration, size
 from model.config import GPTConfig
 from model.gpt import GPT
 from training.config import RunConfig, TrainConfig
-from training.runs import SUMMARY, Unreadable, is_finished, read_metrics
+from training.runs import Unreadable, is_finished, read_metrics
+from training.run_files import LAST_CKPT, METRICS, SUMMARY
 
 # fp32 weights in ckpt_best.pt, + weights, exp_avg and exp_avg_sq (AdamW) in ckpt_last.pt: 4 copies of 4 bytes.
 CHECKPOINT_BYTES_PER_PARAM = 4 * 4
@@ -77,13 +78,13 @@ def run_state(out_dir: Path, run: PlannedRun) -> str:
     if any(is_finished(f) for f in folders):
         adopted = any((f / "adopted.json").is_file() and is_finished(f) for f in folders)
         return "adopted" if adopted else "finished"
-    return "resume" if any((f / "ckpt_last.pt").is_file() for f in folders) else "train"
+    return "resume" if any((f / LAST_CKPT).is_file() for f in folders) else "train"
 
 
 def fraction_left(run_dir: Path, max_iters: int) -> float:
     """The share of ``max_iters`` an unfinished run still has to train, read from its last metrics row (1 if none)."""
     try:
-        rows = read_metrics(run_dir / "metrics.jsonl")
+        rows = read_metrics(run_dir / METRICS)
     except Unreadable:
         return 1.0
     done = max((r["step"] for r in rows), default=0)

@@ -40,7 +40,8 @@ from experiment.arms import (
     with_recorded,
 )
 from experiment.record import BOOKKEEPING, EXPERIMENT_FILE, ExperimentRecord, flatten
-from training.runs import CONFIG, SUMMARY, is_finished, load_run_config, read_metrics
+from training.runs import is_finished, load_run_config, read_metrics
+from training.run_files import BEST_CKPT, CONFIG, ENV, METRICS, SUMMARY
 
 # What arms may differ in: their own settings, a tuned learning rate (min_lr and Muon's rate follow it,
 # experiment.plan.lr_flags), and with --equal-params the size of the arms that share one matrix.
@@ -157,7 +158,7 @@ def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
     if not path.is_dir():
         raise UserError(f"run folder {path} does not exist: give folders written by train.py or compare.py")
     config = load_run_config(path).to_dict()  # validated: every key present and typed
-    metrics_path = path / "metrics.jsonl"
+    metrics_path = path / METRICS
     if not metrics_path.is_file() or not metrics_path.read_text(errors="replace").strip():
         raise UserError(f"{metrics_path} is missing or empty: the run never logged; re-run it")
     try:
@@ -276,7 +277,7 @@ def _recorded_arms(paths: list[Path]) -> dict:
 
 def run_commit(path: Path) -> str | None:
     """The git commit a run trained from (``env.json``), or None."""
-    env = Path(path) / "env.json"
+    env = Path(path) / ENV
     try:
         record = read_json(env, "run environment") if env.is_file() else {}
     except UserError:  # an unreadable env.json names no commit; the report needs nothing else from it
@@ -496,8 +497,7 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
     folders committed under ``results/`` keep only their text files) gets no sample; the report says so.
     """
     firsts = {
-        arm: next((r for r in members if (r.path / "ckpt_best.pt").is_file()), None)
-        for arm, members in exp.runs.items()
+        arm: next((r for r in members if (r.path / BEST_CKPT).is_file()), None) for arm, members in exp.runs.items()
     }
     out = Samples({prompt: {} for prompt in prompts})
     for arm, run in firsts.items():

@@ -45,6 +45,7 @@ from experiment.report import SIZE_KEYS, Experiment
 from experiment.report_sections import arm_section, figures_section, runs_section, samples_section, setup_section
 from model.config import GPTConfig
 from model.gpt import GPT
+from training.run_files import ENV
 
 
 def baseline_warning(exp: Experiment) -> str | None:
@@ -128,7 +129,7 @@ def _machine_line(exp: Experiment) -> str:
 
 def _machine(run: Path) -> str:
     """The CPU or GPU and thread count ``env.json`` records for a run, or "not recorded"."""
-    env = run / "env.json"
+    env = run / ENV
     if not env.is_file():
         return "not recorded"
     e = json.loads(env.read_text())

@@ -51,7 +51,8 @@ from experiment.record import (
     remember_settings,
 )
 from training.config import RESUME_OVERRIDABLE, RunConfig, parse_config
-from training.runs import SUMMARY, is_finished
+from training.runs import is_finished
+from training.run_files import LAST_CKPT, SUMMARY
 
 
 VERDICT_FILE = "verdict.json"
@@ -352,7 +353,7 @@ def _progress(out_dir: Path, names: list[str], what: str) -> str:
     the finished runs' median ``elapsed_s`` (wall seconds, pauses included), labelled as an estimate.
     """
     done = [out_dir / n / SUMMARY for n in names if is_finished(out_dir / n)]
-    resume = sum(not is_finished(out_dir / n) and (out_dir / n / "ckpt_last.pt").is_file() for n in names)
+    resume = sum(not is_finished(out_dir / n) and (out_dir / n / LAST_CKPT).is_file() for n in names)
     line = (
         f"[compare] {what}: {len(names)} runs, {len(done)} finished, {resume} to resume, "
         f"{len(names) - len(done) - resume} to train"

@@ -29,6 +29,7 @@ from core.errors import UserError
 from model.checkpoint import load_checkpoint, payload_digest, save_checkpoint
 from training import runs
 from training.config import RESUME_OVERRIDABLE, RunConfig
+from training.run_files import CONFIG, ENV, LAST_CKPT, METRICS
 
 BRANCH_FILE = "branch.json"
 # What a branch may set besides what a resume may: whether its cooldown unties the head.
@@ -116,12 +117,12 @@ def start_branch(trunk_dir: Path, step: int, run_dir: Path, cfg: RunConfig) -> N
     tmp = run_dir.with_name(f".{run_dir.name}.branch.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_checkpoint(tmp / "ckpt_last.pt", {k: v for k, v in ckpt.items() if k not in ("format", "sha256")})
-    rows = [r for r in runs.read_metrics(trunk_dir / "metrics.jsonl") if _before_branch(r, step)]
-    files.write_text_atomic(tmp / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-    if (trunk_dir / "env.json").is_file():
-        shutil.copy2(trunk_dir / "env.json", tmp / "env.json")
-    files.write_json(tmp / runs.CONFIG, cfg.to_dict())
+    save_checkpoint(tmp / LAST_CKPT, {k: v for k, v in ckpt.items() if k not in ("format", "sha256")})
+    rows = [r for r in runs.read_metrics(trunk_dir / METRICS) if _before_branch(r, step)]
+    files.write_text_atomic(tmp / METRICS, "".join(json.dumps(r) + "\n" for r in rows))
+    if (trunk_dir / ENV).is_file():
+        shutil.copy2(trunk_dir / ENV, tmp / ENV)
+    files.write_json(tmp / CONFIG, cfg.to_dict())
     files.write_json(
         tmp / BRANCH_FILE,
         {
@@ -162,7 +163,7 @@ def check_trunk(run_dir: Path) -> None:
         return
     record = files.read_json(record_path, "branch record")
     trunk_dir = (Path(run_dir).parent / record["trunk"]).resolve()
-    if not (trunk_dir / runs.CONFIG).is_file():
+    if not (trunk_dir / CONFIG).is_file():
         return
     was, now = _flat(record["trunk_config"]), _flat(runs.load_run_config(trunk_dir).to_dict())
     changed = sorted(k for k in was.keys() | now.keys() if k not in RESUME_OVERRIDABLE and was.get(k) != now.get(k))

@@ -18,7 +18,8 @@ from core import optional
 from model import hf
 from model.gpt import GPT
 from training.catalog import finite_number
-from training.runs import CONFIG, SUMMARY, Unreadable, read_metrics
+from training.runs import Unreadable, read_metrics
+from training.run_files import CONFIG, ENV, METRICS, SUMMARY
 
 CARD_FILE = "README.md"
 NOT_RECORDED = "not recorded"
@@ -206,9 +207,9 @@ def _tokens(summary: dict, rows: list[dict]) -> str:
 
 def _training_values(run_dir: Path, ckpt: dict, which: str) -> dict:
     """The card's training rows, from the run folder's records (each "not recorded" where absent)."""
-    summary, env = _read_record(run_dir / SUMMARY), _read_record(run_dir / "env.json")
+    summary, env = _read_record(run_dir / SUMMARY), _read_record(run_dir / ENV)
     try:
-        rows = read_metrics(run_dir / "metrics.jsonl")
+        rows = read_metrics(run_dir / METRICS)
     except Unreadable:  # a damaged log costs the card its numbers, not the export its weights
         rows = []
     loss, bpb, where = _final_score(summary, rows)

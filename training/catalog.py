@@ -14,7 +14,8 @@ from pathlib import Path
 from core.errors import UserError
 from data.config import data_label
 from training.faults import lock_is_live
-from training.runs import CONFIG, SUMMARY, Unreadable, is_finished, read_metrics
+from training.runs import Unreadable, is_finished, read_metrics
+from training.run_files import CONFIG, METRICS, SUMMARY
 
 # The fields of a row, in table order; --sort takes any of them and --json writes them all (+ path, problem).
 # data (corpus/tokenizer) tells apart runs whose losses are not comparable: another corpus or vocabulary.
@@ -73,7 +74,7 @@ def _run_facts(run_dir: Path) -> dict:
         if isinstance(source, str) and isinstance(tokenizer, str)
         else None
     )
-    rows = read_metrics(run_dir / "metrics.jsonl")
+    rows = read_metrics(run_dir / METRICS)
     summary = _read_json(run_dir / SUMMARY) if is_finished(run_dir) else None
     summary_step = summary.get("step") if summary is not None else None
     if summary is not None and type(summary_step) is not int:

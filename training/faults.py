@@ -36,6 +36,7 @@ from core.files import file_lock, write_json
 from model.checkpoint import save_checkpoint
 from model.gpt import GPT
 from training.config import RunConfig, TrainConfig
+from training.run_files import LAST_CKPT
 
 
 class RunLock:
@@ -284,7 +285,7 @@ def claim_run_folder(run_dir: Path, resume: bool, cleanup: contextlib.ExitStack)
             raise UserError(f"cannot create run folder {run_dir} ({e.strerror}): check --train.out_dir") from None
 
         def remove_if_unstarted(exc_type, exc, tb) -> bool:
-            if exc_type is not None and not (run_dir / "ckpt_last.pt").exists():
+            if exc_type is not None and not (run_dir / LAST_CKPT).exists():
                 shutil.rmtree(run_dir, ignore_errors=True)
             return False  # the error goes on
 

@@ -19,7 +19,8 @@ from model import hf
 from model.checkpoint import save_checkpoint
 from training.card import CARD_FILE, model_card
 from training.config import RunConfig
-from training.runs import CONFIG, load_run
+from training.runs import load_run
+from training.run_files import BEST_CKPT, CONFIG
 
 
 def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Path:
@@ -56,7 +57,7 @@ def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Pat
     save_tokenizer(tokenizer, out_dir)
     write_json(out_dir / CONFIG, cfg.to_dict())
     save_checkpoint(
-        out_dir / "ckpt_best.pt",
+        out_dir / BEST_CKPT,
         {
             "model": model.state_dict(),
             "step": 0,
@@ -90,7 +91,7 @@ def export_run(run_dir: Path, which: str, out_dir: Path, hub_id: str | None = No
         )
     model, tokenizer, ckpt = load_run(run_dir, which, torch.device("cpu"))
     # load_run falls back to ckpt_last.pt for a run with no best checkpoint: the card names the file read.
-    read = which if which == "last" or (run_dir / "ckpt_best.pt").exists() else "last"
+    read = which if which == "last" or (run_dir / BEST_CKPT).exists() else "last"
 
     def write_more(folder: Path) -> None:
         write_tokenizer_files(tokenizer, folder, model.config.block_size)

@@ -27,6 +27,7 @@ from training.config import RunConfig
 from training.schedule import get_lr
 from training.setup import Progress, build, restore
 from training.step import StepResult, evaluate, evaluate_windows, train_step
+from training.run_files import BEST_CKPT, LAST_CKPT, METRICS
 
 PLOT_EVERY_S = 30.0  # seconds between redraws of loss.png during a run (and once at the end)
 
@@ -91,7 +92,7 @@ class Trainer:
             for split in ("train", "val")
         }
         self.tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size * dist.world_size
-        self.last_path = run_dir / "ckpt_last.pt"
+        self.last_path = run_dir / LAST_CKPT
         self.resume_cmd = faults.resume_command(run_dir, dist.world_size)
         self.cleanup = contextlib.ExitStack()
         self.stop: faults.StopSignals | None = None
@@ -182,7 +183,7 @@ class Trainer:
             if self.resume
             else None
         )
-        self.metrics = self.cleanup.enter_context(runs.MetricsLog(self.run_dir / "metrics.jsonl", resume=resume))
+        self.metrics = self.cleanup.enter_context(runs.MetricsLog(self.run_dir / METRICS, resume=resume))
         self.logger = runs.make_logger(self.cfg, self.run_dir, self.run_dir.name, self.resume)
         self.cleanup.callback(self.logger.finish)
 
@@ -349,7 +350,7 @@ class Trainer:
             )
         if val.loss < p.best_val:  # the same on every rank: the losses are all-reduced
             p.best_val, p.best_bpb = val.loss, val.bpb
-            self.save(self.run_dir / "ckpt_best.pt", with_optimizer=False)
+            self.save(self.run_dir / BEST_CKPT, with_optimizer=False)
 
     def elapsed(self) -> float:
         """Seconds of training, this process's and those before a resume."""

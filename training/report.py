@@ -22,6 +22,7 @@ from training import faults, runs
 from training.config import RunConfig, describe_config
 from training.setup import Progress
 from training.step import Setup
+from training.run_files import CONFIG, ENV, METRICS, SUMMARY
 
 
 def write_run_records(
@@ -32,11 +33,11 @@ def write_run_records(
     ``resumed_at`` is the step a resume goes on from (``None`` for a new run).
     """
     save_tokenizer(s.tokenizer, run_dir)
-    files.write_json(run_dir / runs.CONFIG, cfg.to_dict())
+    files.write_json(run_dir / CONFIG, cfg.to_dict())
     if init_record:
         files.write_json(run_dir / "init_from.json", init_record)
     # The first segment's environment stays in env.json; each resume adds its own record.
-    name = "env.json" if resumed_at is None else f"env-resume-step{resumed_at}.json"
+    name = ENV if resumed_at is None else f"env-resume-step{resumed_at}.json"
     files.write_json(run_dir / name, {**hardware.environment(s.device), "world_size": world_size})
 
 
@@ -107,13 +108,13 @@ def summarize(
 
 def write_summary(run_dir: Path, summary: dict, s: Setup, cfg: RunConfig, unigram: float, world_size: int) -> None:
     """Add the median tokens/s of the train rows and the MFU to ``summary``; write summary.json and the final loss.png."""
-    train_rows = [r for r in runs.read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "train"]
+    train_rows = [r for r in runs.read_metrics(run_dir / METRICS) if r["kind"] == "train"]
     summary["tokens_per_s_median"] = statistics.median(r["tokens_per_s"] for r in train_rows) if train_rows else None
     summary.update(
         flops.mfu_record(s.model.flops_per_token(), summary["tokens_per_s_median"], s.device, s.amp_dtype, world_size)
     )
     (run_dir / faults.DIVERGED).unlink(missing_ok=True)  # resumed past the step that stopped it
-    files.write_json(run_dir / runs.SUMMARY, summary)
+    files.write_json(run_dir / SUMMARY, summary)
     if cfg.train.loss_plot:
         runs.write_loss_plot(run_dir, unigram, Path(cfg.data.cache_dir))
 

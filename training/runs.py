@@ -30,9 +30,7 @@ from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
 from training import faults
 from training.config import RunConfig, TrainConfig
-
-SUMMARY = "summary.json"  # a run's final numbers, written last: its presence means the run finished
-CONFIG = "config.json"  # a run's resolved config, written before its first step
+from training.run_files import BEST_CKPT, CONFIG, LAST_CKPT, METRICS, SUMMARY
 
 
 def is_finished(run_dir: Path) -> bool:
@@ -307,7 +305,7 @@ def write_loss_plot(run_dir: Path, unigram_val_loss: float | None = None, cache_
     # The Figure class alone, not pyplot: no backend or GUI machinery to import (about a second per run).
     from matplotlib.figure import Figure
 
-    rows = read_metrics(run_dir / "metrics.jsonl")
+    rows = read_metrics(run_dir / METRICS)
     train = [(r["step"], r["train_loss"]) for r in rows if r["kind"] == "train"]
     evals = [(r["step"], r["val_loss"]) for r in rows if r["kind"] == "eval"]
     fig = Figure(figsize=(7, 4.2), layout="constrained")  # and bbox_inches="tight": a long run name is never cut
@@ -342,8 +340,8 @@ def load_run(run_dir: Path, which: str, device: torch.device) -> tuple[GPT, obje
     cfg = load_run_config(run_dir)
     tokenizer = load_tokenizer(run_dir)
     path = run_dir / f"ckpt_{which}.pt"
-    if which == "best" and not path.exists() and (run_dir / "ckpt_last.pt").exists():
-        path = run_dir / "ckpt_last.pt"
+    if which == "best" and not path.exists() and (run_dir / LAST_CKPT).exists():
+        path = run_dir / LAST_CKPT
     ckpt = load_checkpoint(path, map_location=device)
     if ckpt.get("tokenizer") != tokenizer.to_dict():
         raise UserError(
@@ -366,7 +364,7 @@ def next_steps(run_dir: Path, summary: dict, cfg: RunConfig, world_size: int) ->
     return "\n".join(
         [
             f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json{', loss.png' * cfg.train.loss_plot})",
-            f"best model:  {run_dir / 'ckpt_best.pt'}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
+            f"best model:  {run_dir / BEST_CKPT}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
             "next:",
             f"  python sample.py --run {shlex.quote(str(run_dir))}{prompt_flag} --top-k 50   # generate",
             f"  {resume} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)",

@@ -32,6 +32,7 @@ from training.gpt2 import init_from_overrides
 from training.optim import build_optimizer
 from training.schedule import schedule_note
 from training.step import Setup, resolve_head_loss, wrap
+from training.run_files import LAST_CKPT
 
 
 def setup_run(
@@ -80,8 +81,8 @@ def _setup_resume(args: argparse.Namespace, overrides: dict, dist: ddp.Dist) -> 
     out_dir = Path(overrides.get("train", {}).get("out_dir", TrainConfig.out_dir))
     run_dir = out_dir / args.run_name
     faults.check_run_name(args.run_name)
-    if not (run_dir / "ckpt_last.pt").is_file():
-        raise UserError(f"nothing to resume: {run_dir / 'ckpt_last.pt'} does not exist; start the run without --resume")
+    if not (run_dir / LAST_CKPT).is_file():
+        raise UserError(f"nothing to resume: {run_dir / LAST_CKPT} does not exist; start the run without --resume")
     cfg = runs.load_run_config(run_dir)
     saved_horizon = cfg.train.lr_decay_iters
     changes: dict[str, dict] = {}
