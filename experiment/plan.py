@@ -116,16 +116,7 @@ def measure_step_seconds(cfg: RunConfig) -> float:
     times = []
     for i in range(1 + TIMED_STEPS):
         t0 = time.perf_counter()
-        train_step(
-            model=s.step_model,
-            optimizer=s.optimizer,
-            data=s.data,
-            data_gen=s.data_gen,
-            cfg=cfg,
-            device=s.device,
-            amp_dtype=s.amp_dtype,
-            lr=get_lr(i, cfg.train),
-        )
+        train_step(s, lr=get_lr(i, cfg.train))
         if i:
             times.append(time.perf_counter() - t0)
     return statistics.median(times)
