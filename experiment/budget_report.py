@@ -348,6 +348,23 @@ def _seeds_note(ro: BudgetReadout, declared: int | None) -> list[str]:
     return [f"**Interim: {head}; these verdicts are not the answer.**", "", *lines]
 
 
+def _disagreement_lines(ro: BudgetReadout) -> list[str]:
+    """Where best against best and a shared rate disagree, and where they differ only inside the margin."""
+    clash, within = disagreements(ro)
+    md = []
+    if clash:
+        md += [
+            "**The two readouts disagree** (best against best is the verdict; the shared-rate ones are descriptive, "
+            "not adjusted across rates):",
+            "",
+        ]
+        md += [f"- {line}" for line in clash] + [""]
+    if within:
+        md += ["Verdicts that differ but agree that the difference lies inside the margin:", ""]
+        md += [f"- {line}" for line in within] + [""]
+    return md
+
+
 def render(
     ro: BudgetReadout,
     title: str,
@@ -359,19 +376,7 @@ def render(
 ) -> str:
     """The budget report in Markdown: how many seeds (interim or not), disagreements, the verdicts, the
     figure, the tables, the trunks' figure, what finished, the compute, how to rebuild."""
-    md = [f"# {title}", "", *_seeds_note(ro, declared_seeds)]
-    clash, within = disagreements(ro)
-    if clash:
-        md += [
-            "**The two readouts disagree** (best against best is the verdict; the shared-rate ones are descriptive, "
-            "not adjusted across rates):",
-            "",
-        ]
-        md += [f"- {line}" for line in clash] + [""]
-    if within:
-        md += ["Verdicts that differ but agree that the difference lies inside the margin:", ""]
-        md += [f"- {line}" for line in within] + [""]
-    md += _diverged_lines(ro)
+    md = [f"# {title}", "", *_seeds_note(ro, declared_seeds), *_disagreement_lines(ro), *_diverged_lines(ro)]
     if ro.waiting:
         md += ["Not read yet: " + "; ".join(f"{b} ({why})" for b, why in ro.waiting.items()) + ".", ""]
     if ro.rows:  # before the first budget is read there is no verdict, figure or mean to show
