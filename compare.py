@@ -67,12 +67,12 @@ from experiment.record import (
     declared_settings,
     record_look,
 )
+from experiment.budgets import run_budget_experiment
+from experiment.plan import Plan
 from experiment.runner import (
     VERDICT_FILE,
-    Plan,
     experiment_runs,
     remove_worktrees,
-    run_budget_experiment,
     run_experiment,
     run_sequential,
     write_report,

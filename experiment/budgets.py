@@ -22,6 +22,7 @@ Layout: ``<experiment>/trunks/<arm>[-lr<lr>]-s<i>/`` and ``<experiment>/<budget>
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -34,8 +35,11 @@ from core.errors import UserError
 from core.files import read_json
 from experiment.arms import PRESETS, ArmSet
 from experiment.style import duration, size
+from experiment import launch
+from experiment.commands import check_planned, commands_for, prepare
 from experiment.launch import TRAIN_PY, Job, arm_command
-from experiment.plan import measure_step_seconds
+from experiment.plan import Plan, RunsBar, arm_params, lr_flags, measure_step_seconds
+from experiment.record import remember_settings
 from training.branch import step_checkpoint, tokens_per_step
 from training.faults import DIVERGED
 from training.config import RunConfig, TrainConfig
@@ -394,3 +398,76 @@ def seconds_per_token(out_dir: Path, labels: list[str], cfg: RunConfig, threads:
         torch.set_num_threads(before)
     per_token = per_step / tokens_per_step(cfg)
     return per_token, f"training steps alone, timed here at {per_token * 1e6:.0f} µs a token on {threads} thread(s)"
+
+
+def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str], Path]:
+    """Train the budget axis (:mod:`experiment.budgets`): a WSD trunk per arm x rate x seed, a branch per budget.
+
+    Every arm trains every ``plan.lr_grid`` rate (or the config's) on every seed, ``plan.jobs``
+    runs at once, each on the machine's cores divided among them.  Finished trunk stages and
+    branches are reused, unfinished ones resumed.  Returns ``({budget label: its finished
+    branch folders}, the runs that failed, the experiment folder)``.
+    """
+    cfg, data, name = prepare(plan)
+    check_arms(plan.arms, plan.arm_set)
+    steps = plan_budgets(plan.budgets, cfg)
+    cmds = commands_for(plan, cfg, name)
+    check_planned(plan, cmds)
+    remember_settings(cmds.out_dir, cfg, plan)
+    tc = cfg.train
+    runs = [
+        (
+            f"{'' if lr is None else f'-lr{lr:g}'}-s{i}",
+            [*(lr_flags(tc, lr) if lr is not None else []), f"--train.seed={tc.seed + i}"],
+        )
+        for i in range(plan.seeds)
+        for lr in (plan.lr_grid or [None])
+    ]
+    axis = BudgetRuns(
+        out_dir=cmds.out_dir,
+        cfg=cfg,
+        budgets=steps,
+        base_argv=cmds.base_argv,
+        arm_flags=cmds.arm_flags,
+        resume_argv=cmds.resume_argv,
+        group=cmds.group,
+        arm_set=plan.arm_set,
+    )
+    jobs = axis.jobs(plan.arms, runs)
+    n = plan.jobs or (os.cpu_count() or 1 if hardware.pick_device(tc.device).type == "cpu" else 1)
+    threads = max(1, (os.cpu_count() or 1) // n)
+    trunks = sorted({j.folder for j in jobs if j.claim})
+    params = {arm: arm_params(cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
+    branches = [(f"{b.label}/{arm}{suffix}", params[arm]) for b in steps for suffix, _ in runs for arm in plan.arms]
+    per_token, how = seconds_per_token(cmds.out_dir, [b.label for b in steps], cfg, threads)
+    print(
+        plan_line(
+            out_dir=cmds.out_dir,
+            budgets=steps,
+            cfg=cfg,
+            trunks=trunks,
+            branches=branches,
+            seconds_per_token=per_token,
+            how=how,
+            jobs=n,
+            threads=threads,
+        ),
+        flush=True,
+    )
+    bar = RunsBar(len(jobs), sum(_job_done(cmds.out_dir, j) for j in jobs))
+    try:
+        done = launch.run_parallel(cmds.out_dir, jobs, n, threads, bar)
+    finally:
+        bar.close()
+    finished = {
+        b.label: [cmds.out_dir / b.label / f"{arm}{suffix}" for suffix, _ in runs for arm in plan.arms] for b in steps
+    }
+    finished = {k: [p for p in v if is_finished(p)] for k, v in finished.items()}
+    return finished, [n for n, ok in done.items() if not ok], cmds.out_dir
+
+
+def _job_done(out_dir: Path, job: launch.Job) -> bool:
+    """Whether a budget job has nothing left to do: a trunk stage's checkpoint, or a branch's summary, is there."""
+    if job.claim:
+        return step_checkpoint(out_dir / job.claim, int(job.name.rsplit("@", 1)[1])).is_file()
+    return is_finished(out_dir / job.name)

@@ -40,7 +40,8 @@ from experiment.grid_model import cell_vocab_use
 from experiment.plan import best_lr, score as tuning_score
 from experiment.report import Experiment
 from experiment.record import ONE_SEED, ExperimentRecord, compared_config, config_changes, lr_grid_refusals
-from experiment.runner import Plan, run_experiment, write_report
+from experiment.plan import Plan
+from experiment.runner import run_experiment, write_report
 from training.config import SCHEMA, parse_config
 from training.runs import is_finished
 

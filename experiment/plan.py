@@ -1,5 +1,5 @@
-"""What an experiment will train and what it will cost before it starts: its models' sizes, its
-learning-rate grid, the plan line, and one progress bar over all its runs.
+"""What an experiment will train and what it will cost before it starts: what was asked (:class:`Plan`), its
+models' sizes, its learning-rate grid, the plan line, and one progress bar over all its runs.
 
 ``compare.py`` prints one plan line before the first run trains (:func:`plan_line`): how many
 runs the experiment has, how many are finished (or adopted), to resume and to train, a rough
@@ -33,7 +33,7 @@ import re
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -43,6 +43,7 @@ from core.errors import UserError
 from core.files import read_json
 from experiment import stats
 from experiment.arms import PRESETS, ArmSet
+from experiment.record import DEFAULT_MARGIN, EVERY_SEED, ONE_SEED
 from experiment.style import duration, size
 from model.config import GPTConfig
 from model.gpt import GPT
@@ -56,6 +57,34 @@ TIMED_STEPS = 3  # training steps timed (after one untimed) when no finished run
 # A rough fixed cost of each train.py process besides its steps (seconds): starting Python and torch,
 # reading the data, writing the run's files.  It dominates only tiny runs.
 START_S = 10.0
+
+
+@dataclass(kw_only=True)
+class Plan:
+    """What ``compare.py`` was asked to run: the config, the arms, the seeds and the learning-rate grid."""
+
+    config: str | None  # TOML file, or None for the defaults
+    overrides: dict  # --section.key overrides, passed on to every train.py run
+    arms: list[str]
+    seeds: int
+    lr_grid: list[float] = field(default_factory=list)  # empty: every arm at the config's learning rate
+    equal_params: str | None = None  # "width" / "depth": grow the arms that share one matrix to the untied count
+    name: str | None = None
+    reference: str = "tied"
+    margin: float = DEFAULT_MARGIN  # nats/token, declared before the runs
+    lr_widen: int = 0  # with a grid: rates tried past an edge an arm's best sits on, at most, a side
+    adopt: list[Path] = field(default_factory=list)  # finished run folders to adopt as reported runs (--adopt)
+    budgets: list[int] = field(default_factory=list)  # token budgets (--budgets): a WSD trunk and a branch per budget
+    jobs: int = 1  # train.py processes at once (--jobs)
+    arm_set: ArmSet = PRESETS  # what each of ``arms`` sets (presets, or arms defined with --arm)
+    outcome: str = "loss"  # what the verdict reads (experiment.readout.OUTCOMES), declared before the runs
+    max_seeds: int = 0  # with --seeds auto: the most seeds a sequential experiment may reach (0: seeds fixed)
+    lr_tuning: str = EVERY_SEED  # with a grid: every rate on every seed (best against best), or ONE_SEED's pick
+
+    @property
+    def one_seed(self) -> bool:
+        """Whether the grid is read by a pick on one tuning seed (exploratory) rather than best against best."""
+        return bool(self.lr_grid) and self.lr_tuning == ONE_SEED
 
 
 @dataclass(frozen=True)

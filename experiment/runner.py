@@ -11,28 +11,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from core import hardware
 from core.errors import UserError
 from core.files import read_json, write_text_atomic
-from core.settings import overrides_to_argv
 from data.loader import TokenData
-from data.prepare import prepare_from_config
-from experiment import adopt, arms, budgets, figures, launch, readout, report, report_markdown, schedules, stats
-from experiment.arms import ARMS, PRESETS, ArmSet
+from experiment import adopt, arms, figures, launch, readout, report, report_markdown, stats
+from experiment.arms import PRESETS, ArmSet
+from experiment.commands import Commands, check_planned, commands_for, prepare
 from experiment.plan import (
+    Plan,
     TUNING_SEED_OFFSET,
     PlannedRun,
     RunsBar,
     arm_params,
     best_lr,
-    equal_params_config,
-    lr_flags,
     next_rates,
     plan_line,
     power_line,
@@ -40,168 +35,12 @@ from experiment.plan import (
     score,
     time_per_run,
 )
-from experiment.record import (
-    BOOKKEEPING,
-    DEFAULT_MARGIN,
-    EVERY_SEED,
-    ONE_SEED,
-    ExperimentRecord,
-    flatten,
-    looks_record,
-    remember_settings,
-)
-from training.config import RESUME_OVERRIDABLE, RunConfig, parse_config
+from experiment.record import ExperimentRecord, looks_record, remember_settings
 from training.runs import is_finished
 from training.run_files import LAST_CKPT, SUMMARY
 
 
 VERDICT_FILE = "verdict.json"
-
-
-@dataclass(kw_only=True)
-class Plan:
-    """What ``compare.py`` was asked to run: the config, the arms, the seeds and the learning-rate grid."""
-
-    config: str | None  # TOML file, or None for the defaults
-    overrides: dict  # --section.key overrides, passed on to every train.py run
-    arms: list[str]
-    seeds: int
-    lr_grid: list[float] = field(default_factory=list)  # empty: every arm at the config's learning rate
-    equal_params: str | None = None  # "width" / "depth": grow the arms that share one matrix to the untied count
-    name: str | None = None
-    reference: str = "tied"
-    margin: float = DEFAULT_MARGIN  # nats/token, declared before the runs
-    lr_widen: int = 0  # with a grid: rates tried past an edge an arm's best sits on, at most, a side
-    adopt: list[Path] = field(default_factory=list)  # finished run folders to adopt as reported runs (--adopt)
-    budgets: list[int] = field(default_factory=list)  # token budgets (--budgets): a WSD trunk and a branch per budget
-    jobs: int = 1  # train.py processes at once (--jobs)
-    arm_set: ArmSet = PRESETS  # what each of ``arms`` sets (presets, or arms defined with --arm)
-    outcome: str = "loss"  # what the verdict reads (experiment.readout.OUTCOMES), declared before the runs
-    max_seeds: int = 0  # with --seeds auto: the most seeds a sequential experiment may reach (0: seeds fixed)
-    lr_tuning: str = EVERY_SEED  # with a grid: every rate on every seed (best against best), or ONE_SEED's pick
-
-    @property
-    def one_seed(self) -> bool:
-        """Whether the grid is read by a pick on one tuning seed (exploratory) rather than best against best."""
-        return bool(self.lr_grid) and self.lr_tuning == ONE_SEED
-
-
-@dataclass
-class Commands:
-    """The ``train.py`` command lines of one experiment's runs: shared flags, each arm's, each run's."""
-
-    cfg: RunConfig  # the experiment's resolved config (vocab_size from the data)
-    out_dir: Path  # the experiment folder
-    base_argv: list[str]  # --config and the command line's overrides, for every run
-    arm_flags: dict[str, list[str]]  # each arm's settings (and its size, with --equal-params)
-    resume_argv: list[str]  # the overrides a resume may take (bookkeeping)
-    group: list[str]  # the wandb group flag
-    train_py: dict[str, str] = field(default_factory=dict)  # arm -> the train.py of an arm from code
-
-    def reported(self, arm: str, i: int, lr: float | None = None) -> tuple[str, list[str]]:
-        """``(run name, train.py flags)`` of ``arm`` on seed ``train.seed + i``, at the tuned rate ``lr`` if any."""
-        tc = self.cfg.train
-        extra = [
-            *self.arm_flags[arm],
-            *(lr_flags(tc, lr) if lr is not None else []),
-            f"--train.seed={tc.seed + i}",
-            *self.group,
-        ]
-        return f"{arm}{'' if lr is None else f'-lr{lr:g}'}-s{i}", extra
-
-    def job(self, arm: str, name: str, extra: list[str]) -> Callable[[], Path]:
-        """Train (or resume, or reuse) ``arm``'s run ``name`` with flags ``extra`` (:func:`experiment.launch.run_arm`)."""
-        train_py = self.train_py.get(arm, launch.TRAIN_PY)
-        return lambda: launch.run_arm(self.base_argv, self.out_dir, name, extra, self.resume_argv, train_py)
-
-    def grid_point(self, arm: str, lr: float) -> Callable[[], Path | None]:
-        """The tuning run of ``arm`` at ``lr`` on the tuning seed; a failure is a point with no result (None)."""
-
-        def train() -> Path | None:
-            tc = self.cfg.train
-            extra = [
-                *self.arm_flags[arm],
-                *lr_flags(tc, lr),
-                f"--train.seed={tc.seed + TUNING_SEED_OFFSET}",
-                *self.group,
-            ]
-            try:
-                name, train_py = f"tune-{arm}-lr{lr:g}", self.train_py.get(arm, launch.TRAIN_PY)
-                return launch.run_arm(self.base_argv, self.out_dir, name, extra, self.resume_argv, train_py)
-            except UserError as e:  # e.g. a learning rate that diverges: a grid point with no result, not the end
-                print(f"[compare] {arm} at learning rate {lr:g} failed, counted as no result: {e}", flush=True)
-                return None
-
-        return train
-
-    def expected(self, arm: str, i: int, lr: float | None = None) -> RunConfig:
-        """The config the reported run of ``arm`` on seed index ``i`` (at rate ``lr``) would train with."""
-        return adopt.expected_config([*self.base_argv, *self.reported(arm, i, lr)[1]], self.cfg.model.vocab_size)
-
-
-def _commands(plan: Plan, cfg: RunConfig, name: str) -> Commands:
-    """The ``train.py`` flags of the experiment ``name``: shared, per arm, for resumes, the wandb group."""
-    out_dir = Path(cfg.train.out_dir) / name
-    passed_on = {
-        s: {k: v for k, v in values.items() if f"{s}.{k}" != "train.out_dir"} for s, values in plan.overrides.items()
-    }
-    arm_flags = {
-        arm: plan.arm_set.argv(arm)
-        + _min_lr_flags(cfg, plan.arm_set.settings[arm], arm)
-        + _size_flags(cfg, plan.equal_params, arm)
-        for arm in plan.arms
-    }
-    # train.out_dir is the experiment's parent here; launch.run_arm names the experiment folder itself.
-    resume_argv = overrides_to_argv(
-        {
-            sec: {
-                k: v
-                for k, v in values.items()
-                if f"{sec}.{k}" in RESUME_OVERRIDABLE and f"{sec}.{k}" != "train.out_dir"
-            }
-            for sec, values in plan.overrides.items()
-        }
-    )
-    return Commands(
-        cfg,
-        out_dir,
-        [*(["--config", plan.config] if plan.config else []), *overrides_to_argv(passed_on)],
-        arm_flags,
-        resume_argv,
-        [f"--wandb.group={cfg.wandb.group or name}"],
-        {arm: str(arms.worktree(sha) / "train.py") for arm in plan.arms if (sha := plan.arm_set.code(arm))},
-    )
-
-
-def _prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
-    """The experiment's config (vocab_size from the prepared data), its data and its folder name.
-
-    Raises :class:`UserError` when the config sets a key the arms set themselves.
-    """
-    cfg = parse_config(plan.config, plan.overrides)
-    # The vocabulary comes from the data: prepare it once so sizing and every run agree on it.
-    data = TokenData(prepare_from_config(cfg.data))
-    data.check_block_size(cfg.model.block_size)
-    cfg = cfg.with_values(model={"vocab_size": data.vocab_size})
-    defaults = flatten(RunConfig().to_dict())
-    set_here = {k: v for k, v in flatten(cfg.to_dict()).items() if k in plan.arm_set.keys and v != defaults[k]}
-    if set_here:  # each arm sets these itself; a config that sets one would give it to every arm
-        raise UserError(
-            f"{plan.config or 'the command line'} sets {', '.join(sorted(set_here))}, which the arms set "
-            "themselves: drop it and choose arms with --arms"
-        )
-    stem = Path(plan.config).stem if plan.config else "default"
-    suffix = f"{'-equal-params-' + plan.equal_params if plan.equal_params else ''}{'-tuned' if plan.lr_grid else ''}"
-    suffix += "-budgets" if plan.budgets else ""
-    return cfg, data, plan.name or f"{stem}-{_arms_name(plan)}{suffix}"
-
-
-def _arms_name(plan: Plan) -> str:
-    """The arms' part of a default experiment name: ``tied-vs-untied`` for the tying presets (as it always
-    was), ``new-vs-old`` for two or three arms of the user's own, ``base-and-4-arms`` for more."""
-    if all(a in ARMS for a in plan.arms):
-        return "tied-vs-untied"
-    return "-vs-".join(plan.arms) if len(plan.arms) <= 3 else f"{plan.arms[0]}-and-{len(plan.arms) - 1}-arms"
 
 
 def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
@@ -214,8 +53,8 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     once and split its runs (:func:`experiment.launch.run_shared`).  Before the first run trains, one plan line
     says what is left and its rough cost (:mod:`experiment.plan`); a progress bar follows the runs.
     """
-    cfg, data, name = _prepare(plan)
-    cmds = _commands(plan, cfg, name)
+    cfg, data, name = prepare(plan)
+    cmds = commands_for(plan, cfg, name)
     out_dir = cmds.out_dir
     check_planned(plan, cmds)
     settings = remember_settings(out_dir, cfg, plan)
@@ -368,55 +207,6 @@ def _progress(out_dir: Path, names: list[str], what: str) -> str:
     return line
 
 
-def _min_lr_flags(cfg: RunConfig, settings: dict, arm: str) -> list[str]:
-    """For an arm that sets the peak rate but not min_lr: min_lr scaled with it, as --lr-grid scales it, so the
-    schedule keeps its shape (said once); [] otherwise."""
-    lr = settings.get("train.learning_rate")
-    if lr is None or "train.min_lr" in settings:
-        return []
-    flags = [f for f in lr_flags(cfg.train, lr)[1:] if f.split("=")[0][2:] not in settings]
-    print(
-        f"[compare] arm {arm} sets train.learning_rate={lr:g}: {' and '.join(f[2:] for f in flags)} follow it, as "
-        "--lr-grid scales them, so its schedule keeps the shape of the others' (set them in the arm for another)",
-        flush=True,
-    )
-    return flags
-
-
-def check_planned(plan: Plan, cmds: Commands) -> None:
-    """Refuse, before any run trains or experiment.json records the arms, what the report would refuse after
-    training: arms whose planned configs differ in more than their own settings (and a tuned rate or size), or
-    whose learning-rate schedules part (:func:`experiment.schedules.check_planned`)."""
-    planned = {arm: cmds.expected(arm, 0) for arm in plan.arms}
-    ref = flatten(planned[plan.reference].to_dict())
-    allowed = set(plan.arm_set.keys) | report.TUNED_KEYS | report.SIZE_KEYS | BOOKKEEPING
-    for arm, cfg in planned.items():
-        flat = flatten(cfg.to_dict())
-        unfair = sorted(k for k in set(ref) | set(flat) if ref.get(k) != flat.get(k) and k not in allowed)
-        if unfair:
-            raise UserError(
-                f"arm {arm} would differ from {plan.reference} in more than its own settings ({', '.join(unfair)}): "
-                "set them in the config every arm shares, or in the arm itself"
-            )
-    own = {arm: plan.arm_set.settings[arm] for arm in plan.arms}
-    if report.target_of(plan.outcome) is None:  # a race to a val loss lets each arm's recipe keep its own schedule
-        schedules.check_planned({arm: cfg.train for arm, cfg in planned.items()}, plan.reference, own)
-
-
-def _size_flags(cfg: RunConfig, equal_params: str | None, arm: str) -> list[str]:
-    """With --equal-params, the grown width or depth for the arms that share one matrix (tied, tied-bias)."""
-    if not equal_params or arm not in ("tied", "tied-bias"):
-        return []
-    tied_cfg, n_tied, n_untied = equal_params_config(dataclasses.replace(cfg.model, tie_embeddings=False), equal_params)
-    key = "n_embd" if equal_params == "width" else "n_layer"
-    print(
-        f"[compare] equal params by {equal_params}: {arm} {key}={getattr(tied_cfg, key)} ({n_tied:,} parameters) "
-        f"vs untied {key}={getattr(cfg.model, key)} ({n_untied:,})",
-        flush=True,
-    )
-    return [f"--model.{key}={getattr(tied_cfg, key)}"]
-
-
 def write_report(
     paths: list[Path],
     tuning: list[Path],
@@ -474,79 +264,6 @@ def remove_worktrees(plan: Plan) -> list[str]:
     for sha in there:
         arms.remove_worktree(sha)
     return there
-
-
-def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str], Path]:
-    """Train the budget axis (:mod:`experiment.budgets`): a WSD trunk per arm x rate x seed, a branch per budget.
-
-    Every arm trains every ``plan.lr_grid`` rate (or the config's) on every seed, ``plan.jobs``
-    runs at once, each on the machine's cores divided among them.  Finished trunk stages and
-    branches are reused, unfinished ones resumed.  Returns ``({budget label: its finished
-    branch folders}, the runs that failed, the experiment folder)``.
-    """
-    cfg, data, name = _prepare(plan)
-    budgets.check_arms(plan.arms, plan.arm_set)
-    steps = budgets.plan_budgets(plan.budgets, cfg)
-    cmds = _commands(plan, cfg, name)
-    check_planned(plan, cmds)
-    remember_settings(cmds.out_dir, cfg, plan)
-    tc = cfg.train
-    runs = [
-        (
-            f"{'' if lr is None else f'-lr{lr:g}'}-s{i}",
-            [*(lr_flags(tc, lr) if lr is not None else []), f"--train.seed={tc.seed + i}"],
-        )
-        for i in range(plan.seeds)
-        for lr in (plan.lr_grid or [None])
-    ]
-    axis = budgets.BudgetRuns(
-        out_dir=cmds.out_dir,
-        cfg=cfg,
-        budgets=steps,
-        base_argv=cmds.base_argv,
-        arm_flags=cmds.arm_flags,
-        resume_argv=cmds.resume_argv,
-        group=cmds.group,
-        arm_set=plan.arm_set,
-    )
-    jobs = axis.jobs(plan.arms, runs)
-    n = plan.jobs or (os.cpu_count() or 1 if hardware.pick_device(tc.device).type == "cpu" else 1)
-    threads = max(1, (os.cpu_count() or 1) // n)
-    trunks = sorted({j.folder for j in jobs if j.claim})
-    params = {arm: arm_params(cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
-    branches = [(f"{b.label}/{arm}{suffix}", params[arm]) for b in steps for suffix, _ in runs for arm in plan.arms]
-    per_token, how = budgets.seconds_per_token(cmds.out_dir, [b.label for b in steps], cfg, threads)
-    print(
-        budgets.plan_line(
-            out_dir=cmds.out_dir,
-            budgets=steps,
-            cfg=cfg,
-            trunks=trunks,
-            branches=branches,
-            seconds_per_token=per_token,
-            how=how,
-            jobs=n,
-            threads=threads,
-        ),
-        flush=True,
-    )
-    bar = RunsBar(len(jobs), sum(_job_done(cmds.out_dir, j) for j in jobs))
-    try:
-        done = launch.run_parallel(cmds.out_dir, jobs, n, threads, bar)
-    finally:
-        bar.close()
-    finished = {
-        b.label: [cmds.out_dir / b.label / f"{arm}{suffix}" for suffix, _ in runs for arm in plan.arms] for b in steps
-    }
-    finished = {k: [p for p in v if is_finished(p)] for k, v in finished.items()}
-    return finished, [n for n, ok in done.items() if not ok], cmds.out_dir
-
-
-def _job_done(out_dir: Path, job: launch.Job) -> bool:
-    """Whether a budget job has nothing left to do: a trunk stage's checkpoint, or a branch's summary, is there."""
-    if job.claim:
-        return budgets.step_checkpoint(out_dir / job.claim, int(job.name.rsplit("@", 1)[1])).is_file()
-    return is_finished(out_dir / job.name)
 
 
 def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[float, str, dict]]:

@@ -20,6 +20,8 @@ from fake_runs import fake_run
 
 import compare
 from experiment import launch
+from experiment import commands
+from experiment.plan import Plan
 
 
 def test_help_keeps_the_examples_line_continuations(capsys):
@@ -176,7 +178,6 @@ def test_seeds_added_after_a_verdict_count_as_a_look_and_are_not_calibrated(tmp_
 def test_compare_speaks_of_arms_in_general(capsys):
     """The help opens on the A/B question and its default prompt is a newline; a new experiment of the user's
     own arms is named by them (<config>-base-vs-drop), while the tying presets keep <config>-tied-vs-untied."""
-    from experiment import runner
     from experiment.arms import define_arms
 
     with pytest.raises(SystemExit):
@@ -184,10 +185,6 @@ def test_compare_speaks_of_arms_in_general(capsys):
     out = capsys.readouterr().out
     assert "Is a change real?" in out and "default: a newline)" in out and "ROMEO" not in out.split("--prompt")[1]
     own = define_arms(None, {"base": {}, "drop": {"model.dropout": 0.1}})
-    plan = runner.Plan(
-        config="configs/debug.toml", overrides={}, arms=own.names, seeds=2, reference="base", arm_set=own
-    )
-    assert runner._arms_name(plan) == "base-vs-drop"
-    assert (
-        runner._arms_name(runner.Plan(config=None, overrides={}, arms=["tied", "untied"], seeds=2)) == "tied-vs-untied"
-    )
+    plan = Plan(config="configs/debug.toml", overrides={}, arms=own.names, seeds=2, reference="base", arm_set=own)
+    assert commands._arms_name(plan) == "base-vs-drop"
+    assert commands._arms_name(Plan(config=None, overrides={}, arms=["tied", "untied"], seeds=2)) == "tied-vs-untied"

@@ -19,6 +19,7 @@ from helpers import tiny_compare_args
 import compare
 from core.errors import UserError
 from experiment import launch, report, runner
+from experiment.plan import Plan
 
 
 # ----------------------------------------------------------------------------- the command and its experiment folder
@@ -127,7 +128,7 @@ def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, no_
     """An experiment.json written before a setting existed (it ran at the default) or while a key was
     not yet bookkeeping still matches the same command: the runs in it are reused, not refused."""
     args, overrides = no_training
-    plan = runner.Plan(config=args.config, overrides=overrides, arms=args.arms, seeds=args.seeds, name=args.name)
+    plan = Plan(config=args.config, overrides=overrides, arms=args.arms, seeds=args.seeds, name=args.name)
     with pytest.raises(Reached):  # first run writes experiment.json
         runner.run_experiment(plan)
     saved = tmp_path / "exp" / "experiment.json"
@@ -150,9 +151,7 @@ def test_the_learning_rate_grid_may_grow_but_not_lose_points(tmp_path, no_traini
 
     def attempt(grid, name="exp"):
         runner.run_experiment(
-            runner.Plan(
-                config=args.config, overrides=overrides, arms=args.arms, seeds=args.seeds, lr_grid=grid, name=name
-            )
+            Plan(config=args.config, overrides=overrides, arms=args.arms, seeds=args.seeds, lr_grid=grid, name=name)
         )
 
     for grid in ([1e-3, 4e-3], [1e-3, 4e-3, 1.6e-2]):

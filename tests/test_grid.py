@@ -238,7 +238,7 @@ def test_a_grid_folder_takes_a_wider_learning_rate_grid_and_refuses_a_narrower_o
     """grid.json: the lr grid and --lr-widen may grow (recorded whole), like the axes; losing a point or
     lowering --lr-widen is refused."""
     from experiment.grid import Axis, _remember_grid
-    from experiment.runner import Plan
+    from experiment.plan import Plan
 
     axes = [Axis("model.n_embd", (64,))]
 
@@ -269,7 +269,7 @@ def test_a_grid_folder_compares_its_resolved_base_config_not_the_files_name(tmp_
     """grid.json compares the resolved base config: a copy of the config under another name continues
     the grid; the same file with a changed value is refused before any cell trains."""
     from experiment.grid import Axis, _remember_grid
-    from experiment.runner import Plan
+    from experiment.plan import Plan
 
     axes = [Axis("model.n_embd", (64,))]
     (tmp_path / "a.toml").write_text("[train]\nmax_iters = 500\n")

@@ -18,7 +18,7 @@ from experiment import best, readout
 from experiment.grid import Axis, _remember_grid, gap_rows, load_grid, lr_tuning
 from experiment.grid_model import cross_cell_models
 from experiment.record import EVERY_SEED, ONE_SEED
-from experiment.runner import Plan
+from experiment.plan import Plan
 
 RATES = (1e-3, 2e-3, 4e-3)
 SEEDS = 4

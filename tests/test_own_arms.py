@@ -17,6 +17,7 @@ from helpers import error_line, tiny_compare_args
 import compare
 from core.errors import UserError
 from experiment import arms, launch, runner
+from experiment.plan import Plan
 from experiment.arms import define_arms, parse_arm
 from experiment.stats import look_alpha, sequential_looks
 
@@ -219,7 +220,7 @@ def _looks(tmp_path, monkeypatch, gap: float) -> list[int]:
 
     monkeypatch.setattr(runner, "run_experiment", fake_run_experiment)
     arms = define_arms(None, {"base": {}, "drop": {"model.dropout": 0.1}})
-    plan = runner.Plan(config=None, overrides={}, arms=arms.names, seeds=3, reference="base", arm_set=arms, max_seeds=8)
+    plan = Plan(config=None, overrides={}, arms=arms.names, seeds=3, reference="base", arm_set=arms, max_seeds=8)
     *_, (alpha, words, looks) = runner.run_sequential(plan)
     assert alpha == pytest.approx(0.05 / 4) and "0.05 over 4 looks, Bonferroni" in words
     assert looks == {

@@ -8,6 +8,7 @@ import pytest
 import compare
 from core.errors import UserError
 from experiment import launch, runner
+from experiment.plan import Plan
 from experiment.plan import best_lr, next_rates
 from experiment.record import ONE_SEED, lr_grid_refusals
 
@@ -103,7 +104,7 @@ def fake_experiment(tmp_path, monkeypatch):
                 "2e-3,4e-3,8e-3",
             ]
         )
-        return runner.Plan(
+        return Plan(
             config=args.config,
             overrides=overrides,
             arms=args.arms,
