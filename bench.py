@@ -36,7 +36,7 @@ from core import hardware
 from core.flops import checked_peak, mfu, peak_flops
 from core.cli import ArgumentParser, run_command
 from core.errors import UserError
-from experiment.grid import cell_overrides, cells_of, parse_axes
+from experiment.grid.run import cell_overrides, cells_of, parse_axes
 from model.sdpa import uses_math_kernel
 from training.benchmark import bench_generation, bench_streaming
 from training.config import parse_cli, parse_config

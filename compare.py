@@ -48,16 +48,16 @@ from pathlib import Path
 from core.cli import ArgumentParser, run_command
 from core.errors import UserError
 from core.files import read_json
-from experiment.adopt import parse_adopt
+from experiment.runs.adopt import parse_adopt
 from experiment.arms import ARM_KEYS, ARMS, DEFAULT_ARMS, ArmSet, define_arms, load_arms_file, parse_arm, parse_arms
-from experiment.budget_report import write_budget_report
-from experiment.budgets import parse_budgets
-from experiment.grid import GRID_FILE, parse_axes, run_grid
-from experiment.grid_markdown import write_grid_report
-from experiment.grid_model import Readout, parse_contrast, parse_slope_within
-from experiment.readout import gate, parse_outcome
-from experiment.report import arms_of_runs, check_run_folders
-from experiment.record import (
+from experiment.budget.markdown import write_budget_report
+from experiment.budget.run import parse_budgets
+from experiment.grid.run import GRID_FILE, parse_axes, run_grid
+from experiment.grid.markdown import write_grid_report
+from experiment.grid.model import Readout, parse_contrast, parse_slope_within
+from experiment.ab.readout import gate, parse_outcome
+from experiment.runs.folders import arms_of_runs, check_run_folders
+from experiment.runs.record import (
     DEFAULT_MARGIN,
     EVERY_SEED,
     ONE_SEED,
@@ -67,9 +67,9 @@ from experiment.record import (
     declared_settings,
     record_look,
 )
-from experiment.budgets import run_budget_experiment
-from experiment.plan import Plan
-from experiment.runner import (
+from experiment.budget.run import run_budget_experiment
+from experiment.runs.plan import Plan
+from experiment.ab.run import (
     VERDICT_FILE,
     experiment_runs,
     remove_worktrees,
@@ -472,7 +472,7 @@ def _grid(plan: Plan, axes: list, prompts: list[str], command: str, readout: Rea
 
 
 def _budgets(plan: Plan, command: str) -> int:
-    """Train the budget axis, then its report (:mod:`experiment.budget_report`) over the budgets read so far."""
+    """Train the budget axis, then its report (:mod:`experiment.budget.markdown`) over the budgets read so far."""
     _, failed, out_dir = run_budget_experiment(plan)
     try:
         _print_report(write_budget_report(out_dir, plan.reference, command), "budget report")

@@ -1,19 +1,16 @@
 """A/B experiments over paired seeds: train the arms, check they are comparable, read verdicts, write the report.
 
-Three designs, each ``run -> readout -> markdown`` over shared parts:
+Three designs, each a wing of ``run -> readout -> markdown`` over shared parts:
 
-- **A/B** (``compare.py``'s default, any two or more arms): ``runner`` trains arms x rates x seeds,
-  ``report`` reads and checks the run folders, ``readout`` gives the verdicts, ``report_markdown``
-  and ``report_sections`` word them, ``figures`` draws them; ``adopt`` takes in runs trained by hand.
-- **Budgets** (``--budgets``): ``budgets`` plans trunks and cooldown branches, ``budget_readout``
-  reads each budget, ``budget_report`` words it.
-- **Grid** (``--grid``): ``grid`` runs one A/B experiment per cell, ``grid_model`` reads across cells,
-  ``grid_markdown`` words it.
-- **Shared**: ``record`` (the folder's ``experiment.json``), ``arms``, ``plan`` (sizes, rates, cost),
-  ``launch`` (``train.py`` processes), ``schedules``, ``stats``, ``best`` (best against best),
-  ``style`` (numbers and figure files).
+- ``ab/`` (``compare.py``'s default, two or more arms over paired seeds);
+- ``grid/`` (``--grid``: one A/B experiment per cell of a product of config values);
+- ``budget/`` (``--budgets``: warmup-stable-decay trunks with a cooldown branch per budget).
 
-A new design gets its own three modules, named for it, and uses the shared ones; a shared module
-never imports a design's.  Imports ``training``, ``model``, ``data`` and ``core``; only
-``compare.py`` imports this package.
+Shared by all three: ``runs/`` (the experiment folder: what was asked and declared, each run's
+``train.py`` command, run folders read back and checked), ``arms``, ``stats``, ``best`` (best
+against best) and ``style`` (numbers and figure files).
+
+A new design is a new wing of its own three modules over the shared ones; a shared module never
+imports a wing, and a wing imports another only as the grid does the A/B design (each cell is
+one).  Imports ``training``, ``model``, ``data`` and ``core``; only ``compare.py`` imports this package.
 """

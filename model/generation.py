@@ -1,6 +1,6 @@
 """Text generation over a trained model: prompts to token ids, and streaming a sample's text.
 
-The library half of ``sample.py``; ``training/report.py`` (the end-of-run sample), ``experiment/report.py`` (the
+The library half of ``sample.py``; ``training/report.py`` (the end-of-run sample), ``experiment/runs/folders.py`` (the
 side-by-side samples) and ``bench.py --stream`` use it too.  Tokens come from
 :meth:`model.gpt.GPT.generate_stream`; here they become text, piece by piece, held back while
 a piece could still be half of a character or the start of a stop string.  The tokenizer is any

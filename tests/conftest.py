@@ -19,7 +19,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 
 from data.loader import TokenData
 from data.prepare import prepare_data
-from experiment import launch
+from experiment.runs import launch
 from training.faults import StopSignals
 
 # Hypothesis also caches Unicode tables in its home folder (./.hypothesis by default): keep the
@@ -41,7 +41,7 @@ settings.load_profile("tinygpt")
 
 
 class ForwardedCtrlC:
-    """``experiment.launch.run_forwarding_signals`` that remembers a SIGINT it passed on to its child."""
+    """``experiment.runs.launch.run_forwarding_signals`` that remembers a SIGINT it passed on to its child."""
 
     def __init__(self, real) -> None:
         self.real, self.received = real, False

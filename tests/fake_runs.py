@@ -3,7 +3,7 @@
 Not a test module (pytest collects ``test_*.py`` only); imported as ``from fake_runs import ...``
 by ``tests/test_compare.py``, ``tests/test_compare_command.py``, ``tests/test_report_markdown.py`` and
 ``tests/test_figures.py``.
-Every folder is valid for ``experiment.report.load_run``: a full default config (with the arm's
+Every folder is valid for ``experiment.runs.folders.load_run``: a full default config (with the arm's
 settings, so ``arms.arm_of`` names it), eval rows up to ``max_iters`` and a ``summary.json``
 holding ``final_val_loss``.
 """

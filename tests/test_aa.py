@@ -19,8 +19,10 @@ import pytest
 
 from statsmodels.stats.proportion import proportion_confint
 
-from experiment import best, budget_readout, readout, stats
-from experiment.budget_readout import Score
+from experiment import best, stats
+from experiment.budget import readout as budget_readout
+from experiment.ab import readout
+from experiment.budget.readout import Score
 
 ALPHA = 0.05
 SD = 0.01  # per-seed noise of one run's final loss, nats (the budget record: 0.005-0.02)

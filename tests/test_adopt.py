@@ -13,7 +13,8 @@ from helpers import error_line
 import compare
 import train
 from core.errors import UserError
-from experiment import adopt, report
+from experiment.runs import adopt
+from experiment.runs import folders
 from training.schedule import get_lr
 from training.setup import resolve_new
 
@@ -130,7 +131,7 @@ def test_compare_adopts_the_runs_you_trained_and_refuses_one_that_differs(tmp_pa
     """The README's path: train a tied and an untied run with train.py, then compare.py --adopt both as seed 0 of
     a one-seed experiment: it trains nothing, copies their text files in and reports.  A run trained for
     another number of steps is refused in one line naming train.max_iters, and nothing is copied."""
-    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})
+    monkeypatch.setattr(folders, "samples", lambda exp, prompts: {})
     flags = _flags(tmp_path, corpus)
     assert train.main([*flags, "--run-name", "default"]) == 0
     assert train.main([*flags, "--model.tie_embeddings=false", "--run-name", "untied"]) == 0

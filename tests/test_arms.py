@@ -25,7 +25,7 @@ from experiment.arms import (
     parse_arm,
     parse_arms,
 )
-from experiment.record import flatten
+from experiment.runs.record import flatten
 from model.checkpoint import load_checkpoint
 from model.config import GPTConfig
 from model.gpt import GPT

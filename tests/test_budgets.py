@@ -20,10 +20,14 @@ from helpers import error_line, tiny_compare_args
 
 import compare
 from core.errors import UserError
-from experiment import budget_readout, budget_report, budgets, record, stats
+from experiment import stats
+from experiment.budget import readout as budget_readout
+from experiment.budget import markdown as budget_markdown
+from experiment.budget import run as budget_run
+from experiment.runs import record
 from experiment import best as best_readout
 from experiment.arms import define_arms, with_recorded
-from experiment.budget_readout import Score
+from experiment.budget.readout import Score
 from training.config import RunConfig, TrainConfig
 
 
@@ -37,35 +41,39 @@ def _cfg(**train) -> RunConfig:
 
 def test_budgets_parse_with_suffixes_sorted_and_distinct():
     """``0.5M,1M,2k,1M`` -> token counts, sorted, each once."""
-    assert budgets.parse_budgets("1M, 0.5M,2k,1M") == [2_000, 500_000, 1_000_000]
-    assert budgets.label(500_000) == "0.5M" and budgets.label(16_000_000) == "16M" and budgets.label(4_000) == "4k"
+    assert budget_run.parse_budgets("1M, 0.5M,2k,1M") == [2_000, 500_000, 1_000_000]
+    assert (
+        budget_run.label(500_000) == "0.5M"
+        and budget_run.label(16_000_000) == "16M"
+        and budget_run.label(4_000) == "4k"
+    )
 
 
 @pytest.mark.parametrize("text", ["", "1X", "-1M", "0", "abc,1M"])
 def test_a_budget_that_is_no_token_count_is_refused(text):
     """Each bad budget raises a UserError that shows the form wanted."""
-    with pytest.raises(budgets.UserError, match="e.g. --budgets 0.5M,1M,2M"):
-        budgets.parse_budgets(text)
+    with pytest.raises(budget_run.UserError, match="e.g. --budgets 0.5M,1M,2M"):
+        budget_run.parse_budgets(text)
 
 
 def test_each_budget_branches_where_its_own_cooldown_starts():
     """Steps = tokens / tokens a step; the branch step is the first step of the last 20% (the WSD cooldown)."""
-    planned = budgets.plan_budgets([500_000, 16_000_000], _cfg(cooldown_frac=0.2, warmup_iters=30))
+    planned = budget_run.plan_budgets([500_000, 16_000_000], _cfg(cooldown_frac=0.2, warmup_iters=30))
     assert [(b.label, b.steps, b.branch_step) for b in planned] == [("0.5M", 244, 195), ("16M", 7812, 6250)]
     assert planned[0].cooldown_steps == 49
 
 
 def test_a_budget_whose_cooldown_would_start_in_the_warmup_is_refused():
     """A budget too small for the warmup, and two budgets of the same steps, are each one UserError."""
-    with pytest.raises(budgets.UserError, match="inside the 100-step warmup"):
-        budgets.plan_budgets([100_000], _cfg(warmup_iters=100))
-    with pytest.raises(budgets.UserError, match="same steps"):
-        budgets.plan_budgets([1_000_000, 1_000_100], _cfg(warmup_iters=10))
+    with pytest.raises(budget_run.UserError, match="inside the 100-step warmup"):
+        budget_run.plan_budgets([100_000], _cfg(warmup_iters=100))
+    with pytest.raises(budget_run.UserError, match="same steps"):
+        budget_run.plan_budgets([1_000_000, 1_000_100], _cfg(warmup_iters=10))
 
 
-def _axis(tmp_path: Path, tokens: list[int]) -> budgets.BudgetRuns:
+def _axis(tmp_path: Path, tokens: list[int]) -> budget_run.BudgetRuns:
     cfg = _cfg(warmup_iters=10)
-    return budgets.BudgetRuns(tmp_path, cfg, budgets.plan_budgets(tokens, cfg), [], {}, [], [])
+    return budget_run.BudgetRuns(tmp_path, cfg, budget_run.plan_budgets(tokens, cfg), [], {}, [], [])
 
 
 def test_jobs_finish_one_trunk_and_its_branches_before_the_next_seed_by_seed(tmp_path):
@@ -139,18 +147,18 @@ def test_a_branch_that_diverged_is_not_trained_again(tmp_path):
 
 def test_an_arm_that_unties_at_a_fraction_of_the_run_is_refused_on_the_budget_axis():
     """tie-then-untie's switch would fall inside the shared trunk: refused, naming tie-untie-cooldown."""
-    with pytest.raises(budgets.UserError, match="use tie-untie-cooldown"):
-        budgets.check_arms(["tied", "tie-then-untie"])
-    assert budgets.trunk_arm("tie-untie-cooldown") == "tied" and budgets.trunk_arm("untied") == "untied"
+    with pytest.raises(budget_run.UserError, match="use tie-untie-cooldown"):
+        budget_run.check_arms(["tied", "tie-then-untie"])
+    assert budget_run.trunk_arm("tie-untie-cooldown") == "tied" and budget_run.trunk_arm("untied") == "untied"
 
 
 def test_the_plan_line_counts_trunk_and_cooldown_tokens_and_what_is_left(tmp_path):
     """36 trunks to 6,250 steps and 324 branches: the issue's 460.8M trunk and 340.2M cooldown tokens."""
     cfg = _cfg(warmup_iters=30)
-    planned = budgets.plan_budgets(budgets.parse_budgets("0.5M,1M,2M,4M,8M,16M"), cfg)
+    planned = budget_run.plan_budgets(budget_run.parse_budgets("0.5M,1M,2M,4M,8M,16M"), cfg)
     trunks = [f"trunks/t{i}" for i in range(36)]
     branches = [(f"{b.label}/r{i}", 1_000_000) for b in planned for i in range(54)]
-    line = budgets.plan_line(
+    line = budget_run.plan_line(
         out_dir=tmp_path,
         budgets=planned,
         cfg=cfg,
@@ -347,7 +355,7 @@ def test_the_report_reads_each_budget_on_its_complete_seeds_and_says_where_reado
     for lr in rates:
         _branch(tmp_path, "1M", "tied", lr, 1337, 2.9)
     (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
-    path = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp")
+    path = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp")
     md = path.read_text()
     assert md.index("Verdicts that differ but agree that the difference lies inside the margin") < md.index(
         "## Verdicts"
@@ -435,7 +443,7 @@ def test_a_rate_that_diverged_leaves_the_arms_grid_on_every_seed_and_the_report_
     assert sorted(one.means["untied"]) == [1e-3, 2e-3] and sorted(half.means["untied"]) == [1e-3, 2e-3, 4e-3]
     assert 4e-3 not in one.shared["untied"] and 4e-3 in half.shared["untied"]
     (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
-    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    md = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
     assert "- `trunks/untied-lr0.004-s1` (untied; lr 0.004, seed 1338) at step 300: 1M" in md
     assert "| 1M | 3 | untied | 2.9600 | **2.8900** | — |" in md
 
@@ -453,7 +461,7 @@ def test_an_arm_that_diverged_at_every_rate_is_a_result_not_a_budget_waiting(tmp
     ro = budget_readout.readout(tmp_path, [500_000, 1_000_000], "tied", 0.01, with_recorded(None))
     assert [row.budget for row in ro.rows] == ["0.5M"] and ro.waiting == {} and ro.no_rate == {"1M": ["untied"]}
     (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
-    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    md = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
     assert "Every rate diverged, so there is nothing to read, for untied at 1M." in md and "Not read yet" not in md
 
 
@@ -466,7 +474,7 @@ def test_the_means_table_averages_every_arm_over_the_same_seeds(tmp_path):
             if s < 2:
                 _branch(tmp_path, "0.5M", "untied", lr, 1337 + s, 2.9 + s / 100)
     (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000], "margin": 0.01}))
-    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    md = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
     assert "| 0.5M | 2 | tied | **3.0050** | 3.0050 | 3.0050 |" in md
 
 
@@ -499,16 +507,16 @@ def test_an_equivalent_fit_beside_an_inconclusive_rate_is_a_clash_listed_first()
         train_tokens=10**6,
     )
     assert wide.verdict == "inconclusive"
-    assert budget_report.disagreements(ro) == (
+    assert budget_markdown.disagreements(ro) == (
         ["1M: untied is equivalent best against best, but inconclusive at lr 0.002"],
         [],
     )
-    md = budget_report.render(
+    md = budget_markdown.render(
         ro,
         "t",
         "cmd",
         None,
-        budgets.Compute(
+        budget_run.Compute(
             trunks=0,
             branches=0,
             trunk_tokens=0,
@@ -542,7 +550,7 @@ def test_arms_read_on_seeds_they_do_not_share_get_no_means_row(tmp_path):
             _branch(tmp_path, "0.5M", "tied", lr, 1337 + s, 3.0 + s / 100)
             _branch(tmp_path, "0.5M", "untied" if s < 2 else "tie-untie-cooldown", lr, 1337 + s, 2.9 + s / 100)
     (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000], "margin": 0.01}))
-    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    md = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
     assert "nan" not in md and "| 0.5M | 0 |" not in md
     assert "Not shown: 0.5M (no seed has finished every arm at every rate there)." in md
 
@@ -583,13 +591,13 @@ def test_the_compute_table_counts_trunks_whole_and_branches_from_their_branch_po
     for arm in ("tied", "untied"):
         for s in range(2):
             _branch(tmp_path, "0.5M", arm, 1e-3, 1337 + s, 3.0 + s / 100)
-    c = budgets.compute_used(tmp_path, ["0.5M", "1M"])
+    c = budget_run.compute_used(tmp_path, ["0.5M", "1M"])
     cooldown = (244 - round(0.8 * 244)) * 2048
     assert (c.trunks, c.branches, c.trunk_tokens, c.branch_tokens) == (2, 4, 4_096_000, 4 * cooldown)
     assert (c.trunk_s, c.branch_s) == (2000.0, 40.0)
     assert (c.threads, c.cpus, c.commits) == ([1], ["AMD EPYC (family 26, model 2)"], ["cc7de3a"])
     (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
-    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    md = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
     assert "| all | 6 | 4.5M | 0.6 h |" in md and "Commit: `cc7de3a`." in md
 
 
@@ -597,17 +605,17 @@ def test_the_time_estimate_uses_the_finished_runs_of_this_machine_and_thread_cou
     """The plan's seconds a token are the finished runs' summed elapsed time over their tokens, evaluations
     and all; none when nothing finished, or the runs trained on another thread count or machine."""
     here = ENV["cpu_model"]
-    assert budgets.measured_seconds_per_token(tmp_path, ["0.5M"], 1, here) is None
+    assert budget_run.measured_seconds_per_token(tmp_path, ["0.5M"], 1, here) is None
     trunk = tmp_path / "trunks" / "tied-lr0.001-s0"
     trunk.mkdir(parents=True)
     (trunk / "summary.json").write_text(json.dumps({"tokens": 2_048_000, "elapsed_s": 1000.0}))
     (trunk / "env.json").write_text(json.dumps(ENV))
     _branch(tmp_path, "0.5M", "tied", 1e-3, 1337, 3.0)
     cooldown = (244 - round(0.8 * 244)) * 2048
-    per_token = budgets.measured_seconds_per_token(tmp_path, ["0.5M"], 1, here)
+    per_token = budget_run.measured_seconds_per_token(tmp_path, ["0.5M"], 1, here)
     assert per_token == pytest.approx(1010.0 / (2_048_000 + cooldown))
-    assert budgets.measured_seconds_per_token(tmp_path, ["0.5M"], 2, here) is None
-    assert budgets.measured_seconds_per_token(tmp_path, ["0.5M"], 1, "another CPU") is None
+    assert budget_run.measured_seconds_per_token(tmp_path, ["0.5M"], 2, here) is None
+    assert budget_run.measured_seconds_per_token(tmp_path, ["0.5M"], 1, "another CPU") is None
 
 
 def _trunk(root: Path, name: str, arm: str, evals: list[tuple[int, float, float]]) -> None:
@@ -630,7 +638,7 @@ def test_trunk_curves_average_seeds_at_the_steps_all_reached_with_the_val_train_
     assert (tied.arm, tied.lr, tied.seeds, tied.tokens) == ("tied", 1e-3, 2, [0, 204_800])
     assert tied.val_bpb == pytest.approx([4.05, 2.55]) and tied.gap == pytest.approx([0.0, 0.15])
     assert (untied.arm, untied.seeds) == ("untied", 1) and untied.gap == pytest.approx([-0.1, 0.2])
-    fig = budget_report.trunk_figure([tied, untied], 1_388_182, "tied")
+    fig = budget_markdown.trunk_figure([tied, untied], 1_388_182, "tied")
     assert [len(ax.get_lines()) for ax in fig.axes[:2]] == [2, 2]
 
 
@@ -643,7 +651,7 @@ def test_a_budget_experiment_declares_its_seeds_and_keeps_the_most_asked_for(tmp
     )
 
     def plan(seeds: int) -> SimpleNamespace:
-        return SimpleNamespace(**fields, budgets=[500_000], seeds=seeds, arm_set=arm_set, arms=arm_set.names)
+        return SimpleNamespace(**fields, budget_run=[500_000], seeds=seeds, arm_set=arm_set, arms=arm_set.names)
 
     assert record.remember_settings(tmp_path, RunConfig(), plan(3)).seeds == 3
     assert record.remember_settings(tmp_path, RunConfig(), plan(2)).seeds == 3
@@ -660,7 +668,7 @@ def test_before_any_budget_is_read_the_report_shows_only_what_finished(tmp_path)
         _branch(tmp_path, "0.5M", "untied", lr, 1337, 2.9)
     _branch(tmp_path, "0.5M", "tied", 1e-3, 1338, 3.01)
     (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
-    md = budget_report.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    md = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
     assert "## Verdicts" not in md and "## Mean final val bpb" not in md and "delta_vs_tokens.png" not in md
     assert "| 0.5M | tied | 2 | 1 |" in md and "| 0.5M | untied | 1 | 1 |" in md and "| 1M |" not in md
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import compare
-from experiment.runner import write_report
+from experiment.ab.run import write_report
 
 REPO = Path(__file__).resolve().parent.parent
 GRID = Path("results") / "tying-scaling-cpu-2026-11-24"

@@ -121,7 +121,7 @@ def test_run_sh_resolves_to_the_config_of_every_committed_cell(cell):
     """run.sh's --config file with its --train.dtype flag resolves to the config each committed cell of
     results/tying-scaling-cpu-2026-11-24 was trained with (the cell's own axes, n_embd and tokenizer, aside), so
     re-running run.sh continues those cells instead of being refused or training them again."""
-    from experiment import record
+    from experiment.runs import record
     from training.config import parse_config
 
     run_sh = (SCALING / "run.sh").read_text()

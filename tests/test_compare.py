@@ -15,7 +15,11 @@ from fake_runs import fake_experiment, fake_run
 
 import train
 from core.errors import UserError
-from experiment import plan, readout, report, report_markdown, runner
+from experiment.runs import plan
+from experiment.ab import readout
+from experiment.runs import folders
+from experiment.ab import markdown
+from experiment.ab import run as ab_run
 from model.config import GPTConfig
 from model.gpt import GPT
 from training import setup
@@ -153,7 +157,7 @@ def test_embedding_decay_policy_applies_to_both_arms():
 def test_report_on_fake_runs_has_the_known_difference(tmp_path):
     """write_report: the per-seed differences, a 'worse' verdict for untied, the config difference, the figures."""
     paths = fake_experiment(tmp_path, [(3.0, 3.1), (3.1, 3.22), (3.2, 3.28)])
-    out, meaningful = runner.write_report(paths, [], tmp_path, prompts=[], title="t")
+    out, meaningful = ab_run.write_report(paths, [], tmp_path, prompts=[], title="t")
     md = out.read_text()
     assert meaningful  # no unigram baseline recorded: nothing to warn about
     assert "untied vs tied (reference): **worse**" in md and "+0.1000" in md
@@ -182,7 +186,7 @@ def test_report_on_fake_runs_has_the_known_difference(tmp_path):
 def test_report_refuses_unfair_sets_of_runs(tmp_path, make, match):
     """A single arm, no reference arm, a difference beyond the arms' settings, unpaired seeds, or unequal sizes: refused."""
     with pytest.raises(UserError, match=match):
-        report.check_experiment(report.load_runs(make(tmp_path)))
+        folders.check_experiment(folders.load_runs(make(tmp_path)))
 
 
 def test_pairing_is_by_seed_not_by_argument_order(tmp_path):
@@ -193,7 +197,7 @@ def test_pairing_is_by_seed_not_by_argument_order(tmp_path):
         fake_run(tmp_path, "u0", False, 0, 3.1),
         fake_run(tmp_path, "t2", True, 2, 3.2),
     ]
-    exp = report.check_experiment(report.load_runs(runs))
+    exp = folders.check_experiment(folders.load_runs(runs))
     (comparison,) = readout.comparisons(exp)
     assert exp.seeds == [0, 2] and comparison.diffs == pytest.approx([0.1, 0.3])
 
@@ -206,9 +210,9 @@ def test_equal_parameter_runs_are_accepted_and_the_size_difference_stated(tmp_pa
             {"parameters": 1490, "non_embedding_parameters": 700, "tokens_per_s_median": 90.0, "final_val_loss": 3.0}
         )
     )
-    exp = report.check_experiment(report.load_runs(paths))
+    exp = folders.check_experiment(folders.load_runs(paths))
     assert exp.differences["untied"]["model.n_embd"] == (160, 128)
-    md = report_markdown.render_markdown(exp, [], {}, "t")
+    md = markdown.render_markdown(exp, [], {}, "t")
     assert "model.n_embd" in md and "equal parameters" in md
 
 
@@ -217,10 +221,10 @@ def test_report_refuses_empty_metrics_and_unfinished_runs(tmp_path):
     empty = fake_run(tmp_path, "e", True, 0, 3.0)
     (empty / "metrics.jsonl").write_text("")
     with pytest.raises(UserError, match="missing or empty"):
-        report.load_run(empty)
+        folders.load_run(empty)
     short = fake_run(tmp_path, "s", True, 0, 3.0, train__max_iters=40)
     with pytest.raises(UserError, match="unfinished .*--resume"):
-        report.load_run(short)
+        folders.load_run(short)
 
 
 def test_runs_with_and_without_a_final_score_are_not_compared(tmp_path):
@@ -230,4 +234,4 @@ def test_runs_with_and_without_a_final_score_are_not_compared(tmp_path):
     del summary["final_val_loss"]
     (paths[0] / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(UserError, match="final_val_loss"):
-        report.check_experiment(report.load_runs(paths))
+        folders.check_experiment(folders.load_runs(paths))

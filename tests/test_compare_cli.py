@@ -19,9 +19,9 @@ from helpers import VERSE, error_line
 from fake_runs import fake_run
 
 import compare
-from experiment import launch
-from experiment import commands
-from experiment.plan import Plan
+from experiment.runs import launch
+from experiment.runs import commands
+from experiment.runs.plan import Plan
 
 
 def test_help_keeps_the_examples_line_continuations(capsys):

@@ -18,8 +18,10 @@ from helpers import tiny_compare_args
 
 import compare
 from core.errors import UserError
-from experiment import launch, report, runner
-from experiment.plan import Plan
+from experiment.runs import launch
+from experiment.runs import folders
+from experiment.ab import run as ab_run
+from experiment.runs.plan import Plan
 
 
 # ----------------------------------------------------------------------------- the command and its experiment folder
@@ -31,7 +33,7 @@ def test_compare_prints_the_warning_only_when_a_run_is_behind_the_baseline(
 ):
     """compare.py on run folders: below the unigram loss the verdict stands alone; above it, the report
     opens with the warning and a last line on stderr repeats it."""
-    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
+    monkeypatch.setattr(folders, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
     paths = fake_experiment(tmp_path, [(final, final + 0.1), (final + 0.1, final + 0.22)], [(UNIGRAM, UNIGRAM)] * 2)
     assert compare.main([str(p) for p in paths]) == 0
     out, err = capsys.readouterr()
@@ -130,18 +132,18 @@ def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, no_
     args, overrides = no_training
     plan = Plan(config=args.config, overrides=overrides, arms=args.arms, seeds=args.seeds, name=args.name)
     with pytest.raises(Reached):  # first run writes experiment.json
-        runner.run_experiment(plan)
+        ab_run.run_experiment(plan)
     saved = tmp_path / "exp" / "experiment.json"
     old = json.loads(saved.read_text())
     del old["config"]["train.max_skipped_steps"]  # added to tinygpt later; it ran at its default, 0
     old["config"]["train.checkpoint_interval"] = 10  # once part of the settings, now bookkeeping
     saved.write_text(json.dumps(old))
     with pytest.raises(Reached):
-        runner.run_experiment(plan)
+        ab_run.run_experiment(plan)
     old["config"]["train.max_skipped_steps"] = 3  # but a real difference is still refused
     saved.write_text(json.dumps(old))
     with pytest.raises(UserError, match="train.max_skipped_steps"):
-        runner.run_experiment(plan)
+        ab_run.run_experiment(plan)
 
 
 def test_the_learning_rate_grid_may_grow_but_not_lose_points(tmp_path, no_training):
@@ -150,7 +152,7 @@ def test_the_learning_rate_grid_may_grow_but_not_lose_points(tmp_path, no_traini
     args, overrides = no_training
 
     def attempt(grid, name="exp"):
-        runner.run_experiment(
+        ab_run.run_experiment(
             Plan(config=args.config, overrides=overrides, arms=args.arms, seeds=args.seeds, lr_grid=grid, name=name)
         )
 
@@ -210,7 +212,7 @@ def test_compare_tunes_all_five_arms_on_a_grid_and_reports_them(tmp_path):
         cfg = json.loads((exp / f"{arm}-lr{best}-s0" / "config.json").read_text())
         assert cfg["train"]["learning_rate"] == float(best) and cfg["train"]["seed"] == 1337
         tune_cfg = json.loads((exp / f"tune-{arm}-lr{best}" / "config.json").read_text())
-        assert tune_cfg["train"]["seed"] == 1337 + runner.TUNING_SEED_OFFSET
+        assert tune_cfg["train"]["seed"] == 1337 + ab_run.TUNING_SEED_OFFSET
     md = (exp / "report.md").read_text()
     for arm in arms.split(",")[1:]:
         assert re.search(
@@ -232,7 +234,7 @@ def test_compare_refuses_what_the_arms_set_and_a_single_arm(capsys):
 
 def test_a_report_on_existing_runs_uses_the_declared_margin(tmp_path, capsys, monkeypatch):
     """compare.py on run folders reads the margin experiment.json declared, and refuses another one."""
-    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
+    monkeypatch.setattr(folders, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
     paths = fake_experiment(tmp_path, [(3.0, 3.001), (3.1, 3.1005), (3.2, 3.2002)])
     (tmp_path / "experiment.json").write_text(json.dumps({"config": {}, "margin": 0.05}))
     assert compare.main([str(p) for p in paths]) == 0
@@ -245,7 +247,7 @@ def test_a_report_on_existing_runs_with_a_margin_in_bits_per_byte(tmp_path, caps
     """compare.py on run folders with --margin-bpb: its report.md gains the verdicts in bits per byte at that
     margin (0.5 bpb per nat here: Δ −0.15, −0.14, −0.16 nats is −0.075 bpb on average, better), beside the
     ones in nats."""
-    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
+    monkeypatch.setattr(folders, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
     finals = [(3.0, 2.85), (3.1, 2.96), (3.2, 3.04)]
     bpb = [({"final_val_bpb": t / 2}, {"final_val_bpb": u / 2}) for t, u in finals]
     paths = fake_experiment(tmp_path, finals, bpb)

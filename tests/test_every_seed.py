@@ -13,7 +13,9 @@ from helpers import error_line, tiny_compare_args
 
 import compare
 from core.errors import UserError
-from experiment import best, readout, report
+from experiment import best
+from experiment.ab import readout
+from experiment.runs import folders
 
 RATES = (1e-3, 2e-3, 4e-3)
 
@@ -39,7 +41,7 @@ def test_runs_at_several_rates_are_read_best_against_best(tmp_path):
     """An arm with runs at several rates (no tune-* runs) is an every-seed experiment: the verdict is
     experiment.best's on the table of every run, the shown runs are each arm's lowest mean, and it is calibrated."""
     paths = swept_runs(tmp_path, {"tied": bowl(3.0, 2e-3), "untied": bowl(2.9, 2e-3)})
-    exp = report.check_experiment(report.load_runs(paths), "tied", 0.01)
+    exp = folders.check_experiment(folders.load_runs(paths), "tied", 0.01)
     assert set(exp.swept["untied"]) == set(RATES) and exp.seeds == [0, 1, 2]
     assert {r.learning_rate for r in exp.runs["untied"]} == {2e-3}
     (b,) = readout.best_comparisons(exp)
@@ -58,7 +60,7 @@ def test_runs_at_several_rates_are_read_best_against_best(tmp_path):
 def test_a_best_at_the_grid_edge_is_not_read(tmp_path):
     """Where an arm's lowest mean sits on the grid's first or last rate, its verdict is "not read", never better."""
     paths = swept_runs(tmp_path, {"tied": bowl(3.0, 2e-3), "untied": bowl(2.9, 8e-3)})
-    (b,) = readout.best_comparisons(report.check_experiment(report.load_runs(paths), "tied", 0.01))
+    (b,) = readout.best_comparisons(folders.check_experiment(folders.load_runs(paths), "tied", 0.01))
     assert b.verdict == best.EDGE
 
 
@@ -66,7 +68,7 @@ def test_an_arm_missing_a_rate_is_refused(tmp_path):
     """Every arm trains every rate: a missing (arm, rate) names itself and the fix."""
     paths = swept_runs(tmp_path, {"tied": bowl(3.0, 2e-3), "untied": bowl(2.9, 2e-3)}, skip={("untied", 4e-3)})
     with pytest.raises(UserError, match="no run of untied at lr 0.004"):
-        report.check_experiment(report.load_runs(paths), "tied", 0.01)
+        folders.check_experiment(folders.load_runs(paths), "tied", 0.01)
 
 
 @pytest.mark.parametrize(

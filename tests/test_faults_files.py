@@ -28,7 +28,7 @@ import sample
 import train
 from core.errors import UserError
 from data.loader import TokenData
-from experiment import launch
+from experiment.runs import launch
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.gpt import GPT
 from training import faults

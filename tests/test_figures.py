@@ -1,4 +1,4 @@
-"""The experiment's figures (experiment/figures.py): PNGs written, log-x step axes, nothing clipped.
+"""The experiment's figures (experiment/ab/figures.py): PNGs written, log-x step axes, nothing clipped.
 
 Run: ``python -m pytest -q tests/test_figures.py``  (CPU, offline, seconds).  The experiment is
 three arms x three seeds of hand-written run folders (``fake_runs.py``) with a two-point
@@ -13,8 +13,9 @@ from fake_runs import UNIGRAM, fake_experiment, fake_tuning
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
-from experiment import figures, report
-from experiment.grid_markdown import gap_figure
+from experiment.ab import figures
+from experiment.runs import folders
+from experiment.grid.markdown import gap_figure
 
 PNG = b"\x89PNG\r\n\x1a\n"
 ARMS = ("tied", "untied", "tied-bias")
@@ -33,8 +34,8 @@ def _experiment(root, tuning=True):
         if tuning
         else []
     )
-    return report.check_experiment(
-        report.load_runs(paths), reference="tied", margin=0.01, tuning=report.load_runs(grid)
+    return folders.check_experiment(
+        folders.load_runs(paths), reference="tied", margin=0.01, tuning=folders.load_runs(grid)
     )
 
 
@@ -196,7 +197,7 @@ def test_no_text_is_clipped_at_any_panel_count(tmp_path, arms, build):
             arms=arms,
             steps=STEPS,
         )
-        exp = report.check_experiment(report.load_runs(paths), reference="tied", margin=0.01)
+        exp = folders.check_experiment(folders.load_runs(paths), reference="tied", margin=0.01)
         fig = (figures.val_loss_figure if build == "val_loss" else figures.paired_difference_figure)(exp)
     assert fig.get_layout_engine() is not None  # constrained layout: matplotlib makes room for the labels
     assert _clipped_texts(fig) == []

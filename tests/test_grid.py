@@ -13,8 +13,8 @@ from fake_runs import arm_run
 
 import compare
 from core.errors import UserError
-from experiment.grid import cell_name, cells_of, gap_rows, load_grid, parse_axes
-from experiment.grid_model import cross_cell_models
+from experiment.grid.run import cell_name, cells_of, gap_rows, load_grid, parse_axes
+from experiment.grid.model import cross_cell_models
 
 NOT_ALLOWED = compare.SET_PER_RUN
 
@@ -237,8 +237,8 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
 def test_a_grid_folder_takes_a_wider_learning_rate_grid_and_refuses_a_narrower_one(tmp_path):
     """grid.json: the lr grid and --lr-widen may grow (recorded whole), like the axes; losing a point or
     lowering --lr-widen is refused."""
-    from experiment.grid import Axis, _remember_grid
-    from experiment.plan import Plan
+    from experiment.grid.run import Axis, _remember_grid
+    from experiment.runs.plan import Plan
 
     axes = [Axis("model.n_embd", (64,))]
 
@@ -268,8 +268,8 @@ def test_a_grid_folder_takes_a_wider_learning_rate_grid_and_refuses_a_narrower_o
 def test_a_grid_folder_compares_its_resolved_base_config_not_the_files_name(tmp_path):
     """grid.json compares the resolved base config: a copy of the config under another name continues
     the grid; the same file with a changed value is refused before any cell trains."""
-    from experiment.grid import Axis, _remember_grid
-    from experiment.plan import Plan
+    from experiment.grid.run import Axis, _remember_grid
+    from experiment.runs.plan import Plan
 
     axes = [Axis("model.n_embd", (64,))]
     (tmp_path / "a.toml").write_text("[train]\nmax_iters = 500\n")
@@ -317,8 +317,8 @@ def test_a_cell_still_on_its_learning_rate_grid_is_reported_in_progress(tmp_path
 def test_the_grid_reads_each_arms_runs_at_its_best_tuned_rate(tmp_path):
     """After a wider tuning moved an arm's best rate, its seeds at the old rate stay in the folder; the
     grid keeps only those at the best rate (lowest tuning score), and an arm without tuning keeps all."""
-    from experiment import report
-    from experiment.grid import at_best_rates
+    from experiment.runs import folders
+    from experiment.grid.run import at_best_rates
 
     tune = [
         arm_run(tmp_path, "tied", 2337, loss, name=f"tune-tied-lr{lr:g}", train__learning_rate=lr)
@@ -327,14 +327,14 @@ def test_the_grid_reads_each_arms_runs_at_its_best_tuned_rate(tmp_path):
     old = arm_run(tmp_path, "tied", 0, 3.0, name="tied-lr0.002-s0", train__learning_rate=0.002)
     new = arm_run(tmp_path, "tied", 0, 2.9, name="tied-lr0.004-s0", train__learning_rate=0.004)
     untuned = arm_run(tmp_path, "untied", 0, 2.8)
-    kept = at_best_rates(report.load_runs([old, new, untuned]), report.load_runs(tune))
+    kept = at_best_rates(folders.load_runs([old, new, untuned]), folders.load_runs(tune))
     assert sorted(r.path.name for r in kept) == ["tied-lr0.004-s0", "untied-s0"]
 
 
 def test_gap_figure_dodges_tokenizers_that_share_a_size():
     """In gap_vs_size.png two tokenizers at the same non-embedding size are drawn at distinct x, each
     within 10% of the true size, so one interval does not hide the other."""
-    from experiment.grid_markdown import gap_figure
+    from experiment.grid.markdown import gap_figure
 
     rows = [
         {

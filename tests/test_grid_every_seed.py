@@ -14,11 +14,12 @@ from helpers import error_line, tiny_compare_args
 
 import compare
 from core.errors import UserError
-from experiment import best, readout
-from experiment.grid import Axis, _remember_grid, gap_rows, load_grid, lr_tuning
-from experiment.grid_model import cross_cell_models
-from experiment.record import EVERY_SEED, ONE_SEED
-from experiment.plan import Plan
+from experiment import best
+from experiment.ab import readout
+from experiment.grid.run import Axis, _remember_grid, gap_rows, load_grid, lr_tuning
+from experiment.grid.model import cross_cell_models
+from experiment.runs.record import EVERY_SEED, ONE_SEED
+from experiment.runs.plan import Plan
 
 RATES = (1e-3, 2e-3, 4e-3)
 SEEDS = 4

@@ -15,14 +15,14 @@ from scipy import stats
 
 import compare
 from core.errors import UserError
-from experiment.grid import Axis, GridCell, cells_of
-from experiment.grid_model import Readout, check_readout, contrasts, cross_cell_models, parse_slope_within, slope
+from experiment.grid.run import Axis, GridCell, cells_of
+from experiment.grid.model import Readout, check_readout, contrasts, cross_cell_models, parse_slope_within, slope
 
 NOISE = (-0.01, -0.004, 0.003, 0.011)  # a cell's seeds around its mean (sum 0, so the cell mean is exact)
 
 
 def _row(cell, mean, share=0.5, tokenizer="bpe:4096", never=None, noise=NOISE):
-    """A gap row (experiment.grid.gap_rows) of arm untied with Δ bpb = mean + noise per seed."""
+    """A gap row (experiment.grid.run.gap_rows) of arm untied with Δ bpb = mean + noise per seed."""
     d = mean + np.array(noise)
     half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)) if len(d) > 1 else math.nan
     return {

@@ -39,7 +39,7 @@ def test_thinning_keeps_every_other_row_and_at_most_n_train_rows_with_the_last()
 def test_thinning_keeps_the_training_clock():
     """Each kept train row's tokens/s becomes its merged window's, so the training seconds read from the rows
     (--outcome time-to, evaluation left out) are the same at every kept row before and after thinning."""
-    from experiment.report import train_clock
+    from experiment.runs.folders import train_clock
 
     rows = [
         {**r, "tokens": r["step"] * 100, "tokens_per_s": 1000.0 + 37 * (r["step"] % 7)} if r["kind"] == "train" else r

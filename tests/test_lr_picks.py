@@ -7,8 +7,8 @@ report says so for every such pick.
 
 from fake_runs import arm_run, fake_tuning
 
-from experiment.grid import Cell, load_cell, lr_picks
-from experiment.grid_markdown import lr_pick_section
+from experiment.grid.run import Cell, load_cell, lr_picks
+from experiment.grid.markdown import lr_pick_section
 
 
 def _cell(tmp_path, untied_at_4e3=3.01):

@@ -16,8 +16,10 @@ from helpers import error_line, tiny_compare_args
 
 import compare
 from core.errors import UserError
-from experiment import arms, launch, runner
-from experiment.plan import Plan
+from experiment import arms
+from experiment.runs import launch
+from experiment.ab import run as ab_run
+from experiment.runs.plan import Plan
 from experiment.arms import define_arms, parse_arm
 from experiment.stats import look_alpha, sequential_looks
 
@@ -218,10 +220,10 @@ def _looks(tmp_path, monkeypatch, gap: float) -> list[int]:
         ]
         return paths, [], root
 
-    monkeypatch.setattr(runner, "run_experiment", fake_run_experiment)
+    monkeypatch.setattr(ab_run, "run_experiment", fake_run_experiment)
     arms = define_arms(None, {"base": {}, "drop": {"model.dropout": 0.1}})
     plan = Plan(config=None, overrides={}, arms=arms.names, seeds=3, reference="base", arm_set=arms, max_seeds=8)
-    *_, (alpha, words, looks) = runner.run_sequential(plan)
+    *_, (alpha, words, looks) = ab_run.run_sequential(plan)
     assert alpha == pytest.approx(0.05 / 4) and "0.05 over 4 looks, Bonferroni" in words
     assert looks == {
         "looks": [3, 5, 7, 8],
@@ -261,7 +263,7 @@ def test_seeds_auto_needs_a_declared_most(capsys):
 
 def test_tokens_to_a_target_loss_interpolates_between_evals():
     """Val loss 3.5 at 1,000 tokens and 3.0 at 2,000: 3.25 is reached at 1,500; 2.0 never (inf)."""
-    from experiment.readout import tokens_to
+    from experiment.ab.readout import tokens_to
 
     class R:
         evals = [{"tokens": 0, "val_loss": 10.8}, {"tokens": 1000, "val_loss": 3.5}, {"tokens": 2000, "val_loss": 3.0}]

@@ -13,7 +13,9 @@ import compare
 import train
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import launch, plan, stats
+from experiment import stats
+from experiment.runs import launch
+from experiment.runs import plan
 from training.config import parse_config
 
 

@@ -11,7 +11,11 @@ import re
 import pytest
 from fake_runs import UNIGRAM, fake_experiment, fake_run, fake_tuning
 
-from experiment import readout, report, report_markdown, report_sections, style
+from experiment import style
+from experiment.ab import readout
+from experiment.runs import folders
+from experiment.ab import markdown
+from experiment.ab import sections
 from experiment.arms import DESCRIPTIONS
 
 CLEAR = [(3.0, 2.85), (3.1, 2.97), (3.2, 3.04)]  # untied lower on every seed by 0.13-0.16 nats
@@ -24,14 +28,14 @@ ARMS3 = ("tied", "untied", "tied-bias")
 def _exp(root, finals, summaries=None, arms=("tied", "untied"), tuning=(), **kwargs):
     """A checked experiment from fake runs of ``arms`` (reference tied, margin 0.01)."""
     paths = fake_experiment(root, finals, summaries, arms=arms, **kwargs)
-    return report.check_experiment(
-        report.load_runs(paths), reference="tied", margin=0.01, tuning=report.load_runs(list(tuning))
+    return folders.check_experiment(
+        folders.load_runs(paths), reference="tied", margin=0.01, tuning=folders.load_runs(list(tuning))
     )
 
 
 def _md(exp, **kwargs):
     """The report with no figures or samples unless given."""
-    return report_markdown.render_markdown(exp, kwargs.pop("figures", []), kwargs.pop("samples", {}), "t", **kwargs)
+    return markdown.render_markdown(exp, kwargs.pop("figures", []), kwargs.pop("samples", {}), "t", **kwargs)
 
 
 def _section(md, heading):
@@ -154,7 +158,7 @@ def test_verdict_names_the_budget_held_fixed(tmp_path, resized, words):
                 }
             )
         )
-    md = _md(report.check_experiment(report.load_runs(paths)))
+    md = _md(folders.check_experiment(folders.load_runs(paths)))
     assert words in _section(md, "Verdict")
     assert ("initial transformer body" in md) != resized
 
@@ -208,7 +212,7 @@ def test_report_warns_first_when_a_run_has_not_beaten_the_unigram_baseline(tmp_p
     warning = md.index("**Warning: this comparison is not meaningful.**")
     assert warning < md.index("## Verdict") and "Not meaningful: see the warning above." in _section(md, "Verdict")
     paragraph = md[warning : md.index("\n", warning)]
-    assert paragraph == report_markdown.baseline_warning(exp)
+    assert paragraph == markdown.baseline_warning(exp)
     assert "Train longer (raise --train.max_iters) or check the config" in paragraph
     assert re.findall(r"\b(tied|untied) 2 of 2 runs", paragraph) == behind
     assert "unigram 6.4400 nats/token" in paragraph and "| unigram baseline val loss | 6.4400 | 6.4400 |" in md
@@ -219,7 +223,7 @@ def test_the_warning_quotes_the_final_val_loss_of_the_table(tmp_path):
     not the last periodic eval's (10.0077 here, a few windows only)."""
     whole = {**UNIGRAM, "final_val_loss": 10.0230}
     exp = _exp(tmp_path, [(10.0077, 10.0077)] * 2, [(whole, whole)] * 2)
-    paragraph = report_markdown.baseline_warning(exp)
+    paragraph = markdown.baseline_warning(exp)
     assert "mean final val loss 10.0230, best periodic eval 10.0077" in paragraph
     assert "| final val loss (on the same val windows for every run) | 10.0230 ± 0.0000 |" in _md(exp)
 
@@ -227,7 +231,7 @@ def test_the_warning_quotes_the_final_val_loss_of_the_table(tmp_path):
 def test_no_warning_when_every_run_beat_the_baseline(tmp_path):
     """Every run below its unigram loss (or none recorded): baseline_warning is None and no warning is printed."""
     exp = _exp(tmp_path, CLEAR, [(UNIGRAM, UNIGRAM)] * 3)
-    assert report_markdown.baseline_warning(exp) is None and "**Warning" not in _md(exp)
+    assert markdown.baseline_warning(exp) is None and "**Warning" not in _md(exp)
 
 
 def test_timings_are_marked_as_measured_under_load_with_median_and_range(tmp_path):
@@ -240,7 +244,7 @@ def test_timings_are_marked_as_measured_under_load_with_median_and_range(tmp_pat
     md = _md(_exp(tmp_path, [(3.0, 3.1), (3.1, 3.2), (3.2, 3.3)], extras))
     assert "| tokens/s (each run's median) ‡ | 800 (range 401–1,200) | 100 |" in md
     assert "| wall time (s) ‡ | 20.0 (range 10.0–30.0) | 60.0 |" in md
-    assert report_sections.TIMING_NOTE in md and "median and the range" in report_sections.TIMING_NOTE
+    assert sections.TIMING_NOTE in md and "median and the range" in sections.TIMING_NOTE
 
 
 def test_per_arm_table_has_one_column_per_arm_reference_first_and_labelled_losses(tmp_path):
@@ -287,9 +291,7 @@ def test_sections_come_in_report_order_and_the_command_right_after_the_title(tmp
     ]
     positions = [md.index(f"\n## {h}") for h in order]
     assert positions == sorted(positions)
-    assert (
-        f"![val_loss_vs_step.png](val_loss_vs_step.png)\n\n*{report_sections.CAPTIONS['val_loss_vs_step.png']}*" in md
-    )
+    assert f"![val_loss_vs_step.png](val_loss_vs_step.png)\n\n*{sections.CAPTIONS['val_loss_vs_step.png']}*" in md
 
 
 def test_runs_section_lists_every_folder_with_arm_and_seed_then_the_tuning_runs(tmp_path):
@@ -325,7 +327,7 @@ def test_with_no_checkpoint_in_any_arm_the_samples_say_so(tmp_path):
     """No ckpt_best.pt in any run folder (a fresh clone of committed runs): every prompt is still listed,
     each arm's column reading '*no checkpoint*', instead of the section vanishing without a word."""
     exp = _exp(tmp_path, CLEAR)
-    texts = report.samples(exp, ["RO"])
+    texts = folders.samples(exp, ["RO"])
     assert texts == {"RO": {}}
     assert "| tied | untied |\n|---|---|\n| *no checkpoint* | *no checkpoint* |" in _section(
         _md(exp, samples=texts), "Samples"
@@ -342,14 +344,14 @@ def test_samples_are_labelled_an_illustration_with_one_column_per_arm(tmp_path):
 
 def test_sample_cells_are_escaped():
     """Sample text cannot break the Markdown table or inject HTML."""
-    assert report_sections._cell("a|b <i>x</i>\nc") == "a&#124;b &lt;i&gt;x&lt;/i&gt;<br>c"
+    assert sections._cell("a|b <i>x</i>\nc") == "a&#124;b &lt;i&gt;x&lt;/i&gt;<br>c"
 
 
 def test_spread_gives_median_and_range_or_the_median_alone():
     """_spread: 'median (range min–max)'; the median alone when min equals max; 'n/a' when not recorded."""
-    assert report_sections._spread((800.0, 401.0, 1200.0)) == "800 (range 401–1,200)"
-    assert report_sections._spread((100.0, 100.0, 100.0)) == "100"
-    assert report_sections._spread(None) == "n/a"
+    assert sections._spread((800.0, 401.0, 1200.0)) == "800 (range 401–1,200)"
+    assert sections._spread((100.0, 100.0, 100.0)) == "100"
+    assert sections._spread(None) == "n/a"
 
 
 def test_a_margin_in_bits_per_byte_adds_its_verdicts_beside_the_nats(tmp_path):

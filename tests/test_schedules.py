@@ -16,7 +16,7 @@ import compare
 import train
 import training.loop
 from core.errors import UserError
-from experiment import report
+from experiment.runs import folders
 from training.runs import read_metrics
 
 
@@ -66,16 +66,16 @@ def test_a_resume_that_moved_the_schedule_is_refused_even_where_no_lr_was_logged
         match=r"^\S*tied-s0 and \S*untied-s0 moved .* from step 10 \(\S*tied-s0 was resumed "
         r"at step 10 with train.lr_decay_iters=20\)",
     ):
-        report.check_experiment(report.load_runs(paths))
+        folders.check_experiment(folders.load_runs(paths))
 
 
 def test_a_resume_that_kept_the_schedule_is_no_difference(tmp_path):
     """A resume after an interruption (no override) or one that kept the horizon leaves the runs comparable,
     and runs whose identical resumes moved the horizon alike are comparable too."""
     still = {"kind": "resume", "step": 10, "overrides": {}, "previous": {}, "lr_horizon": [20, 20]}
-    report.check_experiment(report.load_runs(_fake_pair(tmp_path / "a", tied_rows=[still])))
+    folders.check_experiment(folders.load_runs(_fake_pair(tmp_path / "a", tied_rows=[still])))
     moved = _resume(10, (10, 20))
-    report.check_experiment(report.load_runs(_fake_pair(tmp_path / "b", [moved], [moved])))
+    folders.check_experiment(folders.load_runs(_fake_pair(tmp_path / "b", [moved], [moved])))
 
 
 def test_logged_rates_are_compared_relative_to_each_runs_peak(tmp_path):
@@ -86,8 +86,8 @@ def test_logged_rates_are_compared_relative_to_each_runs_peak(tmp_path):
         return [{"kind": "train", "step": s, "lr": peak * f} for s, f in zip((5, 10, 15), shape)]
 
     tuned = {"train__learning_rate": 4e-3, "train__min_lr": 4e-4}  # the default config's rates, doubled
-    report.check_experiment(
-        report.load_runs(_fake_pair(tmp_path / "a", rows(2e-3, (1, 0.5, 0.1)), rows(4e-3, (1, 0.5, 0.1)), **tuned))
+    folders.check_experiment(
+        folders.load_runs(_fake_pair(tmp_path / "a", rows(2e-3, (1, 0.5, 0.1)), rows(4e-3, (1, 0.5, 0.1)), **tuned))
     )
     paths = _fake_pair(tmp_path / "b", rows(2e-3, (1, 0.5, 0.1)), rows(2e-3, (1, 0.7, 0.1)))
     with pytest.raises(
@@ -95,7 +95,7 @@ def test_logged_rates_are_compared_relative_to_each_runs_peak(tmp_path):
         match=r"untied-s0 followed another learning-rate schedule than \S*tied-s0: they "
         r"part at step 10 \(lr / peak learning rate 0.7 vs 0.5\)",
     ):
-        report.check_experiment(report.load_runs(paths))
+        folders.check_experiment(folders.load_runs(paths))
 
 
 @pytest.mark.slow
@@ -103,7 +103,7 @@ def test_compare_refuses_a_run_extended_onto_a_longer_schedule(tmp_path, corpus,
     """The scenario of a run trained to 10 steps and extended to 20 with --train.lr_decay_iters=20, against an
     untied run trained to 20 in one go: their final configs match, but compare.py refuses them (exit 2) in
     one line naming the extended run and the step where the schedules part."""
-    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})
+    monkeypatch.setattr(folders, "samples", lambda exp, prompts: {})
     args = tiny_args(tmp_path, corpus, "--train.log_interval=5", "--train.eval_interval=10")
     assert train.main([*args, "--train.max_iters=10", "--run-name", "ft"]) == 0
     assert (
@@ -131,7 +131,7 @@ def test_compare_refuses_a_run_extended_onto_a_longer_schedule(tmp_path, corpus,
 def test_compare_accepts_a_run_interrupted_and_resumed_on_its_schedule(tmp_path, corpus, capsys, monkeypatch):
     """A run stopped by Ctrl-C and resumed with no override followed the same schedule as one trained in
     one go: compare.py reports on the pair (exit 0)."""
-    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})
+    monkeypatch.setattr(folders, "samples", lambda exp, prompts: {})
     args = tiny_args(tmp_path, corpus, "--train.max_iters=12", "--train.log_interval=3")
     real_step, calls = training.loop.train_step, {"n": 0}
 
@@ -144,7 +144,7 @@ def test_compare_accepts_a_run_interrupted_and_resumed_on_its_schedule(tmp_path,
     monkeypatch.setattr(training.loop, "train_step", step_then_interrupt)
     assert train.main([*args, "--run-name", "t"]) == 130
     monkeypatch.undo()
-    monkeypatch.setattr(report, "samples", lambda exp, prompts: {})
+    monkeypatch.setattr(folders, "samples", lambda exp, prompts: {})
     assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--run-name", "t", "--resume"]) == 0
     assert [r["overrides"] for r in _resumes(tmp_path / "runs" / "t")] == [{}]
     assert train.main([*args, "--model.tie_embeddings=false", "--run-name", "u"]) == 0

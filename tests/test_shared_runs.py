@@ -4,7 +4,8 @@ the progress line compare.py prints before each phase."""
 import pytest
 
 from core.files import file_lock
-from experiment import launch, runner
+from experiment.runs import launch
+from experiment.ab import run as ab_run
 
 
 def test_a_run_claimed_elsewhere_is_put_off_and_waited_for(tmp_path, capsys):
@@ -50,15 +51,15 @@ def test_progress_line_counts_finished_unfinished_and_new_runs(tmp_path):
     (tmp_path / "a" / "summary.json").write_text("{}")
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "ckpt_last.pt").write_bytes(b"")
-    line = runner._progress(tmp_path, ["a", "b", "c"], "reported runs (3 arms x 1 seed)")
+    line = ab_run._progress(tmp_path, ["a", "b", "c"], "reported runs (3 arms x 1 seed)")
     assert line == "[compare] reported runs (3 arms x 1 seed): 3 runs, 1 finished, 1 to resume, 1 to train"
     (tmp_path / "a" / "summary.json").write_text('{"elapsed_s": 600}')  # with a timing, a labelled estimate
-    line = runner._progress(tmp_path, ["a", "b", "c"], "reported runs (3 arms x 1 seed)")
+    line = ab_run._progress(tmp_path, ["a", "b", "c"], "reported runs (3 arms x 1 seed)")
     assert line.endswith("; roughly 20 min left at the finished runs' median of 10.0 min a run (an estimate)")
     (tmp_path / "b" / "summary.json").write_text('{"elapsed_s": 60}')
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "summary.json").write_text('{"elapsed_s": 60}')
-    assert runner._progress(tmp_path, ["a", "b", "c"], "x").endswith("3 finished, 0 to resume, 0 to train")
+    assert ab_run._progress(tmp_path, ["a", "b", "c"], "x").endswith("3 finished, 0 to resume, 0 to train")
 
 
 def test_a_put_off_run_that_fails_gives_its_claim_back(tmp_path):

@@ -11,7 +11,8 @@ from fake_runs import fake_run
 from helpers import error_line
 
 import compare
-from experiment import readout, report
+from experiment.ab import readout
+from experiment.runs import folders
 
 
 def with_speed(path, tokens_per_s: float):
@@ -39,8 +40,8 @@ def test_the_training_clock_sums_each_window_over_its_own_rate():
         {"kind": "train", "step": 10, "tokens": 1000, "tokens_per_s": 50.0},
         {"kind": "train", "step": 20, "tokens": 2000, "tokens_per_s": 1000.0},
     ]
-    assert report.train_clock(rows) == [(0.0, 0.0), (1000.0, 2.0), (2000.0, 3.0)]
-    run = report.Run(None, {}, {}, [], True, 0, "tied", clock=report.train_clock(rows))
+    assert folders.train_clock(rows) == [(0.0, 0.0), (1000.0, 2.0), (2000.0, 3.0)]
+    run = folders.Run(None, {}, {}, [], True, 0, "tied", clock=folders.train_clock(rows))
     assert run.train_seconds(1500) == pytest.approx(2.5)
 
 

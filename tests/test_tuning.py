@@ -7,10 +7,11 @@ import pytest
 
 import compare
 from core.errors import UserError
-from experiment import launch, runner
-from experiment.plan import Plan
-from experiment.plan import best_lr, next_rates
-from experiment.record import ONE_SEED, lr_grid_refusals
+from experiment.runs import launch
+from experiment.ab import run as ab_run
+from experiment.runs.plan import Plan
+from experiment.runs.plan import best_lr, next_rates
+from experiment.runs.record import ONE_SEED, lr_grid_refusals
 
 GRID = [2e-3, 4e-3, 8e-3]
 
@@ -123,7 +124,7 @@ def test_compare_trains_past_the_edge_and_reports_at_the_new_best(fake_experimen
     """With the optimum at 0.02, above a 2e-3..8e-3 grid, --lr-widen 2 trains 1.6e-2 and 3.2e-2 for every arm,
     picks 1.6e-2 (now inside what was tried) and trains the reported seeds there; experiment.json records it."""
     plan = fake_experiment(widen=2)
-    paths, tuning, out_dir = runner.run_experiment(plan)
+    paths, tuning, out_dir = ab_run.run_experiment(plan)
     for arm in ("tied", "untied"):
         assert [n for n in fake_experiment.trained if n.startswith(f"tune-{arm}-")] == [
             f"tune-{arm}-lr{lr}" for lr in ("0.002", "0.004", "0.008", "0.016", "0.032")
@@ -131,7 +132,7 @@ def test_compare_trains_past_the_edge_and_reports_at_the_new_best(fake_experimen
     assert [p.name for p in paths] == ["tied-lr0.016-s0", "untied-lr0.016-s0"] and len(tuning) == 10
     assert json.loads((out_dir / "experiment.json").read_text())["lr_widen"] == 2
     fake_experiment.trained.clear()
-    runner.run_experiment(plan)  # a rerun makes the same decisions from the same scores
+    ab_run.run_experiment(plan)  # a rerun makes the same decisions from the same scores
     assert (
         fake_experiment.trained[-2:] == ["tied-lr0.016-s0", "untied-lr0.016-s0"] and len(fake_experiment.trained) == 12
     )
@@ -139,7 +140,7 @@ def test_compare_trains_past_the_edge_and_reports_at_the_new_best(fake_experimen
 
 def test_a_diverged_rate_past_the_edge_ends_the_widening(fake_experiment):
     """1.6e-2 fails: it counts as no result, the best stays 8e-3, and nothing past 1.6e-2 is tried."""
-    paths, tuning, _ = runner.run_experiment(fake_experiment(widen=3, fail_above=1e-2))
+    paths, tuning, _ = ab_run.run_experiment(fake_experiment(widen=3, fail_above=1e-2))
     assert [p.name for p in paths] == ["tied-lr0.008-s0", "untied-lr0.008-s0"]
     assert sorted(p.name for p in tuning) == sorted(
         f"tune-{a}-lr{lr}" for a in ("tied", "untied") for lr in ("0.002", "0.004", "0.008")
@@ -149,15 +150,15 @@ def test_a_diverged_rate_past_the_edge_ends_the_widening(fake_experiment):
 def test_an_older_experiment_without_lr_widen_continues_but_lr_widen_cannot_fall(fake_experiment, tmp_path):
     """experiment.json from before --lr-widen (no key) reads as 0, so the same command goes on and a
     larger N is accepted; going back to a smaller N is refused before any training."""
-    runner.run_experiment(fake_experiment(widen=0))
+    ab_run.run_experiment(fake_experiment(widen=0))
     saved = tmp_path / "exp" / "experiment.json"
     settings = json.loads(saved.read_text())
     del settings["lr_widen"]
     saved.write_text(json.dumps(settings))
-    runner.run_experiment(fake_experiment(widen=0))
-    runner.run_experiment(fake_experiment(widen=1))
+    ab_run.run_experiment(fake_experiment(widen=0))
+    ab_run.run_experiment(fake_experiment(widen=1))
     with pytest.raises(UserError, match=r"lr_widen \(it may rise but not fall below 1\)"):
-        runner.run_experiment(fake_experiment(widen=0))
+        ab_run.run_experiment(fake_experiment(widen=0))
 
 
 def test_settings_changed_by_another_process_during_tuning_stop_the_reported_runs(fake_experiment):
@@ -170,4 +171,4 @@ def test_settings_changed_by_another_process_during_tuning_stop_the_reported_run
         (out_dir / "experiment.json").write_text(json.dumps(settings))
 
     with pytest.raises(UserError, match="another compare.py changed"):
-        runner.run_experiment(fake_experiment(widen=0, on_run=widen_elsewhere))
+        ab_run.run_experiment(fake_experiment(widen=0, on_run=widen_elsewhere))

@@ -14,8 +14,8 @@ from fake_runs import arm_run
 
 import compare
 from data.prepare import prepare_data
-from experiment import report
-from experiment.grid_model import VOCAB_USE_FILE, cell_vocab_use, count_rows
+from experiment.runs import folders
+from experiment.grid.model import VOCAB_USE_FILE, cell_vocab_use, count_rows
 
 
 def test_rows_are_counted_by_occurrences_in_the_training_shards():
@@ -84,7 +84,7 @@ def test_a_cell_counts_its_vocabulary_from_the_cache_and_keeps_it_in_its_folder(
     corpus, folder = prepared
     sha = json.loads((folder / "meta.json").read_text())["source_sha256"]
     grid = _grid_with_one_cell(tmp_path, corpus, tmp_path / "cache", sha)
-    run = report.load_run(grid / "tokenizer-char" / "tied-s0")
+    run = folders.load_run(grid / "tokenizer-char" / "tied-s0")
     use = cell_vocab_use(grid / "tokenizer-char", run)
     assert (use["rows_never_seen"], use["rows_seen_5_or_more"], use["vocab_size"]) == (1, 3, 4)
     assert json.loads((grid / "tokenizer-char" / VOCAB_USE_FILE).read_text()) == use
@@ -108,7 +108,7 @@ def test_a_stored_count_of_other_data_is_not_read(tmp_path, prepared):
             }
         )
     )
-    run = report.load_run(grid / "tokenizer-char" / "tied-s0")
+    run = folders.load_run(grid / "tokenizer-char" / "tied-s0")
     assert cell_vocab_use(grid / "tokenizer-char", run) is None
 
 

@@ -271,7 +271,7 @@ SCHEMA = Schema(SECTIONS, DERIVED)
 # The one list of settings that change neither the weights a run trains nor what it measures:
 # where it runs and writes, what it prints and logs, how the data is read (not which data).
 # A resume may change them (RESUME_OVERRIDABLE) and a comparison ignores them
-# (experiment.record.BOOKKEEPING); each of those adds its own few keys.
+# (experiment.runs.record.BOOKKEEPING); each of those adds its own few keys.
 BOOKKEEPING = frozenset(
     {
         "train.out_dir",

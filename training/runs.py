@@ -132,7 +132,7 @@ def resume_row(step: int, before: dict | None, cfg: RunConfig, elapsed_s: float)
     changed (``train.out_dir`` left out: it names where the folder is now), and ``lr_horizon``,
     ``[before, after]``, the step where the cosine reaches min_lr (``lr_decay_iters``, or
     ``max_iters`` where that is 0): a resume moving it changes the learning rate of later steps,
-    which the experiment's fairness check reads (:mod:`experiment.schedules`).  A checkpoint
+    which the experiment's fairness check reads (:mod:`experiment.runs.schedules`).  A checkpoint
     without a config gives None for all three: what changed is unknown.
     """
     row: dict = {"kind": "resume", "step": step, "overrides": None, "previous": None, "lr_horizon": None}
@@ -196,7 +196,7 @@ def thin_metrics(rows: list[dict], max_train_rows: int) -> list[dict]:
     The train rows kept are those at a multiple of a stride: the smallest power-of-two multiple
     of the logging interval (the first two train rows' distance) that keeps at most
     ``max_train_rows``, and the last one.  Runs thinned alike keep the same steps, so the
-    learning-rate schedule check (:mod:`experiment.schedules`) still compares them step by step.
+    learning-rate schedule check (:mod:`experiment.runs.schedules`) still compares them step by step.
     A kept row's ``tokens_per_s`` becomes its merged window's (the tokens since the last kept row over the
     dropped windows' seconds and its own), so the training clock read from the rows (evaluation and
     checkpoints left out, ``--outcome time-to``) is the same before and after.

@@ -6,18 +6,18 @@ and the scaling view's rows read back from every cell, one row per (cell, arm).
     settings, cells = load_grid(Path("runs/shakespeare-grid"))   # reads grid.json and every cell's runs
     rows = gap_rows(cells, cells_vocab_use(cells))               # Δ val bpb with its CI per cell and arm
 
-Each cell is a full experiment (:func:`experiment.runner.run_experiment`: every arm tuned on
+Each cell is a full experiment (:func:`experiment.ab.run.run_experiment`: every arm tuned on
 the learning-rate grid, then every seed) in its own folder ``<grid>/<cell name>/``, with the
 cell's values added to the command line's overrides.  Cells run in the order of the product,
 the first axis outermost.  A cell whose runs fail is recorded as missing with the reason; the
 other cells go on.  A stop signal ends the whole grid (rerun the same command to continue).
 
 The model across cells, the contrasts and slopes a user asks for and each cell's vocabulary use are
-:mod:`experiment.grid_model`; the report is :mod:`experiment.grid_markdown`.
+:mod:`experiment.grid.model`; the report is :mod:`experiment.grid.markdown`.
 
 Within one cell every run scores the same val tokens, so its bits per byte are its loss times
 one constant (tokens / (bytes · ln 2)); the cell's paired statistics in nats
-(:func:`experiment.readout.comparisons`) therefore carry over to bits per byte exactly, and
+(:func:`experiment.ab.readout.comparisons`) therefore carry over to bits per byte exactly, and
 bits per byte make cells with different tokenizers comparable.
 """
 
@@ -34,14 +34,16 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json, write_json
 from core.settings import field_types, merge, parse_cli_value
-from experiment import readout, report, stats
+from experiment import stats
+from experiment.ab import readout
+from experiment.runs import folders
 from experiment.arms import with_recorded
-from experiment.grid_model import cell_vocab_use
-from experiment.plan import best_lr, score as tuning_score
-from experiment.report import Experiment
-from experiment.record import ONE_SEED, ExperimentRecord, compared_config, config_changes, lr_grid_refusals
-from experiment.plan import Plan
-from experiment.runner import run_experiment, write_report
+from experiment.grid.model import cell_vocab_use
+from experiment.runs.plan import best_lr, score as tuning_score
+from experiment.runs.folders import Experiment
+from experiment.runs.record import ONE_SEED, ExperimentRecord, compared_config, config_changes, lr_grid_refusals
+from experiment.runs.plan import Plan
+from experiment.ab.run import run_experiment, write_report
 from training.config import SCHEMA, parse_config
 from training.runs import is_finished
 
@@ -255,7 +257,7 @@ class GridCell:
     exp: Experiment | None  # None: missing (``cell.error`` says why)
 
 
-def at_best_rates(runs: list[report.Run], tuning: list[report.Run]) -> list[report.Run]:
+def at_best_rates(runs: list[folders.Run], tuning: list[folders.Run]) -> list[folders.Run]:
     """The reported runs of each arm at its best tuned rate; an arm without tuning runs keeps all.
 
     A cell tuned again with a wider grid (a larger ``--lr-widen``) whose best rate moved trains the
@@ -291,13 +293,13 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
     record = ExperimentRecord.read(cell.folder)
     arm_set = with_recorded(record.arms if record else None)
     try:
-        tuned = report.load_runs(tuning, arm_set)
-        runs = at_best_rates(report.load_runs([p for p in folders if p not in tuning], arm_set), tuned)
+        tuned = folders.load_runs(tuning, arm_set)
+        runs = at_best_rates(folders.load_runs([p for p in folders if p not in tuning], arm_set), tuned)
         waiting = sorted({r.arm for r in tuned} - {r.arm for r in runs})
         if waiting:  # tuned, but its reported seeds have not trained yet
             cell.error = f"in progress: no reported run of {', '.join(waiting)} at its tuned rate yet"
             return GridCell(cell, None)
-        exp = report.check_experiment(runs, reference, margin, tuned, arm_set)
+        exp = folders.check_experiment(runs, reference, margin, tuned, arm_set)
     except UserError as e:
         cell.error = str(e)
         return GridCell(cell, None)
@@ -328,7 +330,7 @@ def _arm_lr(exp: Experiment, arm: str) -> float:
 def _bpb_verdict(exp: Experiment, arm: str, margin_bpb: float) -> tuple[str, stats.SeedsFigure | None]:
     """An arm's verdict from the paired final val bpb with an equivalence margin in bpb (``--margin-bpb``).
 
-    :func:`experiment.readout.bpb_comparison`'s verdict, with the seeds figure (:func:`stats.seeds_figure`) when
+    :func:`experiment.ab.readout.bpb_comparison`'s verdict, with the seeds figure (:func:`stats.seeds_figure`) when
     inconclusive; "no bpb" when a run has no bits per byte.
     """
     c = readout.bpb_comparison(exp, arm, margin_bpb)
@@ -346,7 +348,7 @@ def gap_rows(
     the leave-one-seed-out jackknife's, ``diffs`` its pseudo-values (their standard error is the
     jackknife's), ``lr_*`` the fitted best rates; ``readout`` says which.  Cells whose runs carry no bits
     per byte (older runs) have ``delta_bpb`` None.
-    ``vocab_use``: cell name -> :func:`experiment.grid_model.cell_vocab_use` (None: unknown).  Verdicts are
+    ``vocab_use``: cell name -> :func:`experiment.grid.model.cell_vocab_use` (None: unknown).  Verdicts are
     the cell's own (nats, its declared margin, Holm over its arms), or with ``margin_bpb`` (bits per
     byte) the rule of :func:`_bpb_verdict`; ``band_bpb`` is the equivalence band in bpb either way.
     """
@@ -423,7 +425,7 @@ def _paired_gaps(exp: Experiment, margin_bpb: float | None) -> list[dict]:
 
 def _swept_gaps(exp: Experiment, margin_bpb: float | None) -> list[dict]:
     """An every-seed cell's Δ of fitted bests per arm (nats), its jackknife interval and verdict
-    (:func:`experiment.readout.best_comparisons`); ``diffs``: the jackknife's pseudo-values, the seed-level
+    (:func:`experiment.ab.readout.best_comparisons`); ``diffs``: the jackknife's pseudo-values, the seed-level
     Δ the model across cells reads.  With ``margin_bpb`` the verdicts are read in bits per byte."""
     in_nats = readout.best_comparisons(exp)
     verdicts = {b.arm: b.verdict for b in readout.best_comparisons(exp, margin_bpb)} if margin_bpb else {}
@@ -446,7 +448,7 @@ def _swept_gaps(exp: Experiment, margin_bpb: float | None) -> list[dict]:
 
 
 def cells_vocab_use(cells: list[GridCell]) -> dict[str, dict]:
-    """Cell name -> its vocabulary use (:func:`experiment.grid_model.cell_vocab_use`; each data folder counted
+    """Cell name -> its vocabulary use (:func:`experiment.grid.model.cell_vocab_use`; each data folder counted
     once), for the finished cells whose use is known; writes ``vocab_use.json`` where the data cache is here."""
     memo: dict = {}
     found = {
@@ -477,7 +479,7 @@ class LrPick:
 def lr_picks(cells: list[GridCell]) -> list[LrPick]:
     """Every tuned arm of every finished cell with at least two finite grid scores and two finite reported seeds.
 
-    Ties rank the smaller rate first, as :func:`experiment.plan.best_lr` does (a lead of 0).
+    Ties rank the smaller rate first, as :func:`experiment.runs.plan.best_lr` does (a lead of 0).
     """
     picks = []
     for gc in cells:

@@ -39,14 +39,14 @@ SHAPE_KEYS = (
 )
 
 # lr / peak values closer than this are the same schedule: the tuned arms' min_lr is passed on the
-# command line to 6 significant digits (experiment.plan.lr_flags), so their ratios differ in the
+# command line to 6 significant digits (experiment.runs.plan.lr_flags), so their ratios differ in the
 # 6th digit; a real difference of schedule (another horizon, warmup or min_lr) is far larger.
 REL_TOL = 1e-3
 ABS_TOL = 1e-6
 
 
 class Scheduled(Protocol):
-    """What the check needs of a run (:class:`experiment.report.Run` has it)."""
+    """What the check needs of a run (:class:`experiment.runs.folders.Run` has it)."""
 
     path: Path
     schedule: dict[tuple[int, str], float]

@@ -1,7 +1,7 @@
 """What an experiment ran, as report sections: its setup, the per-arm table, the figures, the samples and the run folders.
 
-Each function returns one section's lines from a checked :class:`experiment.report.Experiment`;
-:func:`experiment.report_markdown.render_markdown` puts them after the verdicts, which it words
+Each function returns one section's lines from a checked :class:`experiment.runs.folders.Experiment`;
+:func:`experiment.ab.markdown.render_markdown` puts them after the verdicts, which it words
 itself.  Numbers here are described, not judged: timings are marked as measured under whatever
 load the machine had, and a value a run did not record reads "n/a".
 """
@@ -12,10 +12,10 @@ import html
 import os
 from pathlib import Path
 
-from experiment.figures import CAPTIONS
+from experiment.ab.figures import CAPTIONS
 from experiment.style import finite
-from experiment.readout import arm_table
-from experiment.report import SIZE_KEYS, Experiment, code_versions
+from experiment.ab.readout import arm_table
+from experiment.runs.folders import SIZE_KEYS, Experiment, code_versions
 
 TIMING_NOTE = (
     "‡ Timings were measured under whatever load the machine had while each run trained (other "
@@ -170,7 +170,7 @@ def samples_section(exp: Experiment, sample_texts: dict) -> list[str]:
     """``## Samples``: one table per prompt, one column per arm; labelled an illustration, not evidence."""
     if not sample_texts:
         return []
-    left_out = getattr(sample_texts, "left_out", {})  # experiment.report.Samples: arms that could not be sampled
+    left_out = getattr(sample_texts, "left_out", {})  # experiment.runs.folders.Samples: arms that could not be sampled
     lines = [
         "## Samples: an illustration, not evidence",
         "",

@@ -1,10 +1,10 @@
 """What a checked experiment shows: the outcome its verdict reads, the comparisons, the verdict record
 a script can read, and the numbers per arm that the Markdown words and the figures draw.
 
-Works on an :class:`experiment.report.Experiment` (run folders read and checked for fairness)::
+Works on an :class:`experiment.runs.folders.Experiment` (run folders read and checked for fairness)::
 
-    from experiment.report import load_runs, check_experiment
-    from experiment.readout import comparisons
+    from experiment.runs.folders import load_runs, check_experiment
+    from experiment.ab.readout import comparisons
     exp = check_experiment(load_runs(paths), reference="tied", margin=0.01)
     for c in comparisons(exp): print(c.arm, c.verdict, c.ci)
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json
 from experiment import best, stats
-from experiment.report import TARGETS, Experiment, Run, code_versions, target_of
+from experiment.runs.folders import TARGETS, Experiment, Run, code_versions, target_of
 from training.run_files import BEST_CKPT
 
 # What a verdict may read, declared before the runs (``compare.py --outcome``): the final val loss

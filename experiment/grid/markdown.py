@@ -11,10 +11,10 @@ the readouts asked for, what is missing; its sections and its figures.
 Every claim in it is read off a row: the verdicts are the cells' own (each cell's ``report.md``
 has its statistics) or, with a margin in bits per byte, the rule the header states; the model
 across cells with its 95% intervals, the contrasts and the slopes are read off
-:mod:`experiment.grid_model`: this module only words them.
+:mod:`experiment.grid.model`: this module only words them.
 
 The figures (matplotlib, Agg): the gap against model size, and loss against parameters.  ``rows``
-are :func:`experiment.grid.gap_rows`; bits per byte throughout (comparable across tokenizers),
+are :func:`experiment.grid.run.gap_rows`; bits per byte throughout (comparable across tokenizers),
 non-embedding parameters on a log-x axis.
 """
 
@@ -29,10 +29,10 @@ from matplotlib.figure import Figure
 from core.files import write_text_atomic
 
 from experiment.style import interval, log_x, p_value, save_figure, signed
-from experiment.readout import ONE_SEED_TUNING
-from experiment.record import EVERY_SEED
-from experiment.grid import NOT_STARTED, GridCell, LrPick, cells_vocab_use, gap_rows, load_grid, lr_picks, lr_tuning
-from experiment.grid_model import (
+from experiment.ab.readout import ONE_SEED_TUNING
+from experiment.runs.record import EVERY_SEED
+from experiment.grid.run import NOT_STARTED, GridCell, LrPick, cells_vocab_use, gap_rows, load_grid, lr_picks, lr_tuning
+from experiment.grid.model import (
     ArmModels,
     Contrast,
     Model,
@@ -229,7 +229,7 @@ def write_grid_report(
     report options (a bpb margin for the verdicts, contrasts, a slope within cells); raises UserError,
     before anything is written, when it names a cell or an axis value the grid lacks.  Writes each
     finished cell's ``vocab_use.json`` where the data cache is on this machine
-    (:func:`experiment.grid_model.cell_vocab_use`).
+    (:func:`experiment.grid.model.cell_vocab_use`).
     """
     readout = readout or Readout()
     settings, cells = load_grid(grid_dir, errors)

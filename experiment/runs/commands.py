@@ -1,7 +1,7 @@
 """The ``train.py`` command lines of an experiment's runs, and the checks made on them before any run trains.
 
 Every design builds its runs from the same parts: :func:`prepare` reads the config and prepares the
-data once (the vocabulary comes from it), :func:`commands_for` turns a :class:`experiment.plan.Plan`
+data once (the vocabulary comes from it), :func:`commands_for` turns a :class:`experiment.runs.plan.Plan`
 into the flags every run shares, each arm's own, and those a resume may take (:class:`Commands`),
 and :func:`check_planned` refuses, before anything trains, the arms a report would refuse after.
 """
@@ -17,10 +17,14 @@ from core.errors import UserError
 from core.settings import overrides_to_argv
 from data.loader import TokenData
 from data.prepare import prepare_from_config
-from experiment import adopt, arms, launch, report, schedules
+from experiment import arms
+from experiment.runs import adopt
+from experiment.runs import launch
+from experiment.runs import folders
+from experiment.runs import schedules
 from experiment.arms import ARMS
-from experiment.plan import TUNING_SEED_OFFSET, Plan, equal_params_config, lr_flags
-from experiment.record import BOOKKEEPING, flatten
+from experiment.runs.plan import TUNING_SEED_OFFSET, Plan, equal_params_config, lr_flags
+from experiment.runs.record import BOOKKEEPING, flatten
 from training.config import RESUME_OVERRIDABLE, RunConfig, parse_config
 
 
@@ -48,7 +52,7 @@ class Commands:
         return f"{arm}{'' if lr is None else f'-lr{lr:g}'}-s{i}", extra
 
     def job(self, arm: str, name: str, extra: list[str]) -> Callable[[], Path]:
-        """Train (or resume, or reuse) ``arm``'s run ``name`` with flags ``extra`` (:func:`experiment.launch.run_arm`)."""
+        """Train (or resume, or reuse) ``arm``'s run ``name`` with flags ``extra`` (:func:`experiment.runs.launch.run_arm`)."""
         train_py = self.train_py.get(arm, launch.TRAIN_PY)
         return lambda: launch.run_arm(self.base_argv, self.out_dir, name, extra, self.resume_argv, train_py)
 
@@ -145,10 +149,10 @@ def _arms_name(plan: Plan) -> str:
 def check_planned(plan: Plan, cmds: Commands) -> None:
     """Refuse, before any run trains or experiment.json records the arms, what the report would refuse after
     training: arms whose planned configs differ in more than their own settings (and a tuned rate or size), or
-    whose learning-rate schedules part (:func:`experiment.schedules.check_planned`)."""
+    whose learning-rate schedules part (:func:`experiment.runs.schedules.check_planned`)."""
     planned = {arm: cmds.expected(arm, 0) for arm in plan.arms}
     ref = flatten(planned[plan.reference].to_dict())
-    allowed = set(plan.arm_set.keys) | report.TUNED_KEYS | report.SIZE_KEYS | BOOKKEEPING
+    allowed = set(plan.arm_set.keys) | folders.TUNED_KEYS | folders.SIZE_KEYS | BOOKKEEPING
     for arm, cfg in planned.items():
         flat = flatten(cfg.to_dict())
         unfair = sorted(k for k in set(ref) | set(flat) if ref.get(k) != flat.get(k) and k not in allowed)
@@ -158,7 +162,7 @@ def check_planned(plan: Plan, cmds: Commands) -> None:
                 "set them in the config every arm shares, or in the arm itself"
             )
     own = {arm: plan.arm_set.settings[arm] for arm in plan.arms}
-    if report.target_of(plan.outcome) is None:  # a race to a val loss lets each arm's recipe keep its own schedule
+    if folders.target_of(plan.outcome) is None:  # a race to a val loss lets each arm's recipe keep its own schedule
         schedules.check_planned({arm: cfg.train for arm, cfg in planned.items()}, plan.reference, own)
 
 

@@ -4,13 +4,13 @@ Everything here works from the run folders alone (``config.json``, ``metrics.jso
 ``summary.json``, ``ckpt_best.pt``): no network, no wandb account.  ``compare.py`` is the
 command line; this module is the library it calls::
 
-    from experiment.report import load_runs, check_experiment
+    from experiment.runs.folders import load_runs, check_experiment
     exp = check_experiment(load_runs(paths), reference="tied", margin=0.01)  # UserError if unfair
 
 A run's arm is read from its config (:func:`experiment.arms.arm_of`); its score is the final
 val loss on the same val windows for every run (``summary.json``'s ``final_val_loss``; the
-last periodic eval for runs older than that).  :mod:`experiment.readout` does the statistics,
-``experiment.figures`` draws them and ``experiment.report_markdown`` words them; the text
+last periodic eval for runs older than that).  :mod:`experiment.ab.readout` does the statistics,
+``experiment.ab.figures`` draws them and ``experiment.ab.markdown`` words them; the text
 samples a report shows come from here (:func:`samples`), read from the runs' checkpoints.
 """
 
@@ -27,7 +27,7 @@ import torch
 
 from core.errors import UserError
 from core.files import read_json
-from experiment import schedules
+from experiment.runs import schedules
 from experiment.arms import (
     CODE,
     PRESETS,
@@ -39,12 +39,12 @@ from experiment.arms import (
     sample_with_code,
     with_recorded,
 )
-from experiment.record import BOOKKEEPING, EXPERIMENT_FILE, ExperimentRecord, flatten
+from experiment.runs.record import BOOKKEEPING, EXPERIMENT_FILE, ExperimentRecord, flatten
 from training.runs import is_finished, load_run_config, read_metrics
 from training.run_files import BEST_CKPT, CONFIG, ENV, METRICS, SUMMARY
 
 # What arms may differ in: their own settings, a tuned learning rate (min_lr and Muon's rate follow it,
-# experiment.plan.lr_flags), and with --equal-params the size of the arms that share one matrix.
+# experiment.runs.plan.lr_flags), and with --equal-params the size of the arms that share one matrix.
 TUNED_KEYS = {"train.learning_rate", "train.min_lr", "train.muon_learning_rate"}
 SIZE_KEYS = {"model.n_embd", "model.n_layer"}
 
@@ -69,7 +69,7 @@ class Run:
     tied: bool
     seed: int
     arm: str
-    schedule: dict = field(default_factory=dict)  # (step, kind) -> logged lr / peak (experiment.schedules)
+    schedule: dict = field(default_factory=dict)  # (step, kind) -> logged lr / peak (experiment.runs.schedules)
     resumes: list[dict] = field(default_factory=list)  # the resume rows that moved the lr schedule's horizon
     clock: list[tuple[float, float]] = field(default_factory=list)  # (tokens, training seconds): train_clock
 
@@ -134,7 +134,7 @@ class Experiment:
     bookkeeping: dict[str, tuple] = field(default_factory=dict)  # differences with no effect on the maths
     tuning: dict[str, list[Run]] = field(default_factory=dict)  # arm -> learning-rate grid runs (tuning seed)
     arm_set: ArmSet = PRESETS  # what each arm is (its settings, a description)
-    outcome: str = "loss"  # what the verdict reads (experiment.readout.OUTCOMES), declared before the runs
+    outcome: str = "loss"  # what the verdict reads (experiment.ab.readout.OUTCOMES), declared before the runs
     alpha: float = 0.05  # the level the verdicts test at (lower at each look of a sequential experiment)
     sequential: str = ""  # for a sequential experiment (--seeds auto), which look it stopped at, in words
     looks: dict | None = None  # the same as data (verdict.json's "sequential"): looks, seeds read, alpha, rule
@@ -353,7 +353,7 @@ def check_experiment(
     from the arms' own settings (``arm_set``'s keys), a tuned learning rate and,
     for an equal-parameter experiment, the size of an arm (parameter counts then within 2% of
     the reference's, or of the largest arm); every run on one learning-rate schedule, as logged
-    (:func:`experiment.schedules.check_schedules`).  Bookkeeping keys may differ.  ``tuning``: the
+    (:func:`experiment.runs.schedules.check_schedules`).  Bookkeeping keys may differ.  ``tuning``: the
     learning-rate grid runs, on a seed none of the reported runs uses.
     """
     if not tuning and any(len({r.learning_rate for r in runs if r.arm == a}) > 1 for a in {r.arm for r in runs}):

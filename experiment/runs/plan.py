@@ -43,7 +43,7 @@ from core.errors import UserError
 from core.files import read_json
 from experiment import stats
 from experiment.arms import PRESETS, ArmSet
-from experiment.record import DEFAULT_MARGIN, EVERY_SEED, ONE_SEED
+from experiment.runs.record import DEFAULT_MARGIN, EVERY_SEED, ONE_SEED
 from experiment.style import duration, size
 from model.config import GPTConfig
 from model.gpt import GPT
@@ -77,7 +77,7 @@ class Plan:
     budgets: list[int] = field(default_factory=list)  # token budgets (--budgets): a WSD trunk and a branch per budget
     jobs: int = 1  # train.py processes at once (--jobs)
     arm_set: ArmSet = PRESETS  # what each of ``arms`` sets (presets, or arms defined with --arm)
-    outcome: str = "loss"  # what the verdict reads (experiment.readout.OUTCOMES), declared before the runs
+    outcome: str = "loss"  # what the verdict reads (experiment.ab.readout.OUTCOMES), declared before the runs
     max_seeds: int = 0  # with --seeds auto: the most seeds a sequential experiment may reach (0: seeds fixed)
     lr_tuning: str = EVERY_SEED  # with a grid: every rate on every seed (best against best), or ONE_SEED's pick
 

@@ -1,13 +1,13 @@
-"""The experiment's report worded as Markdown, from an :class:`report.Experiment` of any number of arms.
+"""The experiment's report worded as Markdown, from an :class:`experiment.runs.folders.Experiment` of any number of arms.
 
-``experiment/report.py`` reads the run folders and checks they are a fair experiment,
-``experiment/readout.py`` does the statistics (:mod:`experiment.stats`); ``experiment/figures.py`` draws it; this module only says
+``experiment/runs/folders.py`` reads the run folders and checks they are a fair experiment,
+``experiment/ab/readout.py`` does the statistics (:mod:`experiment.stats`); ``experiment/ab/figures.py`` draws it; this module only says
 what it means, in order: the command, a warning when runs learned too little for the comparison
 to mean anything, the verdict per arm and the budget held fixed, the verdicts in bits per byte
 (with a ``margin_bpb``), the paired statistics, the
 compute-equivalent estimate, the learning rates, the setup, the per-arm table (timings marked as
 measured under whatever load the machine had), the figures, the samples and the run folders.
-The descriptive sections, from the setup on, come from :mod:`experiment.report_sections`. In use::
+The descriptive sections, from the setup on, come from :mod:`experiment.ab.sections`. In use::
 
     exp = report.check_experiment(report.load_runs(paths), reference="tied", margin=0.01)
     md = render_markdown(exp, figures.plot_all(exp, out_dir), {}, "Tied vs untied", command="python compare.py ...")
@@ -29,7 +29,7 @@ import torch
 from experiment import best, stats
 from experiment.arms import ARM_KEYS
 from experiment.style import interval, num, p_value, signed
-from experiment.readout import (
+from experiment.ab.readout import (
     best_comparisons,
     best_table,
     bpb_comparison,
@@ -41,8 +41,8 @@ from experiment.readout import (
     qualifications,
     target_of,
 )
-from experiment.report import SIZE_KEYS, Experiment
-from experiment.report_sections import arm_section, figures_section, runs_section, samples_section, setup_section
+from experiment.runs.folders import SIZE_KEYS, Experiment
+from experiment.ab.sections import arm_section, figures_section, runs_section, samples_section, setup_section
 from model.config import GPTConfig
 from model.gpt import GPT
 from training.run_files import ENV
@@ -510,8 +510,8 @@ def render_markdown(
     """The report as Markdown: title, command, baseline warning, verdict, verdict in bits per byte
     (with ``margin_bpb``), paired statistics, compute-equivalent, learning rates, setup, per-arm table, figures, samples, runs.
 
-    ``figures``: PNG names in the report's folder (:func:`experiment.figures.plot_all`);
-    ``sample_texts``: ``{prompt: {arm: text}}`` (:func:`report.samples`), may be empty;
+    ``figures``: PNG names in the report's folder (:func:`experiment.ab.figures.plot_all`);
+    ``sample_texts``: ``{prompt: {arm: text}}`` (:func:`folders.samples`), may be empty;
     ``command``: the exact command line that produced the report, shown after the title;
     ``folder``: the report's folder, against which the run folders inside it are named;
     ``margin_bpb``: an equivalence margin in bits per byte (``--margin-bpb``): adds the verdicts in bpb.

@@ -259,7 +259,7 @@ def fit_model(moderator: str, rows: list[dict]) -> Model | str:
 def cross_cell_models(rows: list[dict]) -> list[ArmModels]:
     """Per non-reference arm: every moderator's model (:data:`MODERATORS`) over the cells with ≥ 2 paired seeds.
 
-    ``rows`` are :func:`experiment.grid.gap_rows`; a cell without bits per byte or with fewer
+    ``rows`` are :func:`experiment.grid.run.gap_rows`; a cell without bits per byte or with fewer
     than 2 paired seeds is left out (and said so).  Raises nothing: a model that cannot be fitted is
     recorded in ``not_fitted`` with the reason.
     """
@@ -547,7 +547,7 @@ def prepared_folder(run) -> Path | None:
 
 
 def cell_vocab_use(cell_folder: Path, run, memo: dict | None = None) -> dict | None:
-    """The vocabulary use of the data ``run`` (a :class:`experiment.report.Run` of the cell) trained on.
+    """The vocabulary use of the data ``run`` (a :class:`experiment.runs.folders.Run` of the cell) trained on.
 
     From the prepared data when this machine has it (counted once per data folder: ``memo`` maps a
     folder to its counts), then also written to ``<cell_folder>/vocab_use.json`` if that file differs;

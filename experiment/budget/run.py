@@ -35,11 +35,11 @@ from core.errors import UserError
 from core.files import read_json
 from experiment.arms import PRESETS, ArmSet
 from experiment.style import duration, size
-from experiment import launch
-from experiment.commands import check_planned, commands_for, prepare
-from experiment.launch import TRAIN_PY, Job, arm_command
-from experiment.plan import Plan, RunsBar, arm_params, lr_flags, measure_step_seconds
-from experiment.record import remember_settings
+from experiment.runs import launch
+from experiment.runs.commands import check_planned, commands_for, prepare
+from experiment.runs.launch import TRAIN_PY, Job, arm_command
+from experiment.runs.plan import Plan, RunsBar, arm_params, lr_flags, measure_step_seconds
+from experiment.runs.record import remember_settings
 from training.branch import step_checkpoint, tokens_per_step
 from training.faults import DIVERGED
 from training.config import RunConfig, TrainConfig
@@ -245,7 +245,7 @@ class BudgetRuns:
 def refuse_diverged(folder: Path, to_step: int) -> None:
     """Raise :class:`UserError` if the run in ``folder`` stopped on a non-finite loss at or before
     ``to_step`` (its ``diverged.json``): training it again would stop there again, and the budget
-    report reads it as a result (:func:`experiment.budget_readout.load_diverged`)."""
+    report reads it as a result (:func:`experiment.budget.readout.load_diverged`)."""
     marker = folder / DIVERGED
     if marker.is_file() and (step := read_json(marker, "divergence")["step"]) <= to_step:
         raise UserError(
@@ -275,7 +275,7 @@ def plan_line(
     ``trunks``: trunk folders under ``out_dir``; ``branches``: ``(folder, parameters)`` of every
     branch; ``seconds_per_token``: of one run on ``threads`` threads (None: no estimate; ``how``
     says where it came from, or why not).  The time has ``jobs`` runs at once; the disk counts
-    every checkpoint the runs left to train will write (:data:`experiment.plan.CHECKPOINT_BYTES_PER_PARAM`).
+    every checkpoint the runs left to train will write (:data:`experiment.runs.plan.CHECKPOINT_BYTES_PER_PARAM`).
     """
     per_step, last = tokens_per_step(cfg), budgets[-1]
     steps_of = {b.label: b for b in budgets}
@@ -380,7 +380,7 @@ def seconds_per_token(out_dir: Path, labels: list[str], cfg: RunConfig, threads:
 
     Measured on the experiment's finished runs when they trained here alike
     (:func:`measured_seconds_per_token`), else a few training steps timed now
-    (:func:`experiment.plan.measure_step_seconds`), which leave out evaluations and checkpoints.
+    (:func:`experiment.runs.plan.measure_step_seconds`), which leave out evaluations and checkpoints.
     ``(None, why)`` when a timed step fails (e.g. out of device memory).
     """
     device = hardware.pick_device(cfg.train.device)
@@ -401,7 +401,7 @@ def seconds_per_token(out_dir: Path, labels: list[str], cfg: RunConfig, threads:
 
 
 def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str], Path]:
-    """Train the budget axis (:mod:`experiment.budgets`): a WSD trunk per arm x rate x seed, a branch per budget.
+    """Train the budget axis (:mod:`experiment.budget.run`): a WSD trunk per arm x rate x seed, a branch per budget.
 
     Every arm trains every ``plan.lr_grid`` rate (or the config's) on every seed, ``plan.jobs``
     runs at once, each on the machine's cores divided among them.  Finished trunk stages and

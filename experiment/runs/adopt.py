@@ -3,14 +3,14 @@
 A finished run folder may stand in for one of the experiment's reported runs when it is exactly
 the run the experiment would train for that arm and seed:
 
-- finished (``summary.json``, eval at ``max_iters``; :func:`experiment.report.load_run`), of an
+- finished (``summary.json``, eval at ``max_iters``; :func:`experiment.runs.folders.load_run`), of an
   arm the experiment compares, on one of its seeds (``train.seed`` + 0 .. seeds - 1);
 - its config equal to the one ``train.py`` resolves from the experiment's own command line for
-  that arm and seed, bookkeeping aside (:data:`experiment.record.BOOKKEEPING`); with a
+  that arm and seed, bookkeeping aside (:data:`experiment.runs.record.BOOKKEEPING`); with a
   learning-rate grid, at the arm's tuned rate (checked once the grid has trained);
 - trained on the same corpus contents (``summary.json``'s ``data_sha256``);
 - on the experiment's learning-rate schedule as it logged it: no resume that moved the cosine's
-  horizon, every logged ``lr`` equal to the schedule's (:mod:`experiment.schedules`).
+  horizon, every logged ``lr`` equal to the schedule's (:mod:`experiment.runs.schedules`).
 
 Anything else is refused in one line naming what differs.  An adopted run's text files (config,
 metrics, summary, environment, tokenizer, plot; no checkpoints) are copied into the experiment
@@ -31,9 +31,10 @@ import filelock
 
 from core.errors import UserError
 from core.files import file_lock, read_json, write_json
-from experiment import report, schedules
+from experiment.runs import folders
+from experiment.runs import schedules
 from experiment.arms import PRESETS, ArmSet
-from experiment.record import config_changes, flatten
+from experiment.runs.record import config_changes, flatten
 from training.config import RunConfig
 from training.setup import parse_train_args, resolve_new
 from training.schedule import get_lr
@@ -46,7 +47,7 @@ class Candidate:
     """A run folder given to ``--adopt``: where it is, and which of the experiment's runs it would be."""
 
     source: Path
-    run: report.Run
+    run: folders.Run
     index: int  # the seed's place: the run trains with train.seed + index
 
     @property
@@ -67,7 +68,7 @@ def identify(
     on a seed the experiment does not use, or two standing for the same arm and seed."""
     out: list[Candidate] = []
     for source in sources:
-        run = report.load_run(source, arm_set)
+        run = folders.load_run(source, arm_set)
         index = run.seed - base_seed
         if run.arm not in arms:
             raise UserError(

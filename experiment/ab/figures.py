@@ -1,6 +1,6 @@
 """The experiment's figures as PNG files, drawn with matplotlib (Agg backend: no display needed).
 
-Each ``plot_*`` function takes an :class:`experiment.report.Experiment` and a folder, writes one
+Each ``plot_*`` function takes an :class:`experiment.runs.folders.Experiment` and a folder, writes one
 PNG there and returns its file name (None when there is nothing to draw); :func:`plot_all` draws
 every figure that has data.  Each figure is built by a ``*_figure`` function returning the
 matplotlib ``Figure`` (None when empty), so tests can inspect the axes without reading a PNG::
@@ -27,8 +27,8 @@ from matplotlib.lines import Line2D
 from scipy import stats
 
 from experiment.style import log_x, save_figure
-from experiment.readout import lr_table, mean_curves
-from experiment.report import Experiment
+from experiment.ab.readout import lr_table, mean_curves
+from experiment.runs.folders import Experiment
 
 matplotlib.use("Agg")
 

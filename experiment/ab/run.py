@@ -1,10 +1,10 @@
 """Running an A/B experiment: the runs' commands, training each run through ``train.py``, the report.
 
 ``compare.py`` is the command; this module trains every arm and seed as a ``train.py``
-subprocess (:mod:`experiment.launch`: reusing finished runs, resuming unfinished ones, forwarding
-stop signals) and writes the report (:mod:`experiment.report`, :mod:`experiment.readout`,
-:mod:`experiment.report_markdown`).  The experiment folder's record of what it declared,
-``experiment.json``, is written and checked on every rerun by :mod:`experiment.record`.
+subprocess (:mod:`experiment.runs.launch`: reusing finished runs, resuming unfinished ones, forwarding
+stop signals) and writes the report (:mod:`experiment.runs.folders`, :mod:`experiment.ab.readout`,
+:mod:`experiment.ab.markdown`).  The experiment folder's record of what it declared,
+``experiment.json``, is written and checked on every rerun by :mod:`experiment.runs.record`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,16 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json, write_text_atomic
 from data.loader import TokenData
-from experiment import adopt, arms, figures, launch, readout, report, report_markdown, stats
+from experiment import arms, stats
+from experiment.runs import adopt
+from experiment.ab import figures
+from experiment.runs import launch
+from experiment.ab import readout
+from experiment.runs import folders
+from experiment.ab import markdown
 from experiment.arms import PRESETS, ArmSet
-from experiment.commands import Commands, check_planned, commands_for, prepare
-from experiment.plan import (
+from experiment.runs.commands import Commands, check_planned, commands_for, prepare
+from experiment.runs.plan import (
     Plan,
     TUNING_SEED_OFFSET,
     PlannedRun,
@@ -35,7 +41,7 @@ from experiment.plan import (
     score,
     time_per_run,
 )
-from experiment.record import ExperimentRecord, looks_record, remember_settings
+from experiment.runs.record import ExperimentRecord, looks_record, remember_settings
 from training.runs import is_finished
 from training.run_files import LAST_CKPT, SUMMARY
 
@@ -49,9 +55,9 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     With a grid, each arm trains at every grid learning rate on the tuning seed; its best by
     final val loss is then used for the reported seeds (min_lr scaled alike, keeping the
     schedule's shape).  Finished runs are reused, unfinished ones resumed and ``plan.adopt``'s
-    folders adopted (:mod:`experiment.adopt`); several processes may run the same experiment at
-    once and split its runs (:func:`experiment.launch.run_shared`).  Before the first run trains, one plan line
-    says what is left and its rough cost (:mod:`experiment.plan`); a progress bar follows the runs.
+    folders adopted (:mod:`experiment.runs.adopt`); several processes may run the same experiment at
+    once and split its runs (:func:`experiment.runs.launch.run_shared`).  Before the first run trains, one plan line
+    says what is left and its rough cost (:mod:`experiment.runs.plan`); a progress bar follows the runs.
     """
     cfg, data, name = prepare(plan)
     cmds = commands_for(plan, cfg, name)
@@ -92,7 +98,7 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
 def _adopt(
     plan: Plan, cmds: Commands, adopting: list[adopt.Candidate], sha: str | None, best: dict[str, float] | None = None
 ) -> None:
-    """Check the runs to adopt and copy them in (:mod:`experiment.adopt`), or raise :class:`UserError`.
+    """Check the runs to adopt and copy them in (:mod:`experiment.runs.adopt`), or raise :class:`UserError`.
 
     With a learning-rate grid the first call (``best`` None) checks all but the tuned rate, before
     anything trains; the call after tuning, with each arm's ``best`` rate, checks it and copies.
@@ -103,13 +109,13 @@ def _adopt(
         target = None if early else cmds.reported(c.arm, c.index, lr)[0]
         if adopt.settled(c, cmds.out_dir, target):  # adopted by an earlier run of the same command
             continue
-        adopt.check(c, cmds.expected(c.arm, c.index, lr), sha, frozenset(report.TUNED_KEYS) if early else frozenset())
+        adopt.check(c, cmds.expected(c.arm, c.index, lr), sha, frozenset(folders.TUNED_KEYS) if early else frozenset())
         if not early:
             adopt.copy_in(c, cmds.out_dir, target)
 
 
 def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.Candidate]) -> RunsBar:
-    """Print the plan line (:func:`experiment.plan.plan_line`) and start the experiment's progress bar."""
+    """Print the plan line (:func:`experiment.runs.plan.plan_line`) and start the experiment's progress bar."""
     pending = {(c.arm, c.index) for c in adopting} if plan.one_seed else set()
     runs = [PlannedRun(arm, f"tune-{arm}-lr{lr:g}") for arm in plan.arms for lr in plan.lr_grid if plan.one_seed]
     runs += [
@@ -226,23 +232,23 @@ def write_report(
     ``out_dir/verdict.json`` (:func:`readout.verdict_record`; ``margin_declared`` goes into it).
 
     ``margin``: the equivalence margin in nats/token; ``margin_bpb``, if given, adds the verdicts in
-    bits per byte at that margin (:func:`report_markdown.render_markdown`).
+    bits per byte at that margin (:func:`markdown.render_markdown`).
 
     Returns ``(report path, meaningful)``: ``meaningful`` is False when the report opens with
-    :func:`report_markdown.baseline_warning` (a run did not beat the unigram baseline).
+    :func:`markdown.baseline_warning` (a run did not beat the unigram baseline).
     """
     path, verdict = out_dir / "report.md", out_dir / VERDICT_FILE
     try:
-        exp = report.check_experiment(
-            report.load_runs(paths, arm_set), reference, margin, report.load_runs(tuning, arm_set), arm_set, outcome
+        exp = folders.check_experiment(
+            folders.load_runs(paths, arm_set), reference, margin, folders.load_runs(tuning, arm_set), arm_set, outcome
         )
         alpha, words, looks = sequential
         looks = None if looks is None else {**looks, "seeds_read": len(exp.seeds)}
         exp = dataclasses.replace(exp, alpha=alpha, sequential=words, looks=looks)
         out_dir.mkdir(parents=True, exist_ok=True)
         names = figures.plot_all(exp, out_dir)
-        texts = report.samples(exp, prompts) if prompts else {}
-        md = report_markdown.render_markdown(exp, names, texts, title, command, out_dir, margin_bpb)
+        texts = folders.samples(exp, prompts) if prompts else {}
+        md = markdown.render_markdown(exp, names, texts, title, command, out_dir, margin_bpb)
         record = json.dumps(readout.verdict_record(exp, margin_declared, margin_bpb), indent=2) + "\n"
     except BaseException:  # a report that failed leaves no earlier verdict standing for a script to read
         path.unlink(missing_ok=True)
@@ -252,7 +258,7 @@ def write_report(
     path.unlink(missing_ok=True)
     write_text_atomic(verdict, record)
     write_text_atomic(path, md)
-    return path, report_markdown.baseline_warning(exp) is None
+    return path, markdown.baseline_warning(exp) is None
 
 
 def remove_worktrees(plan: Plan) -> list[str]:
@@ -278,11 +284,11 @@ def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[floa
     alpha = stats.look_alpha(looks)
     for k, n in enumerate(looks, 1):
         reported, tuning, out_dir = run_experiment(dataclasses.replace(plan, seeds=n))
-        exp = report.check_experiment(
-            report.load_runs(reported, plan.arm_set),
+        exp = folders.check_experiment(
+            folders.load_runs(reported, plan.arm_set),
             plan.reference,
             plan.margin,
-            report.load_runs(tuning, plan.arm_set),
+            folders.load_runs(tuning, plan.arm_set),
             plan.arm_set,
             plan.outcome,
         )

@@ -67,7 +67,7 @@ class ExperimentRecord:
     config: dict = field(default_factory=dict)  # the resolved config, flat, bookkeeping left out
     reference: str | None = None  # the arm every verdict reads against (None: older folders declared none)
     margin: float | None = None  # nats/token, or a fraction for ratio outcomes (None: declared none)
-    outcome: str = "loss"  # what the verdict reads (experiment.readout.OUTCOMES)
+    outcome: str = "loss"  # what the verdict reads (experiment.ab.readout.OUTCOMES)
     lr_grid: list[float] = field(default_factory=list)
     lr_widen: int = 0
     lr_tuning: str | None = None  # EVERY_SEED or ONE_SEED with a grid outside a budget design, else None

@@ -1,4 +1,4 @@
-"""The budget axis's report: the readout of :mod:`experiment.budget_readout` in Markdown, with its figures.
+"""The budget axis's report: the readout of :mod:`experiment.budget.readout` in Markdown, with its figures.
 
 ``report.md`` opens with the seeds it rests on (interim until the declared seeds are read) and
 where the two readouts disagree, then the verdicts best against best, the Δ-against-tokens
@@ -22,11 +22,11 @@ from core.errors import UserError
 from core.files import write_text_atomic
 from experiment import stats
 from experiment.arms import with_recorded
-from experiment.budget_readout import BestVsBest, BudgetReadout, TrunkCurve, readout, trunk_curves
-from experiment.budgets import Compute, compute_used, label
+from experiment.budget.readout import BestVsBest, BudgetReadout, TrunkCurve, readout, trunk_curves
+from experiment.budget.run import Compute, compute_used, label
 
 from experiment.style import interval, p_value, save_figure, signed
-from experiment.record import EXPERIMENT_FILE, ExperimentRecord
+from experiment.runs.record import EXPERIMENT_FILE, ExperimentRecord
 
 matplotlib.use("Agg")
 

@@ -3,7 +3,7 @@
 :func:`run_arm` trains, resumes or reuses one run folder, passing stop signals on to its
 ``train.py`` (:func:`run_forwarding_signals`); :func:`run_shared` runs a list of such jobs
 under per-run claims, so several ``compare.py`` can work on one experiment folder at once.
-:mod:`experiment.runner` decides which runs an experiment needs.
+:mod:`experiment.ab.run` decides which runs an experiment needs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import filelock
 
 from core.errors import Interrupted, UserError
 from core.files import REPO_ROOT, acquire_or_wait, file_lock
-from experiment.plan import RunsBar
+from experiment.runs.plan import RunsBar
 from training import faults
 from training.branch import check_trunk
 from training.runs import is_finished

@@ -1,7 +1,7 @@
 """The budget axis's readout: does the answer change with the training budget?  One verdict per budget.
 
 Read from the finished branch folders of a ``compare.py --budgets`` experiment
-(:mod:`experiment.budgets`), each scored by its final val bits per byte.  Two readouts, both
+(:mod:`experiment.budget.run`), each scored by its final val bits per byte.  Two readouts, both
 per budget and per arm against the reference, with ``margin`` in bits per byte, and a check
 of the first beside them:
 
@@ -31,7 +31,7 @@ grid at each budget it did not reach, on every seed.
 
     ro = readout(Path("results/tying-budget-cpu-2026-11-25"), budgets, "tied", 0.01, with_recorded(None))
 
-:mod:`experiment.budget_report` words it and draws it.
+:mod:`experiment.budget.markdown` words it and draws it.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from core.errors import UserError
 from core.files import read_json
 from experiment import best, stats
 from experiment.arms import ArmSet
-from experiment.budgets import TRUNKS, label, plan_budgets, trunk_arm
+from experiment.budget.run import TRUNKS, label, plan_budgets, trunk_arm
 from experiment.best import EDGE, BestVsBest, at_edge, holm_verdicts
-from experiment.record import flatten
+from experiment.runs.record import flatten
 from training.config import RunConfig
 from training.faults import DIVERGED
 from training.runs import is_finished, read_metrics
@@ -162,7 +162,7 @@ def load_diverged(out_dir: Path, budgets: list[int], arms: list[str], arm_set: A
 
     A branch folder with ``diverged.json`` and no ``summary.json`` counts at its budget; a trunk's
     at each of ``budgets`` (tokens) whose branch point under the trunk's config
-    (:func:`experiment.budgets.plan_budgets`) it did not pass, for each of ``arms`` that branches
+    (:func:`experiment.budget.run.plan_budgets`) it did not pass, for each of ``arms`` that branches
     from it (``tie-untie-cooldown`` from ``tied``).
     """
 
