@@ -2,9 +2,11 @@
 
 Three designs, each a wing of ``run -> readout -> markdown`` over shared parts:
 
-- ``ab/`` (``compare.py``'s default, two or more arms over paired seeds);
-- ``grid/`` (``--grid``: one A/B experiment per cell of a product of config values);
-- ``budget/`` (``--budgets``: warmup-stable-decay trunks with a cooldown branch per budget).
+- ``ab/`` (``compare.py ab``, the default: two or more arms over paired seeds);
+- ``grid/`` (``compare.py grid``: one A/B experiment per cell of a product of config values);
+- ``budget/`` (``compare.py budgets``: warmup-stable-decay trunks with a cooldown branch per budget).
+
+Each wing's ``cli.py`` is its mode's options (only those it can use) and its entry point.
 
 Shared by all three: ``runs/`` (the experiment folder: what was asked and declared, each run's
 ``train.py`` command, run folders read back and checked), ``arms``, ``stats``, ``best`` (best

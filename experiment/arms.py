@@ -84,7 +84,7 @@ REFUSED = {
     "data.val_split": "every arm must be scored on the same validation split",
     "data.val_fraction": "every arm must be scored on the same validation split",
     "data.text_field": "every arm must be scored on the same validation split",
-    "data.tokenizer": "losses over other tokens are not comparable; compare tokenizers with --grid "
+    "data.tokenizer": "losses over other tokens are not comparable; compare tokenizers on a compare.py grid axis "
     "data.tokenizer=A,B (read in bits per byte)",
 }
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")

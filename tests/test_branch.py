@@ -215,7 +215,7 @@ def test_only_a_wsd_run_with_a_checkpoint_at_the_step_can_be_branched(tmp_path, 
 
 
 def test_a_trunk_trained_in_stages_keeps_the_state_of_one_trained_in_one_go(tmp_path, corpus, capsys):
-    """compare.py --budgets trains a trunk stage by stage (a resume to each branch point): its checkpoint at
+    """compare.py budgets trains a trunk stage by stage (a resume to each branch point): its checkpoint at
     the last branch point holds the same training state as a trunk trained there at once, so its branches
     are the same runs."""
     base = [*tiny_args(tmp_path, corpus, *WSD), "--train.lr_decay_iters=32", "--train.save_at=8,16"]

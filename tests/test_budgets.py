@@ -1,7 +1,7 @@
 """The budget axis: budgets in steps, the order its jobs run in, and its report's two readouts.
 
 The branch itself (a branch equals the single run of its budget) is tested in
-``tests/test_branch.py``; here: ``compare.py --budgets`` planning and reading.
+``tests/test_branch.py``; here: ``compare.py budgets`` planning and reading.
 Run: ``python -m pytest -q tests/test_budgets.py`` (CPU, offline; the end-to-end test is ``slow``).
 """
 
@@ -174,13 +174,16 @@ def test_the_plan_line_counts_trunk_and_cooldown_tokens_and_what_is_left(tmp_pat
     assert "roughly 6.7 h with 2 run(s) at once" in line
 
 
-def test_compare_refuses_jobs_without_budgets_and_budgets_with_a_grid(capsys):
-    """--jobs alone, --budgets with --grid, and a non-WSD schedule are each one error line and exit 2."""
-    base = ["--config", "configs/debug.toml"]
-    assert compare.main([*base, "--jobs", "2"]) == 2
-    assert "add --budgets" in error_line(capsys)
-    assert compare.main([*base, "--budgets", "1M", "--grid", "model.n_embd=32,64"]) == 2
-    assert "--budgets trains a new experiment of its own" in error_line(capsys)
+def test_the_budgets_mode_refuses_what_it_cannot_train(capsys):
+    """--jobs or --budgets in the A/B mode, a grid axis in the budgets mode, a non-WSD schedule and a run length
+    are each one error line and exit 2."""
+    base = ["budgets", "--config", "configs/debug.toml"]
+    assert compare.main(["--config", "configs/debug.toml", "--jobs", "2"]) == 2
+    assert "unknown option --jobs" in error_line(capsys)
+    assert compare.main(["--config", "configs/debug.toml", "--budgets", "1M"]) == 2
+    assert "python compare.py budgets --budgets TOKENS" in error_line(capsys)
+    assert compare.main([*base, "--budgets", "1M", "--axis", "model.n_embd=32,64"]) == 2
+    assert "unknown option --axis" in error_line(capsys)
     assert compare.main([*base, "--budgets", "1M", "--train.lr_schedule=cosine"]) == 2
     assert "drop --train.lr_schedule" in error_line(capsys)
     assert compare.main([*base, "--budgets", "1M", "--train.max_iters=100"]) == 2  # it would cut every trunk short
@@ -651,7 +654,7 @@ def test_a_budget_experiment_declares_its_seeds_and_keeps_the_most_asked_for(tmp
     )
 
     def plan(seeds: int) -> SimpleNamespace:
-        return SimpleNamespace(**fields, budget_run=[500_000], seeds=seeds, arm_set=arm_set, arms=arm_set.names)
+        return SimpleNamespace(**fields, budgets=[500_000], seeds=seeds, arm_set=arm_set, arms=arm_set.names)
 
     assert record.remember_settings(tmp_path, RunConfig(), plan(3)).seeds == 3
     assert record.remember_settings(tmp_path, RunConfig(), plan(2)).seeds == 3
@@ -694,6 +697,7 @@ def test_compare_budgets_trains_trunks_and_branches_two_at_a_time_and_reuses_the
         *("--train.eval_interval=10", "--train.final_eval_tokens=2048"),
         *("--arms", "tied,untied,tie-untie-cooldown", "--seeds", "2", "--budgets", "8k,16k", "--jobs", "2"),
     ]
+    argv = ["budgets", *argv]
     assert compare.main(argv) == 0
     exp = tmp_path / "exp"
     for b in ("8k", "16k"):
@@ -723,6 +727,7 @@ def test_a_rate_added_to_the_grid_trains_only_its_own_trunks_and_branches(tmp_pa
         *("--train.eval_interval=10", "--train.final_eval_tokens=2048"),
         *("--arms", "tied,untied", "--seeds", "1", "--budgets", "8k", "--jobs", "2"),
     ]
+    base = ["budgets", *base]
     assert compare.main([*base, "--lr-grid", "1e-3"]) == 0
     exp = tmp_path / "exp"
     before = {p: p.stat().st_mtime_ns for p in exp.glob("*/*/summary.json")}

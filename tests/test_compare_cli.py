@@ -28,10 +28,9 @@ def test_help_keeps_the_examples_line_continuations(capsys):
     """compare.py --help shows the module docstring's examples as written: a long command goes on, after a
     backslash, on the next line (not joined into one line with a run of spaces)."""
     with pytest.raises(SystemExit):
-        compare.main(["--help"])
+        compare.main(["grid", "--help"])
     out = capsys.readouterr().out
-    assert "tie-then-untie \\\n        --lr-grid 1e-3,2e-3,4e-3,8e-3 --seeds 5" in out
-    assert "model.n_embd=64,128,256 \\\n        --grid data.tokenizer=char" in out
+    assert "--axis model.n_embd=64,128,256 \\\n        --axis data.tokenizer=char,bpe:4096" in out
     assert not [line for line in out.splitlines() if "         --" in line.strip()]
 
 
@@ -181,10 +180,49 @@ def test_compare_speaks_of_arms_in_general(capsys):
     from experiment.arms import define_arms
 
     with pytest.raises(SystemExit):
-        compare.main(["--help"])
+        compare.main(["ab", "--help"])
     out = capsys.readouterr().out
-    assert "Is a change real?" in out and "default: a newline)" in out and "ROMEO" not in out.split("--prompt")[1]
+    assert "default: a newline)" in out and "ROMEO" not in out.split("--prompt")[1]
     own = define_arms(None, {"base": {}, "drop": {"model.dropout": 0.1}})
     plan = Plan(config="configs/debug.toml", overrides={}, arms=own.names, seeds=2, reference="base", arm_set=own)
     assert commands._arms_name(plan) == "base-vs-drop"
     assert commands._arms_name(Plan(config=None, overrides={}, arms=["tied", "untied"], seeds=2)) == "tied-vs-untied"
+
+
+def test_the_door_names_each_mode_and_its_help(capsys):
+    """compare.py --help lists the four modes (ab, grid, budgets, report) and how to see each one's options."""
+    assert compare.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for mode in ("ab", "grid", "budgets", "report"):
+        assert f"\n  {mode} " in out, mode
+    assert "python compare.py MODE --help" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["budgets", "--budgets", "1M", "--lr-tuning", "one-seed"], "unknown option --lr-tuning"),
+        (["budgets", "--budgets", "1M", "--fail-on", "worse"], "unknown option --fail-on"),
+        (["grid", "--axis", "model.n_embd=16,32", "--outcome", "tokens-per-s"], "unknown option --outcome"),
+        (["grid", "--axis", "model.n_embd=16,32", "--adopt", "runs/a"], "unknown option --adopt"),
+        (["grid", "--axis", "model.n_embd=16,32", "--seeds", "auto"], "--seeds must be a count, got 'auto'"),
+        (["--grid", "model.n_embd=16,32"], "python compare.py grid --axis KEY=V1,V2"),
+        (["report", "runs/x", "--config", "configs/debug.toml"], "unrecognized arguments: --config"),
+        (["ab", "--contrast", "a,b"], "unknown option --contrast"),
+    ],
+)
+def test_each_mode_offers_only_the_options_it_can_use(capsys, tmp_path, argv, words):
+    """An option of another mode is not there to be given: one error line naming it, exit 2, nothing written."""
+    assert compare.main([*argv, f"--train.out_dir={tmp_path}"] if argv[0] != "report" else argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and words in err, err
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("mode", ["ab", "grid", "budgets", "report"])
+def test_each_modes_help_is_short(capsys, mode):
+    """A mode's --help lists its own options (the --section.key overrides aside) in a screen or two."""
+    with pytest.raises(SystemExit):
+        compare.main([mode, "--help"])
+    own = capsys.readouterr().out.split("--model.")[0]
+    assert len(own.splitlines()) < 110, len(own.splitlines())

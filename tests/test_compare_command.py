@@ -17,6 +17,7 @@ from fake_runs import UNIGRAM, fake_experiment
 from helpers import tiny_compare_args
 
 import compare
+from experiment.ab import cli as ab_cli
 from core.errors import UserError
 from experiment.runs import launch
 from experiment.runs import folders
@@ -46,7 +47,7 @@ def test_compare_help_shows_defaults_and_not_what_compare_sets_per_run(capsys):
     """`python compare.py --help` shows --seeds' default and no --model.tie_embeddings / --train.seed;
     giving one anyway is a one-line error, exit 2."""
     proc = subprocess.run(
-        [sys.executable, "compare.py", "--help"],
+        [sys.executable, "compare.py", "ab", "--help"],
         cwd=Path(compare.__file__).parent,
         capture_output=True,
         text=True,
@@ -59,7 +60,7 @@ def test_compare_help_shows_defaults_and_not_what_compare_sets_per_run(capsys):
     for flag in ("--model.tie_embeddings=false", "--train.seed=3"):
         assert compare.main(["--config", "configs/debug.toml", flag]) == 2
         err = capsys.readouterr().err.strip()
-        assert err == f"error: {flag.split('=')[0]} does not apply to compare.py: drop it"
+        assert err == f"error: {flag.split('=')[0]} does not apply to compare.py ab: drop it"
 
 
 def test_orphan_run_folder_says_to_delete_it(tmp_path):
@@ -123,7 +124,7 @@ def no_training(tmp_path, monkeypatch):
         raise Reached
 
     monkeypatch.setattr(launch, "run_arm", stop_before_training)
-    return compare.parse_args(argv)
+    return ab_cli.parse_args(argv)
 
 
 def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, no_training):

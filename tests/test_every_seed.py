@@ -76,12 +76,11 @@ def test_an_arm_missing_a_rate_is_refused(tmp_path):
     [
         (["--lr-widen", "1"], "--lr-widen does not go with --lr-grid's every-seed design"),
         (["--seeds", "auto", "--max-seeds", "5"], "--seeds auto does not go with"),
-        (["--lr-tuning", "one-seed", "--budgets", "1M"], "--budgets trains every rate on every seed"),
     ],
 )
 def test_what_the_every_seed_design_cannot_take_is_refused_before_training(tmp_path, capsys, extra, words):
     """Options that read a one-seed pick, or a design of their own, are one error line, exit 2, nothing trained."""
-    argv = [*tiny_compare_args(tmp_path, None if "--budgets" in extra else 6), "--lr-grid", "1e-3,2e-3", *extra]
+    argv = [*tiny_compare_args(tmp_path, 6), "--lr-grid", "1e-3,2e-3", *extra]
     assert compare.main(argv) == 2
     assert words in error_line(capsys)
     assert not (tmp_path / "exp").exists()

@@ -12,11 +12,12 @@ import pytest
 from fake_runs import arm_run
 
 import compare
+from experiment.runs.cli import SET_PER_RUN
 from core.errors import UserError
 from experiment.grid.run import cell_name, cells_of, gap_rows, load_grid, parse_axes
 from experiment.grid.model import cross_cell_models
 
-NOT_ALLOWED = compare.SET_PER_RUN
+NOT_ALLOWED = SET_PER_RUN
 
 
 def test_axes_are_typed_and_cells_are_their_product(tmp_path):
@@ -54,9 +55,10 @@ def test_an_invalid_cell_is_refused_before_any_training(tmp_path, capsys):
     """A value the config itself rejects (n_embd not a multiple of n_head) fails at once, naming the cell."""
     code = compare.main(
         [
+            "grid",
             "--config",
             "configs/debug.toml",
-            "--grid",
+            "--axis",
             "model.n_embd=32,33",
             f"--train.out_dir={tmp_path}",
             "--seeds",
@@ -188,6 +190,7 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
     argv = [
+        "grid",
         "--config",
         "configs/debug.toml",
         "--name",
@@ -201,9 +204,9 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
         "--train.final_eval_tokens=512",
         "--seeds",
         "2",
-        "--grid",
+        "--axis",
         "model.n_embd=16,32",
-        "--grid",
+        "--axis",
         "data.tokenizer=char,bpe:300",
         "--prompt",
         "RO",

@@ -144,7 +144,16 @@ def test_a_grid_keeps_the_design_it_was_made_with(tmp_path):
 def test_a_grid_with_rates_takes_the_every_seed_design_and_its_refusals(tmp_path, capsys):
     """--grid with --lr-grid plans the every-seed design by default; --lr-widen is refused with it before any
     training, as in an ordinary experiment."""
-    argv = [*tiny_compare_args(tmp_path), "--grid", "model.n_embd=16", "--lr-grid", "1e-3,2e-3", "--lr-widen", "1"]
+    argv = [
+        "grid",
+        *tiny_compare_args(tmp_path),
+        "--axis",
+        "model.n_embd=16",
+        "--lr-grid",
+        "1e-3,2e-3",
+        "--lr-widen",
+        "1",
+    ]
     assert compare.main(argv) == 2
     assert "--lr-widen does not go with --lr-grid's every-seed design" in error_line(capsys)
     assert not (tmp_path / "exp").exists()
@@ -154,7 +163,16 @@ def test_a_grid_with_rates_takes_the_every_seed_design_and_its_refusals(tmp_path
 def test_a_grid_trains_every_rate_on_every_seed_in_each_cell(tmp_path):
     """--grid model.n_embd=16,32 --lr-grid 1e-3,4e-3 --seeds 2: each cell holds <arm>-lr<lr>-s<i> for every arm,
     rate and seed and no tuning seed; each cell's report and the grid's read best against best."""
-    argv = [*tiny_compare_args(tmp_path), "--seeds", "2", "--grid", "model.n_embd=16,32", "--lr-grid", "1e-3,4e-3"]
+    argv = [
+        "grid",
+        *tiny_compare_args(tmp_path),
+        "--seeds",
+        "2",
+        "--axis",
+        "model.n_embd=16,32",
+        "--lr-grid",
+        "1e-3,4e-3",
+    ]
     assert compare.main(argv) == 0
     grid = tmp_path / "exp"
     assert json.loads((grid / "grid.json").read_text())["lr_tuning"] == EVERY_SEED

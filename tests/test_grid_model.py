@@ -230,10 +230,10 @@ def test_the_readouts_asked_for_are_a_section_of_the_report(tmp_path):
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["runs/x/tied-s0", "--contrast", "a,b"], "--contrast read out the cells of a finished grid"),
+        (["runs/x/tied-s0", "--contrast", "a,b"], "--contrast cannot apply to A/B run folders"),
         (
-            ["--config", "c.toml", "--grid", "model.n_embd=64,128", "--slope-within", "model.n_embd=64,128"],
-            "train with --grid first",
+            ["grid", "--config", "c.toml", "--axis", "model.n_embd=64,128", "--slope-within", "model.n_embd=64,128"],
+            "unknown option --slope-within",
         ),
         (["g", "--margin-bpb", "0"], "--margin-bpb must be a finite number > 0"),
         (["g", "--contrast", "a"], "is not two different cell names"),

@@ -10,6 +10,7 @@ import pytest
 from helpers import tiny_args
 
 import compare
+from experiment.ab import cli as ab_cli
 import train
 from data.loader import TokenData
 from data.prepare import prepare_from_config
@@ -100,7 +101,7 @@ def test_compare_prints_the_plan_line_and_the_bar_before_the_first_run(stop_at_f
     line = next(x for x in out.splitlines() if x.startswith("[compare] plan: "))
     assert line.startswith("[compare] plan: 2 runs (2 arms x 1 seed): 0 finished, 0 adopted, 0 to resume, 2 to train; ")
     assert "(an estimate, from 3 training steps timed here" in line
-    args, overrides = compare.parse_args(argv)
+    args, overrides = ab_cli.parse_args(argv)
     cfg = parse_config(args.config, overrides)
     cfg.model.vocab_size = TokenData(prepare_from_config(cfg.data)).vocab_size
     disk = (plan.arm_params(cfg, "tied") + plan.arm_params(cfg, "untied")) * 16

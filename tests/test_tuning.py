@@ -6,6 +6,7 @@ import math
 import pytest
 
 import compare
+from experiment.ab import cli as ab_cli
 from core.errors import UserError
 from experiment.runs import launch
 from experiment.ab import run as ab_run
@@ -89,7 +90,7 @@ def fake_experiment(tmp_path, monkeypatch):
 
     def make(widen, fail_above=math.inf, on_run=None):
         state.update(fail_above=fail_above, on_run=on_run)
-        args, overrides = compare.parse_args(
+        args, overrides = ab_cli.parse_args(
             [
                 "--config",
                 "configs/debug.toml",

@@ -433,7 +433,7 @@ def _compute_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str
 # The risk of picking each arm's rate on one seed, said under every tuning table.
 ONE_SEED_RISK = (
     "- **One tuning seed.** Each arm's learning rate was picked on one seed, and a pick off by one grid "
-    "step can decide the verdict. `compare.py --budgets` trains every rate on every seed and compares "
+    "step can decide the verdict. `compare.py` without `--lr-tuning one-seed` trains every rate on every seed and compares "
     "fitted bests instead."
 )
 

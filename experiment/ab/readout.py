@@ -214,7 +214,7 @@ def _comparison_record(c: stats.Comparison) -> dict:
 ONE_SEED_TUNING = (
     "rates picked on one seed: each arm's rate was the best of its grid on a single tuning seed, which favours "
     "an arm by chance (false better/worse in 15-22% of A/A experiments, docs/experiment.md); for a calibrated "
-    "verdict train every rate on every seed and read best against best (--budgets TOKENS)"
+    "verdict train every rate on every seed and read best against best (--lr-grid without --lr-tuning one-seed)"
 )
 
 

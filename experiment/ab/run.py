@@ -18,7 +18,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.files import read_json, write_text_atomic
 from data.loader import TokenData
-from experiment import arms, stats
+from experiment import stats
 from experiment.runs import adopt
 from experiment.ab import figures
 from experiment.runs import launch
@@ -259,17 +259,6 @@ def write_report(
     write_text_atomic(verdict, record)
     write_text_atomic(path, md)
     return path, markdown.baseline_warning(exp) is None
-
-
-def remove_worktrees(plan: Plan) -> list[str]:
-    """Remove the worktrees of the plan's arms from code (:func:`experiment.arms.remove_worktree`) once its
-    report is written; returns the commits whose worktree was there.  A later report that samples such a
-    run adds the worktree again for the sample and removes it after."""
-    shas = sorted({sha for arm in plan.arms if (sha := plan.arm_set.code(arm))})
-    there = [sha for sha in shas if (arms.WORKTREES / sha[:12]).exists()]
-    for sha in there:
-        arms.remove_worktree(sha)
-    return there
 
 
 def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[float, str, dict]]:

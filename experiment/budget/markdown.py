@@ -444,7 +444,7 @@ def write_budget_report(out_dir: Path, reference: str, command: str) -> Path:
     """
     record = ExperimentRecord.read(out_dir)
     if record is None or record.kind != "budget":
-        raise UserError(f"{out_dir} is not a --budgets experiment (its {EXPERIMENT_FILE} lists no budgets)")
+        raise UserError(f"{out_dir} is not a compare.py budgets experiment (its {EXPERIMENT_FILE} lists no budgets)")
     arm_set = with_recorded(record.arms)
     ro = readout(out_dir, record.budgets, reference, record.margin, arm_set)
     figure = save_figure(delta_figure(ro), out_dir, DELTA_FIGURE)

@@ -1,6 +1,6 @@
 """The budget axis's readout: does the answer change with the training budget?  One verdict per budget.
 
-Read from the finished branch folders of a ``compare.py --budgets`` experiment
+Read from the finished branch folders of a ``compare.py budgets`` experiment
 (:mod:`experiment.budget.run`), each scored by its final val bits per byte.  Two readouts, both
 per budget and per arm against the reference, with ``margin`` in bits per byte, and a check
 of the first beside them:
@@ -235,7 +235,7 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
     labels = [label(t) for t in budgets]
     scores = load_scores(out_dir, labels, arm_set)
     if not scores:
-        raise UserError(f"{out_dir} holds no finished branch yet: run its compare.py --budgets command")
+        raise UserError(f"{out_dir} holds no finished branch yet: run its compare.py budgets command")
     all_arms = sorted({s.arm for s in scores}, key=lambda a: (a != reference, a))
     if reference not in all_arms:
         raise UserError(f"{out_dir}: no finished branch of the reference arm {reference}: pick it with --reference")

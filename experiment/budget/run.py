@@ -1,6 +1,6 @@
 """The budget axis: one WSD trunk per arm x learning rate x seed, and a cooldown branch per token budget.
 
-``compare.py --budgets 0.5M,1M,2M`` asks whether the answer changes with the training budget.
+``compare.py budgets --budgets 0.5M,1M,2M`` asks whether the answer changes with the training budget.
 Training each budget from scratch would cost the sum of the budgets; under warmup-stable-decay
 (:mod:`training.schedule`) it costs the largest budget's stable phase plus every cooldown:
 a trunk trains at the stable rate and keeps a checkpoint where each budget's cooldown starts,
@@ -270,7 +270,7 @@ def plan_line(
     jobs: int,
     threads: int,
 ) -> str:
-    """The line ``compare.py --budgets`` prints before training: runs, tokens (trunks and cooldowns), time, disk.
+    """The line ``compare.py budgets`` prints before training: runs, tokens (trunks and cooldowns), time, disk.
 
     ``trunks``: trunk folders under ``out_dir``; ``branches``: ``(folder, parameters)`` of every
     branch; ``seconds_per_token``: of one run on ``threads`` threads (None: no estimate; ``how``

@@ -1,7 +1,7 @@
 """The scaling view's ``report.md``: the headline figure, one row per cell and arm, the model across cells,
 the readouts asked for, what is missing; its sections and its figures.
 
-    path = write_grid_report(Path("runs/shakespeare-grid"), command="python compare.py ... --grid ...")
+    path = write_grid_report(Path("runs/shakespeare-grid"), command="python compare.py grid ... --axis ...")
     path = write_grid_report(grid_dir, readout=Readout(margin_bpb=0.02, contrasts=[("A", "B")]))
     lines = model_section(cross_cell_models(rows))                  # "## Across cells (random-effects model)"
     lines = readout_section(readout, rows, cells)                   # "## Readouts asked for" (contrast, slope)

@@ -1,4 +1,4 @@
-"""``compare.py --grid``: one tuned A/B experiment per cell of a product of config values,
+"""``compare.py grid``: one tuned A/B experiment per cell of a product of config values,
 and the scaling view's rows read back from every cell, one row per (cell, arm).
 
     axes = parse_axes(["model.n_embd=64,128", "data.tokenizer=char,bpe:4096"])
@@ -52,7 +52,7 @@ GRID_FILE = "grid.json"
 
 @dataclass(frozen=True)
 class Axis:
-    """One ``--grid`` option: a config key and the values the grid takes it through."""
+    """One ``--axis`` option: a config key and the values the grid takes it through."""
 
     key: str  # "section.name", e.g. "model.n_embd"
     values: tuple  # typed as the config field, in the order given
@@ -91,25 +91,25 @@ def parse_axes(texts: list[str], not_allowed: tuple[str, ...]) -> list[Axis]:
         key, sep, rest = text.partition("=")
         section, _, name = key.partition(".")
         if not sep or not rest.strip() or not name:
-            raise UserError(f"--grid {text!r} is not KEY=V1,V2,...: e.g. --grid model.n_embd=64,128,256")
+            raise UserError(f"--axis {text!r} is not KEY=V1,V2,...: e.g. --axis model.n_embd=64,128,256")
         if key in not_allowed:
             raise UserError(
-                f"--grid {key} is set by the experiment itself (arms, seeds, learning-rate grid): grid over another key"
+                f"--axis {key} is set by the experiment itself (arms, seeds, learning-rate grid): grid over another key"
             )
         if section not in SCHEMA.sections or name not in SCHEMA.settable_keys(section):
             raise UserError(
-                f"--grid {key}: unknown config key; use section.key as in train.py's --help, "
+                f"--axis {key}: unknown config key; use section.key as in train.py's --help, "
                 "e.g. model.n_embd or data.tokenizer"
             )
         typ = field_types(SCHEMA.sections[section])[name]
         try:
             values = tuple(parse_cli_value(v.strip(), typ) for v in rest.split(",") if v.strip())
         except ValueError:
-            raise UserError(f"--grid {text!r}: a value is not a valid {typ.__name__}") from None
+            raise UserError(f"--axis {text!r}: a value is not a valid {typ.__name__}") from None
         if len(set(values)) != len(values):
-            raise UserError(f"--grid {text!r} repeats a value: give each once")
+            raise UserError(f"--axis {text!r} repeats a value: give each once")
         if any(a.key == key for a in axes):
-            raise UserError(f"--grid {key} is given twice: put all its values in one option")
+            raise UserError(f"--axis {key} is given twice: put all its values in one option")
         axes.append(Axis(key, values))
     return axes
 
@@ -282,19 +282,19 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
     if not cell.folder.is_dir():  # the axes cross to it, but no command has started it (yet)
         cell.error = NOT_STARTED
         return GridCell(cell, None)
-    folders = sorted(p for p in cell.folder.glob("*") if is_finished(p))
-    if not folders:
+    finished = sorted(p for p in cell.folder.glob("*") if is_finished(p))
+    if not finished:
         cell.error = "no finished runs"
         return GridCell(cell, None)
-    tuning = [p for p in folders if p.name.startswith("tune-")]
-    if len(tuning) == len(folders):  # still on its learning-rate grid: no reported run has finished
+    tuning = [p for p in finished if p.name.startswith("tune-")]
+    if len(tuning) == len(finished):  # still on its learning-rate grid: no reported run has finished
         cell.error = f"in progress: only learning-rate grid runs have finished ({len(tuning)})"
         return GridCell(cell, None)
     record = ExperimentRecord.read(cell.folder)
     arm_set = with_recorded(record.arms if record else None)
     try:
         tuned = folders.load_runs(tuning, arm_set)
-        runs = at_best_rates(folders.load_runs([p for p in folders if p not in tuning], arm_set), tuned)
+        runs = at_best_rates(folders.load_runs([p for p in finished if p not in tuning], arm_set), tuned)
         waiting = sorted({r.arm for r in tuned} - {r.arm for r in runs})
         if waiting:  # tuned, but its reported seeds have not trained yet
             cell.error = f"in progress: no reported run of {', '.join(waiting)} at its tuned rate yet"

@@ -581,5 +581,5 @@ def check_run_folders(paths: list[Path]) -> None:
             )
             raise UserError(
                 f"{path} {what}: compare.py reports on run folders written by train.py (each holds "
-                "config.json), or on one --grid folder (holding grid.json)"
+                "config.json), or on one grid folder (holding grid.json)"
             )

@@ -173,5 +173,5 @@ def check_planned(planned: dict[str, TrainConfig], reference: str, own: dict[str
             f"arm {arm} would follow another learning-rate schedule than {reference}, parting at step {step} "
             f"(lr / peak {x:.4g} vs {y:.4g}){' because of its ' + ', '.join(keys) if keys else ''}: an arm may change "
             "the peak rate (its train.min_lr then follows it), not the schedule's shape or length; drop "
-            f"{', '.join(keys) or 'the setting'} from the arm, or compare the schedules as a --budgets or --grid axis"
+            f"{', '.join(keys) or 'the setting'} from the arm, or compare the schedules with compare.py budgets or a compare.py grid axis"
         )
