@@ -18,6 +18,8 @@
 #
 # OUT and CACHE, if set, move the runs and the prepared data (by default results/ and data/cache/,
 # which train.py records as given).
+# Its compare.py commands are those of the commit it names. From 2026-11-28 on, compare.py takes a mode
+# first: a grid is `compare.py grid ... --axis KEY=V1,V2` and a budget axis `compare.py budgets ... --budgets`.
 set -eu
 python compare.py --config configs/scaling_cpu.toml --model.n_embd=128 --data.tokenizer=bpe:4096 \
     --arms tied,untied,tie-untie-cooldown --lr-grid 1e-3,2e-3,4e-3 --seeds 6 \

@@ -16,6 +16,8 @@
 #   (cd ../tinygpt-modern && bash results/tying-budget-modern-cpu-2026-11-27/run.sh)
 #
 # OUT and CACHE, if set, move the runs and the prepared data (by default results/ and data/cache/).
+# Its compare.py commands are those of the commit it names. From 2026-11-28 on, compare.py takes a mode
+# first: a grid is `compare.py grid ... --axis KEY=V1,V2` and a budget axis `compare.py budgets ... --budgets`.
 set -eu
 python compare.py --config configs/scaling_cpu.toml --model.n_embd=128 --data.tokenizer=bpe:4096 \
     --model.position=rope --model.norm=rmsnorm --model.qk_norm=true --model.mlp=relu2 \

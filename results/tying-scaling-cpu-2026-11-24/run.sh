@@ -27,6 +27,8 @@
 #
 # To keep a cell on one code version while editing the tree, run this from a git worktree at the cell's
 # commit and point OUT and CACHE at the main checkout's results/ and data/cache/.
+# Its compare.py commands are those of the commit it names. From 2026-11-28 on, compare.py takes a mode
+# first: a grid is `compare.py grid ... --axis KEY=V1,V2` and a budget axis `compare.py budgets ... --budgets`.
 set -eu
 # --lr-tuning one-seed: the design these cells ran, a rate picked on one seed (now named: --lr-grid alone
 # trains every rate on every seed).

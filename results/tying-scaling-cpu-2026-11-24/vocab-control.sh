@@ -17,6 +17,8 @@
 #
 # e5687d0's train.py records these paths as given (absolute here): rewrite them repository-relative
 # before committing the finished runs (sed -E 's#/[^"]*/(results|data/cache|train.py)#\1#').
+# Its compare.py commands are those of the commit it names. From 2026-11-28 on, compare.py takes a mode
+# first: a grid is `compare.py grid ... --axis KEY=V1,V2` and a budget axis `compare.py budgets ... --budgets`.
 set -eu
 OUT="${OUT:-results}"
 # --lr-tuning one-seed: the design these cells ran, a rate picked on one seed (now named: --lr-grid alone
