@@ -30,12 +30,12 @@ from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
 from training import faults
 from training.config import RunConfig, TrainConfig
-from training.run_files import BEST_CKPT, CONFIG, LAST_CKPT, METRICS, SUMMARY
+from training.run_files import BEST_CKPT, CONFIG, LAST_CKPT, METRICS, RunFolder
 
 
 def is_finished(run_dir: Path) -> bool:
-    """Whether the run in ``run_dir`` finished: its :data:`SUMMARY`, written after the last step, exists."""
-    return (Path(run_dir) / SUMMARY).is_file()
+    """Whether the run in ``run_dir`` finished (:attr:`training.run_files.RunFolder.finished`)."""
+    return RunFolder(run_dir).finished
 
 
 @contextlib.contextmanager

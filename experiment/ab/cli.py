@@ -16,7 +16,6 @@ from pathlib import Path
 
 from core.cli import ArgumentParser
 from core.errors import UserError
-from core.files import read_json
 from experiment.ab.readout import gate, parse_outcome
 from experiment.ab.run import VERDICT_FILE, experiment_runs, run_experiment, run_sequential, write_report
 from experiment.arms import ArmSet
@@ -25,7 +24,7 @@ from experiment.runs.adopt import parse_adopt
 from experiment.runs.folders import arms_of_runs, check_run_folders
 from experiment.runs.record import ONE_SEED, ExperimentRecord, counted_looks, declared_reference, declared_settings
 from experiment.runs.record import record_look
-from training.run_files import CONFIG
+from training.run_files import RunFolder
 
 MARGIN_HELP = (
     "Equivalence margin, declared before the runs: arms closer than this count as equivalent (TOST). In "
@@ -197,7 +196,7 @@ def given_runs(
 
 def report(c: Compared, *, prompts: list[str], command: str, margin_bpb: float | None, fail_on: str | None) -> int:
     """Write and print ``c``'s report and verdict.json, count the look, and return --fail-on's exit status."""
-    seeds = len({read_json(Path(p) / CONFIG, "run config")["train"]["seed"] for p in c.reported})
+    seeds = len({RunFolder(p).config["train"]["seed"] for p in c.reported})
     if c.folder is not None and c.sequential[2] is None:  # seeds added after a verdict: a look of its own
         c.sequential = counted_looks(c.folder, seeds) or c.sequential
     path, meaningful = write_report(

@@ -45,7 +45,7 @@ from experiment.runs.folders import SIZE_KEYS, Experiment
 from experiment.ab.sections import arm_section, figures_section, runs_section, samples_section, setup_section
 from model.config import GPTConfig
 from model.gpt import GPT
-from training.run_files import ENV
+from training.run_files import RunFolder
 
 
 def baseline_warning(exp: Experiment) -> str | None:
@@ -129,7 +129,7 @@ def _machine_line(exp: Experiment) -> str:
 
 def _machine(run: Path) -> str:
     """The CPU or GPU and thread count ``env.json`` records for a run, or "not recorded"."""
-    env = run / ENV
+    env = RunFolder(run).env_path
     if not env.is_file():
         return "not recorded"
     e = json.loads(env.read_text())

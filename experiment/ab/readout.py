@@ -24,7 +24,7 @@ from core.errors import UserError
 from core.files import read_json
 from experiment import best, stats
 from experiment.runs.folders import TARGETS, Experiment, Run, code_versions, target_of
-from training.run_files import BEST_CKPT
+from training.run_files import RunFolder
 
 # What a verdict may read, declared before the runs (``compare.py --outcome``): the final val loss
 # (nats/token); a systems change's speed: each run's median tokens/s, compared as -ln(tokens/s) so
@@ -347,7 +347,7 @@ def arm_table(exp: Experiment) -> list[dict]:
         final = [r.score for r in members]
         best = [r.best_val_loss for r in members]
         s0 = members[0].summary
-        ckpt = next((r.path / BEST_CKPT for r in members if (r.path / BEST_CKPT).is_file()), None)
+        ckpt = next((f.best_ckpt for f in map(RunFolder, (r.path for r in members)) if f.best_ckpt.is_file()), None)
         baselines = [r.unigram_val_loss for r in members if r.unigram_val_loss is not None]
         rows.append(
             {

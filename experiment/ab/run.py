@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import UserError
-from core.files import read_json, write_text_atomic
+from core.files import write_text_atomic
 from data.loader import TokenData
 from experiment import stats
 from experiment.runs import adopt
@@ -42,8 +42,7 @@ from experiment.runs.plan import (
     time_per_run,
 )
 from experiment.runs.record import ExperimentRecord, looks_record, remember_settings
-from training.runs import is_finished
-from training.run_files import LAST_CKPT, SUMMARY
+from training.run_files import RunFolder, runs_in
 
 
 VERDICT_FILE = "verdict.json"
@@ -197,13 +196,14 @@ def _progress(out_dir: Path, names: list[str], what: str) -> str:
     With a finished run among them and some left, it adds a rough time left: the runs left times
     the finished runs' median ``elapsed_s`` (wall seconds, pauses included), labelled as an estimate.
     """
-    done = [out_dir / n / SUMMARY for n in names if is_finished(out_dir / n)]
-    resume = sum(not is_finished(out_dir / n) and (out_dir / n / LAST_CKPT).is_file() for n in names)
+    runs = [RunFolder(out_dir / n) for n in names]
+    done = [run for run in runs if run.finished]
+    resume = sum(run.resumable for run in runs)
     line = (
         f"[compare] {what}: {len(names)} runs, {len(done)} finished, {resume} to resume, "
         f"{len(names) - len(done) - resume} to train"
     )
-    seconds = [t for t in (read_json(f, "run summary").get("elapsed_s") for f in done) if isinstance(t, (int, float))]
+    seconds = [t for t in (run.summary.get("elapsed_s") for run in done) if isinstance(t, (int, float))]
     if seconds and len(done) < len(names):
         per_run = statistics.median(seconds)
         line += (
@@ -300,7 +300,7 @@ def experiment_runs(out_dir: Path) -> list[Path]:
     """The run folders of an experiment folder (each holding a config.json; tune-* are its rate grid), sorted.
 
     Raises :class:`UserError` when it holds none (its runs were never started, or were moved)."""
-    runs = sorted(p.parent for p in out_dir.glob("*/config.json"))
+    runs = [run.path for run in runs_in(out_dir)]
     if not runs:
         raise UserError(f"experiment folder {out_dir} holds no run folders yet: run the command that made it")
     return runs

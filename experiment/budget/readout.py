@@ -51,8 +51,8 @@ from experiment.best import EDGE, BestVsBest, at_edge, holm_verdicts
 from experiment.runs.record import flatten
 from training.config import RunConfig
 from training.faults import DIVERGED
-from training.runs import is_finished, read_metrics
-from training.run_files import CONFIG, METRICS
+from training.runs import read_metrics
+from training.run_files import RunFolder, runs_in
 
 
 @dataclass(frozen=True)
@@ -118,10 +118,8 @@ def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score
     """Every finished branch (``summary.json``) under ``out_dir/<label>/``; a run with no final bpb is refused."""
     out, seen = [], {}
     for lab in labels:
-        for summary_path in sorted((out_dir / lab).glob("*/summary.json")):
-            run = summary_path.parent
-            config = read_json(run / CONFIG, "run config")
-            summary = read_json(summary_path, "run summary")
+        for folder in runs_in(out_dir / lab, finished_only=True):
+            run, config, summary, summary_path = folder.path, folder.config, folder.summary, folder.summary_path
             bpb = summary.get("final_val_bpb")
             missing = [k for k in ("parameters", "train_tokens") if not summary.get(k)]  # the figure's axes
             if not isinstance(bpb, (int, float)) or not math.isfinite(bpb):
@@ -168,14 +166,14 @@ def load_diverged(out_dir: Path, budgets: list[int], arms: list[str], arm_set: A
 
     def stopped(marker: Path) -> tuple[dict, int, str, dict]:
         """The diverged run's config, the step that stopped it, its arm and its train config."""
-        run = marker.parent
-        config, step = read_json(run / CONFIG, "run config"), read_json(marker, "divergence")["step"]
-        return config, step, arm_set.of(flatten(config), str(run)), config["train"]
+        run = RunFolder(marker.parent)
+        config, step = run.config, read_json(marker, "divergence")["step"]
+        return config, step, arm_set.of(flatten(config), str(run.path)), config["train"]
 
     out = []
     for lab in (label(t) for t in budgets):
         for marker in sorted((out_dir / lab).glob(f"*/{DIVERGED}")):
-            if is_finished(marker.parent):  # resumed past it and finished
+            if RunFolder(marker.parent).finished:  # resumed past it and finished
                 continue
             _, step, arm, tc = stopped(marker)
             out.append(Diverged(lab, arm, tc["learning_rate"], tc["seed"], step, f"{lab}/{marker.parent.name}"))
@@ -183,7 +181,7 @@ def load_diverged(out_dir: Path, budgets: list[int], arms: list[str], arm_set: A
         run = marker.parent
         config, step, trunk, tc = stopped(marker)
         served = [a for a in dict.fromkeys([trunk, *arms]) if trunk_arm(a, arm_set) == trunk]
-        for b in plan_budgets(budgets, RunConfig.from_dict(config, str(run / CONFIG))):
+        for b in plan_budgets(budgets, RunConfig.from_dict(config, str(RunFolder(run).config_path))):
             if b.branch_step >= step:  # the checkpoint at the branch point, written after its step, never was
                 out += [
                     Diverged(b.label, a, tc["learning_rate"], tc["seed"], step, f"{TRUNKS}/{run.name}") for a in served
@@ -326,10 +324,10 @@ def trunk_curves(out_dir: Path, arm_set: ArmSet) -> list[TrunkCurve]:
     each arm memorises, which the final bpb alone does not show.
     """
     groups: dict[tuple[str, float], list[dict[int, dict]]] = {}
-    for config_path in sorted((out_dir / TRUNKS).glob("*/config.json")):
-        config = read_json(config_path, "run config")
-        arm = arm_set.of(flatten(config), str(config_path.parent))
-        rows = [r for r in read_metrics(config_path.parent / METRICS) if _trunk_row(r)]
+    for run in runs_in(out_dir / TRUNKS):
+        config = run.config
+        arm = arm_set.of(flatten(config), str(run.path))
+        rows = [r for r in read_metrics(run.metrics_path) if _trunk_row(r)]
         if rows:
             groups.setdefault((arm, config["train"]["learning_rate"]), []).append({r["step"]: r for r in rows})
     out = []

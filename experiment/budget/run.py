@@ -44,7 +44,7 @@ from training.branch import step_checkpoint, tokens_per_step
 from training.faults import DIVERGED
 from training.config import RunConfig, TrainConfig
 from training.runs import is_finished
-from training.run_files import LAST_CKPT, SUMMARY
+from training.run_files import RunFolder, runs_in
 
 TRUNKS = "trunks"
 # Settings that act only in a cooldown: arms that differ in them alone share a trunk.
@@ -188,10 +188,10 @@ class BudgetRuns:
         def command() -> list[str] | None:
             if step_checkpoint(folder, b.branch_step).is_file():
                 return None
-            if all(is_finished(f) for f in served):
+            if all(RunFolder(f).finished for f in served):
                 return None
             refuse_diverged(folder, b.branch_step)
-            if (folder / LAST_CKPT).is_file():
+            if RunFolder(folder).last_ckpt.is_file():
                 return [sys.executable, TRAIN_PY, "--resume", "--run-name", run_name, where, *keep, *self.resume_argv]
             if folder.exists():
                 raise UserError(f"{folder} exists but holds no checkpoint: delete it and run the same command again")
@@ -235,7 +235,7 @@ class BudgetRuns:
         folder = self.out_dir / b.label / run_name
 
         def command() -> list[str] | None:
-            if not is_finished(folder):
+            if not RunFolder(folder).finished:
                 refuse_diverged(folder, b.steps)
             return arm_command(branch, self.out_dir / b.label, run_name, [], self.resume_argv)
 
@@ -328,17 +328,16 @@ class Compute:
 
 def compute_used(out_dir: Path, labels: list[str]) -> Compute:
     """Sum tokens and elapsed seconds over ``out_dir/trunks/*`` and the branches under ``out_dir/<label>/``."""
-    trunks = sorted(p.parent for p in (out_dir / TRUNKS).glob("*/summary.json"))
+    trunks = runs_in(out_dir / TRUNKS, finished_only=True)
     t_tokens = t_s = b_tokens = b_s = 0.0
     for run in trunks:
-        summary = read_json(run / SUMMARY, "run summary")
-        t_tokens, t_s = t_tokens + summary["tokens"], t_s + summary["elapsed_s"]
-    branches = sorted(p.parent for lab in labels for p in (out_dir / lab).glob("*/summary.json"))
+        t_tokens, t_s = t_tokens + run.summary["tokens"], t_s + run.summary["elapsed_s"]
+    branches = [run for lab in labels for run in runs_in(out_dir / lab, finished_only=True)]
     for run in branches:
-        summary, branch = read_json(run / SUMMARY, "run summary"), read_json(run / "branch.json", "branch")
+        summary, branch = run.summary, read_json(run.path / "branch.json", "branch")
         b_tokens += summary["tokens"] - branch["branch_step"] * branch["budget_tokens"] / branch["budget_steps"]
         b_s += summary["elapsed_s"] - branch["trunk_elapsed_s"]
-    envs = [read_json(e, "run environment") for run in trunks + branches for e in sorted(run.glob("env*.json"))]
+    envs = [read_json(e, "run environment") for run in trunks + branches for e in sorted(run.path.glob("env*.json"))]
     return Compute(
         trunks=len(trunks),
         branches=len(branches),
@@ -462,7 +461,7 @@ def run_budget_experiment(plan: Plan) -> tuple[dict[str, list[Path]], list[str],
     finished = {
         b.label: [cmds.out_dir / b.label / f"{arm}{suffix}" for suffix, _ in runs for arm in plan.arms] for b in steps
     }
-    finished = {k: [p for p in v if is_finished(p)] for k, v in finished.items()}
+    finished = {k: [p for p in v if RunFolder(p).finished] for k, v in finished.items()}
     return finished, [n for n, ok in done.items() if not ok], cmds.out_dir
 
 
@@ -470,4 +469,4 @@ def _job_done(out_dir: Path, job: launch.Job) -> bool:
     """Whether a budget job has nothing left to do: a trunk stage's checkpoint, or a branch's summary, is there."""
     if job.claim:
         return step_checkpoint(out_dir / job.claim, int(job.name.rsplit("@", 1)[1])).is_file()
-    return is_finished(out_dir / job.name)
+    return RunFolder(out_dir / job.name).finished

@@ -45,7 +45,7 @@ from experiment.runs.record import ONE_SEED, ExperimentRecord, compared_config, 
 from experiment.runs.plan import Plan
 from experiment.ab.run import run_experiment, write_report
 from training.config import SCHEMA, parse_config
-from training.runs import is_finished
+from training.run_files import runs_in
 
 GRID_FILE = "grid.json"
 
@@ -282,7 +282,7 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
     if not cell.folder.is_dir():  # the axes cross to it, but no command has started it (yet)
         cell.error = NOT_STARTED
         return GridCell(cell, None)
-    finished = sorted(p for p in cell.folder.glob("*") if is_finished(p))
+    finished = [run.path for run in runs_in(cell.folder, finished_only=True)]
     if not finished:
         cell.error = "no finished runs"
         return GridCell(cell, None)

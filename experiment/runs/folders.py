@@ -154,11 +154,12 @@ def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
     Raises :class:`UserError` if it is missing or unfinished, or if its config, metrics or
     summary is malformed or holds a non-finite loss (naming the file and the fix).
     """
-    path = Path(path)
+    folder = RunFolder(path)
+    path = folder.path
     if not path.is_dir():
         raise UserError(f"run folder {path} does not exist: give folders written by train.py or compare.py")
     config = load_run_config(path).to_dict()  # validated: every key present and typed
-    metrics_path = path / METRICS
+    metrics_path = folder.metrics_path
     if not metrics_path.is_file() or not metrics_path.read_text(errors="replace").strip():
         raise UserError(f"{metrics_path} is missing or empty: the run never logged; re-run it")
     try:
@@ -182,15 +183,15 @@ def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
     if not evals:
         raise UserError(f"{metrics_path} has no eval rows: re-run it with eval_interval <= max_iters")
     max_iters = config["train"]["max_iters"]
-    if not is_finished(path) or evals[-1]["step"] != max_iters:
+    if not folder.finished or evals[-1]["step"] != max_iters:
         raise UserError(
             f"run {path} is unfinished (last eval at step {evals[-1]['step']} of {max_iters}): "
             f"finish it with python train.py --resume --run-name {path.name} --train.out_dir={path.parent}"
         )
-    summary = read_json(path / SUMMARY, "run summary")
+    summary = folder.summary
     needed = ("parameters", "non_embedding_parameters", "tokens_per_s_median")
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), (int, float)) for k in needed):
-        raise UserError(f"{path / 'summary.json'} lacks {', '.join(needed)}: re-run the run's last step with train.py")
+        raise UserError(f"{folder.summary_path} lacks {', '.join(needed)}: re-run the run's last step with train.py")
     arm = arms.of({**flatten(config), CODE: run_commit(path)}, str(path))
     return Run(
         path=path,
@@ -277,7 +278,7 @@ def _recorded_arms(paths: list[Path]) -> dict:
 
 def run_commit(path: Path) -> str | None:
     """The git commit a run trained from (``env.json``), or None."""
-    env = Path(path) / ENV
+    env = RunFolder(path).env_path
     try:
         record = read_json(env, "run environment") if env.is_file() else {}
     except UserError:  # an unreadable env.json names no commit; the report needs nothing else from it
@@ -497,7 +498,7 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
     folders committed under ``results/`` keep only their text files) gets no sample; the report says so.
     """
     firsts = {
-        arm: next((r for r in members if (r.path / BEST_CKPT).is_file()), None) for arm, members in exp.runs.items()
+        arm: next((r for r in members if RunFolder(r.path).best_ckpt.is_file()), None) for arm, members in exp.runs.items()
     }
     out = Samples({prompt: {} for prompt in prompts})
     for arm, run in firsts.items():
@@ -573,7 +574,7 @@ def check_run_folders(paths: list[Path]) -> None:
                 f"{path} is an experiment folder (it holds experiment.json), not a run folder: give it alone to "
                 f"write its report again (python compare.py {shlex.quote(str(path))})"
             )
-        if not (path / CONFIG).is_file():
+        if not RunFolder(path).config_path.is_file():
             what = (
                 "does not exist"
                 if not path.exists()

@@ -79,9 +79,10 @@ def arm_command(
     """
     run_dir = out_dir / name
     check_trunk(run_dir)
-    if is_finished(run_dir):
+    run = RunFolder(run_dir)
+    if run.finished:
         return None
-    if (run_dir / LAST_CKPT).is_file():
+    if run.resumable:
         return [sys.executable, train_py, "--resume", "--run-name", name, f"--train.out_dir={out_dir}", *resume_argv]
     if run_dir.exists():
         raise UserError(
@@ -151,7 +152,7 @@ def run_shared(out_dir: Path, jobs: list[tuple[str, Callable[[], T]]], bar: Runs
 
 def _release_after(claim: filelock.FileLock, job: Callable[[], T], run_dir: Path, bar: RunsBar | None) -> T:
     """``job()``, then release ``claim`` however the job ended; ``bar`` moves on if ``run_dir`` was unfinished."""
-    was_finished = is_finished(run_dir)
+    was_finished = RunFolder(run_dir).finished
     try:
         result = job()
     finally:

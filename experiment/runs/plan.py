@@ -101,19 +101,19 @@ def run_state(out_dir: Path, run: PlannedRun) -> str:
 
     A pending adoption counts as adopted; of several folders a glob matches, the furthest along decides.
     """
-    folders = sorted(out_dir.glob(run.name)) if "*" in run.name else [out_dir / run.name]
+    found = [RunFolder(f) for f in (sorted(out_dir.glob(run.name)) if "*" in run.name else [out_dir / run.name])]
     if run.adopt:
         return "adopted"
-    if any(is_finished(f) for f in folders):
-        adopted = any((f / "adopted.json").is_file() and is_finished(f) for f in folders)
+    if any(f.finished for f in found):
+        adopted = any((f.path / "adopted.json").is_file() and f.finished for f in found)
         return "adopted" if adopted else "finished"
-    return "resume" if any((f / LAST_CKPT).is_file() for f in folders) else "train"
+    return "resume" if any(f.last_ckpt.is_file() for f in found) else "train"
 
 
 def fraction_left(run_dir: Path, max_iters: int) -> float:
     """The share of ``max_iters`` an unfinished run still has to train, read from its last metrics row (1 if none)."""
     try:
-        rows = read_metrics(run_dir / METRICS)
+        rows = read_metrics(RunFolder(run_dir).metrics_path)
     except Unreadable:
         return 1.0
     done = max((r["step"] for r in rows), default=0)
@@ -123,8 +123,8 @@ def fraction_left(run_dir: Path, max_iters: int) -> float:
 def finished_seconds(out_dir: Path) -> list[float]:
     """The wall time (``elapsed_s``, seconds) of every finished run in ``out_dir``."""
     out = []
-    for path in sorted(out_dir.glob("*/summary.json")):
-        value = read_json(path, "run summary").get("elapsed_s")
+    for run in runs_in(out_dir, finished_only=True):
+        value = run.summary.get("elapsed_s")
         if isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
             out.append(float(value))
     return out
@@ -305,10 +305,10 @@ def _finished_scores(out_dir: Path, arm: str) -> dict[int, float]:
     """``{seed index: final val loss}`` of ``arm``'s finished reported runs in ``out_dir``."""
     pattern = re.compile(rf"{re.escape(arm)}(?:-lr[0-9.e+-]+)?-s(\d+)")
     out = {}
-    for summary in sorted(out_dir.glob("*/summary.json")) if out_dir.is_dir() else []:
-        match = pattern.fullmatch(summary.parent.name)
+    for run in runs_in(out_dir, finished_only=True):
+        match = pattern.fullmatch(run.path.name)
         if match:
-            record = read_json(summary, "run summary")
+            record = run.summary
             value = record.get("final_val_loss") if isinstance(record, dict) else None
             if isinstance(value, (int, float)) and math.isfinite(value):
                 out.setdefault(int(match[1]), float(value))
@@ -401,7 +401,7 @@ def score(run_dir: Path | None) -> float:
     """A finished run's final val loss (summary.json), the score the grid ranks by; inf for no result."""
     if run_dir is None:
         return math.inf
-    summary = read_json(run_dir / SUMMARY, "run summary")
+    summary = RunFolder(run_dir).summary
     value = summary.get("final_val_loss", summary.get("val_loss"))
     return value if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
 
