@@ -4,7 +4,7 @@
     python compare.py --config configs/shakespeare.toml --arm old@HEAD~1 --arm new: --reference old --fail-on worse
 
 (``ab`` is the mode ``compare.py`` runs when its first argument is an option.)  The report on run
-folders that exist already, :func:`report_runs`, is ``compare.py report``'s for an A/B folder.
+folders that exist already (:func:`given_runs`, then :func:`report`) is ``compare.py report``'s for A/B runs.
 """
 
 from __future__ import annotations
@@ -22,8 +22,14 @@ from experiment.arms import ArmSet
 from experiment.runs import cli
 from experiment.runs.adopt import parse_adopt
 from experiment.runs.folders import arms_of_runs, check_run_folders
-from experiment.runs.record import ONE_SEED, ExperimentRecord, counted_looks, declared_reference, declared_settings
-from experiment.runs.record import record_look
+from experiment.runs.record import (
+    ONE_SEED,
+    ExperimentRecord,
+    counted_looks,
+    declared_reference,
+    declared_settings,
+    record_look,
+)
 from training.run_files import RunFolder
 
 MARGIN_HELP = (
