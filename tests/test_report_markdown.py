@@ -389,13 +389,13 @@ def test_the_bpb_verdicts_of_several_arms_are_holm_adjusted_like_the_nats_ones(t
 
 def test_a_verdict_read_at_rates_picked_on_one_seed_is_labelled_not_calibrated(tmp_path):
     """Tuning runs on one seed picked the arms' rates: the verdict section says, before the verdicts, that the
-    verdicts are not calibrated and names the design that is (--budgets); verdict.json says so too."""
+    verdicts are not calibrated and names the design that is (every rate on every seed); verdict.json says so too."""
     grid = fake_tuning(tmp_path, "untied", 9, [(1e-3, 3.1), (2e-3, 3.2)])
     grid += fake_tuning(tmp_path, "tied", 9, [(1e-3, 3.15), (2e-3, 3.25)])
     exp = _exp(tmp_path, CLEAR, tuning=grid)
     verdict = _section(_md(exp), "Verdict")
     assert verdict.index("**Not calibrated:** rates picked on one seed") < verdict.index("- untied vs tied")
-    assert "--budgets TOKENS" in verdict
+    assert "(--lr-grid without --lr-tuning one-seed)" in verdict
     record = readout.verdict_record(exp, margin_declared=True)
     assert record["calibrated"] is False and record["not_calibrated"][0].startswith("rates picked on one seed")
     assert readout.verdict_record(_exp(tmp_path / "plain", CLEAR), True)["calibrated"] is True

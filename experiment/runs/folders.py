@@ -40,8 +40,8 @@ from experiment.arms import (
     with_recorded,
 )
 from experiment.runs.record import BOOKKEEPING, EXPERIMENT_FILE, ExperimentRecord, flatten
-from training.runs import is_finished, load_run_config, read_metrics
-from training.run_files import BEST_CKPT, CONFIG, ENV, METRICS, SUMMARY
+from training.runs import load_run_config, read_metrics
+from training.run_files import RunFolder
 
 # What arms may differ in: their own settings, a tuned learning rate (min_lr and Muon's rate follow it,
 # experiment.runs.plan.lr_flags), and with --equal-params the size of the arms that share one matrix.
@@ -498,7 +498,8 @@ def samples(exp: Experiment, prompts: list[str], max_new_tokens: int = 80, seed:
     folders committed under ``results/`` keep only their text files) gets no sample; the report says so.
     """
     firsts = {
-        arm: next((r for r in members if RunFolder(r.path).best_ckpt.is_file()), None) for arm, members in exp.runs.items()
+        arm: next((r for r in members if RunFolder(r.path).best_ckpt.is_file()), None)
+        for arm, members in exp.runs.items()
     }
     out = Samples({prompt: {} for prompt in prompts})
     for arm, run in firsts.items():

@@ -25,8 +25,7 @@ from core.files import REPO_ROOT, acquire_or_wait, file_lock
 from experiment.runs.plan import RunsBar
 from training import faults
 from training.branch import check_trunk
-from training.runs import is_finished
-from training.run_files import LAST_CKPT
+from training.run_files import RunFolder
 
 T = TypeVar("T")
 TRAIN_PY = str(REPO_ROOT / "train.py")

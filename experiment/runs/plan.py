@@ -40,7 +40,6 @@ import torch
 from tqdm import tqdm
 
 from core.errors import UserError
-from core.files import read_json
 from experiment import stats
 from experiment.arms import PRESETS, ArmSet
 from experiment.runs.record import DEFAULT_MARGIN, EVERY_SEED, ONE_SEED
@@ -48,8 +47,8 @@ from experiment.style import duration, size
 from model.config import GPTConfig
 from model.gpt import GPT
 from training.config import RunConfig, TrainConfig
-from training.runs import Unreadable, is_finished, read_metrics
-from training.run_files import LAST_CKPT, METRICS, SUMMARY
+from training.runs import Unreadable, read_metrics
+from training.run_files import RunFolder, runs_in
 
 # fp32 weights in ckpt_best.pt, + weights, exp_avg and exp_avg_sq (AdamW) in ckpt_last.pt: 4 copies of 4 bytes.
 CHECKPOINT_BYTES_PER_PARAM = 4 * 4
