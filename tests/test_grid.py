@@ -229,7 +229,7 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
             r"untied vs tied \(reference\): \*\*(better|worse|equivalent within ±0.01 nats|inconclusive)\*\*", md
         )
         assert "| tied | untied |" in md and "RO" in md  # side-by-side samples from the prompt
-        assert "python compare.py --config configs/debug.toml" in md  # the command that made it
+        assert "python compare.py grid --config configs/debug.toml" in md  # the command that made it
     md = (grid / "report.md").read_text()
     assert "4 of 4 cells" in md and md.count("| untied |") == 4 and (grid / "loss_vs_params.png").is_file()
     stamp = (grid / "n_embd-16_tokenizer-char" / "tied-s0" / "ckpt_best.pt").stat().st_mtime_ns
