@@ -13,8 +13,8 @@ wall time of every round, the median, nanoGPT's median over this one, the val lo
 the last step, and the peak resident memory (the child's ``ru_maxrss``, what ``/usr/bin/time -v``
 reports).  Logs and tinygpt's run folders go to ``--out``.  Linux and macOS (``os.wait4``).
 
-With ``--record CONFIG`` a third program joins each round: ``train.py --config CONFIG``, a speedrun
-record's recipe (``results/speedrun-cpu-2026-11-27/``).  Each program's output is read as it is
+With ``--record CONFIG`` another program joins each round: ``train.py --config CONFIG``, a speedrun
+record's recipe (``results/speedrun-cpu-2026-11-27/``); repeat it to race several records at once.  Each program's output is read as it is
 written (unbuffered), and every evaluation line is stamped with the seconds since its process
 started: ``race.json`` in ``--out`` keeps every round's (seconds, step, val loss) and
 ``val_loss_vs_seconds.png`` draws them, one colour a program.
@@ -63,10 +63,20 @@ class Program:
     name: str
     argv: list[str]
     cwd: Path
+    key: str = ""  # the stem of its log and run folder names; the name's first word when empty
     wall_s: list[float] = field(default_factory=list)
     peak_mib: list[float] = field(default_factory=list)
     val_loss: float | None = None
     curves: list[list[tuple[float, int, float]]] = field(default_factory=list)  # per round: (s, step, val loss)
+
+    def __post_init__(self) -> None:
+        self.key = self.key or self.name.split()[0]
+
+
+def record_label(path: Path) -> str:
+    """A record config's name in the table: its file name, under its folder's name when the file is
+    ``record.toml`` (each row's folder may keep the record it set under that one name)."""
+    return f"{path.parent.name}/{path.name}" if path.name == "record.toml" else path.stem
 
 
 def last_val_loss(text: str) -> float | None:
@@ -111,7 +121,7 @@ def figure(programs: list[Program], path: Path) -> None:
 
     fig = Figure(figsize=(7, 4.5))
     ax = fig.subplots()
-    for colour, p in zip(("tab:grey", "tab:blue", "tab:red", "tab:green"), programs):
+    for colour, p in zip(("tab:grey", "tab:blue", "tab:red", "tab:green", "tab:orange", "tab:purple"), programs):
         for i, curve in enumerate(p.curves):
             ax.plot(
                 [c[0] for c in curve], [c[2] for c in curve], color=colour, alpha=0.8, label=p.name if i == 0 else None
@@ -164,7 +174,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--record",
         type=Path,
-        help="a speedrun record's config: train.py --config RECORD runs as a third program in every round",
+        action="append",
+        default=[],
+        help="a speedrun record's config: train.py --config RECORD runs in every round, after the others "
+        "(repeatable: one program a record)",
     )
     p.add_argument(
         "--tinygpt-arg",
@@ -186,8 +199,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.record and not args.record.is_file():
-        print(f"error: --record {args.record}: no such config file; give a config's path", file=sys.stderr)
+    for path in args.record:
+        if not path.is_file():
+            print(f"error: --record {path}: no such config file; give a config's path", file=sys.stderr)
+            return 2
+    labels = [record_label(path) for path in args.record]
+    if len(set(labels)) < len(labels):
+        print(f"error: --record: two configs share the label {labels}; give each record once", file=sys.stderr)
         return 2
     if args.rounds < 1:
         print(f"error: --rounds must be >= 1, got {args.rounds}", file=sys.stderr)
@@ -212,17 +230,13 @@ def main(argv: list[str] | None = None) -> int:
         REPO,
     )
     programs = [nano, tiny]
-    if args.record:
-        record = [*tiny.argv[:2], "--config", str(args.record), *tiny.argv[4:]]
-        programs.append(Program(f"record ({args.record.stem})", record, REPO))
+    for k, (path, label) in enumerate(zip(args.record, labels), 1):
+        record = [*tiny.argv[:2], "--config", str(path), *tiny.argv[4:]]
+        programs.append(Program(f"record ({label})", record, REPO, key=f"record{k}" if len(labels) > 1 else "record"))
     for i in range(1, args.rounds + 1):
         for prog in programs:
-            extra = (
-                ["--run-name", f"{prog.name.split()[0]}-round-{i}-{time.strftime('%H%M%S')}"]
-                if prog is not nano
-                else []
-            )
-            log = out / f"{prog.name.split()[0]}-{i}.log"
+            extra = ["--run-name", f"{prog.key}-round-{i}-{time.strftime('%H%M%S')}"] if prog is not nano else []
+            log = out / f"{prog.key}-{i}.log"
             wall, peak, text, curve = run_once([*prog.argv, *extra], prog.cwd, log)
             prog.wall_s.append(wall)
             prog.peak_mib.append(peak)

@@ -48,3 +48,19 @@ def test_a_nanogpt_checkout_without_prepared_data_is_refused(tmp_path, capsys):
     assert nanogpt_char.main(["--nanogpt", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "prepare.py" in err and not (tmp_path / "out").exists()
+
+
+def test_two_records_with_one_label_are_refused_before_any_run(tmp_path, capsys):
+    """Each --record is one program with its own logs: two configs that would share a name are refused (exit 2)
+    before anything runs, and a record kept as a row folder's record.toml is named by that folder."""
+    (tmp_path / "data" / "shakespeare_char").mkdir(parents=True)
+    (tmp_path / "data" / "shakespeare_char" / "train.bin").write_bytes(b"")
+    for row in ("a", "b"):
+        (tmp_path / row).mkdir()
+        (tmp_path / row / "fast.toml").write_text("")
+        (tmp_path / row / "record.toml").write_text("")
+    clash = ["--record", str(tmp_path / "a" / "fast.toml"), "--record", str(tmp_path / "b" / "fast.toml")]
+    assert nanogpt_char.main(["--nanogpt", str(tmp_path), "--out", str(tmp_path / "out"), *clash]) == 2
+    assert "share the label" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    assert nanogpt_char.record_label(tmp_path / "a" / "record.toml") == "a/record.toml"
+    assert nanogpt_char.record_label(tmp_path / "b" / "fast.toml") == "fast"
