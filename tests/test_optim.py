@@ -11,7 +11,7 @@ import torch
 from core.errors import UserError
 from model.gpt import GPT
 from training.config import RunConfig
-from training.optim import Muon, MuonAdamW, build_optimizer, muon_matrices, orthogonalise
+from training.optim import Muon, MuonAdamW, build_optimizer, muon_matrices, orthogonalise, orthogonalise_all
 
 CPU = torch.device("cpu")
 MODEL = {"vocab_size": 97, "block_size": 16, "n_layer": 2, "n_head": 2, "n_embd": 32}
@@ -60,6 +60,19 @@ def test_float32_orthogonalisation_is_close_to_bf16s_and_near_orthogonal():
         assert (o32 - o16).norm() < 0.05 * o32.norm()
         s = torch.linalg.svdvals(o32)
         assert s.min() > 0.5 and s.max() < 1.5
+
+
+def test_orthogonalising_in_batches_is_orthogonalising_each_matrix():
+    """Muon stacks a group's matrices of one shape (tall ones turned wide) into one batch: each update, in the
+    list's order and shape, is the one its matrix gets alone (to float32 rounding)."""
+    coeffs = torch.optim.Muon([torch.nn.Parameter(torch.ones(2, 2))]).defaults["ns_coefficients"]
+    gen = torch.Generator().manual_seed(2)
+    shapes = [(16, 16), (48, 16), (16, 48), (16, 16), (8, 24), (48, 16)]
+    grads = [torch.randn(shape, generator=gen) for shape in shapes]
+    together = orthogonalise_all(grads, coeffs, 5, 1e-7, torch.float32)
+    for g, t in zip(grads, together, strict=True):
+        alone = orthogonalise(g, coeffs, 5, 1e-7, torch.float32)
+        assert t.shape == g.shape and torch.allclose(t, alone, atol=1e-5)
 
 
 @pytest.mark.parametrize(("amp", "want"), [(None, torch.float32), (torch.bfloat16, torch.bfloat16)])

@@ -88,20 +88,26 @@ class Muon(torch.optim.Muon):
 
     @torch.no_grad()
     def step(self, closure=None):
-        """One Muon update of every parameter with a gradient (torch.optim.Muon's rule); returns ``closure()``'s loss."""
+        """One Muon update of every parameter with a gradient (torch.optim.Muon's rule); returns ``closure()``'s loss.
+
+        The updates of a group's matrices of one shape (after turning tall ones wide) are orthogonalised
+        together, as one batch of matrix products: a small model's 24 matrices cost 2 batched iterations
+        instead of 24, which is most of the optimizer's time outside the products themselves.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
             lr, momentum = group["lr"], group["momentum"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            params = [p for p in group["params"] if p.grad is not None]
+            updates = []
+            for p in params:
                 buf = self.state[p].setdefault("momentum_buffer", torch.zeros_like(p.grad))
                 buf.lerp_(p.grad, 1 - momentum)
-                update = p.grad.lerp(buf, momentum) if group["nesterov"] else buf
-                update = orthogonalise(update, group["ns_coefficients"], group["ns_steps"], group["eps"], self.ns_dtype)
+                updates.append(p.grad.lerp(buf, momentum) if group["nesterov"] else buf)
+            ns = (group["ns_coefficients"], group["ns_steps"], group["eps"], self.ns_dtype)
+            for p, update in zip(params, orthogonalise_all(updates, *ns), strict=True):
                 p.mul_(1 - lr * group["weight_decay"])
                 p.add_(update.to(p.dtype), alpha=-lr * shape_scale(p.shape, group["adjust_lr_fn"]))
         return loss
@@ -117,22 +123,42 @@ def shape_scale(shape: torch.Size, rule: str | None) -> float:
 def orthogonalise(
     g: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float, dtype: torch.dtype
 ) -> torch.Tensor:
-    """Muon's quintic Newton-Schulz iteration: ``g`` (m, n) -> about U S' V^T, S' near 1, in ``dtype``.
+    """Muon's quintic Newton-Schulz iteration: ``g`` (m, n) or a batch (k, m, n) -> about U S' V^T, S' near 1,
+    in ``dtype``, each matrix on its own.
 
     The iteration of Jordan et al. 2024 (kellerjordan.github.io/posts/muon) and torch.optim.Muon,
     with its coefficients (a, b, c): X <- a X + (b A + c A^2) X, A = X X^T, on the wider side's
-    transpose, after scaling X to Frobenius norm 1 so its spectral norm is at most 1.
+    transpose, after scaling each X to Frobenius norm 1 so its spectral norm is at most 1.
     """
+    if g.dim() == 2:
+        return orthogonalise(g.unsqueeze(0), coefficients, steps, eps, dtype).squeeze(0)
     a, b, c = coefficients
     x = g.to(dtype)
-    tall = g.size(0) > g.size(1)
+    tall = g.size(-2) > g.size(-1)
     if tall:
-        x = x.T
-    x = x / x.norm().clamp(min=eps)
+        x = x.mT
+    x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)
     for _ in range(steps):
-        gram = x @ x.T
-        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
-    return x.T if tall else x
+        gram = x @ x.mT  # (k, m, m), m the shorter side
+        x = torch.baddbmm(x, torch.baddbmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x.mT if tall else x
+
+
+def orthogonalise_all(
+    updates: list[torch.Tensor], coefficients: tuple[float, float, float], steps: int, eps: float, dtype: torch.dtype
+) -> list[torch.Tensor]:
+    """:func:`orthogonalise` of each 2-D tensor in ``updates``, in their order, the ones of one shape (tall ones
+    turned wide) and device stacked into one batch."""
+    batches: dict[tuple, list[int]] = collections.defaultdict(list)
+    for i, u in enumerate(updates):
+        rows, cols = u.shape
+        batches[(min(rows, cols), max(rows, cols), u.device)].append(i)
+    out: list[torch.Tensor] = [torch.empty(0)] * len(updates)
+    for members in batches.values():
+        wide = [updates[i].mT if updates[i].size(0) > updates[i].size(1) else updates[i] for i in members]
+        for i, o in zip(members, orthogonalise(torch.stack(wide), coefficients, steps, eps, dtype), strict=True):
+            out[i] = o.mT if updates[i].size(0) > updates[i].size(1) else o
+    return out
 
 
 def muon_matrices(model: GPT) -> list[torch.nn.Parameter]:
