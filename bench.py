@@ -6,6 +6,8 @@
         --model.n_embd=768 --model.block_size=1024 --train.batch_size=16
     python bench.py --generate                        # generation with vs without the KV cache, 512 new tokens
     python bench.py --stream                          # streaming text as sample.py does, 100 and 10,000 new tokens
+    python bench.py --config results/speedrun-cpu-2026-11-27/recipe.toml \
+        --arms-file results/speedrun-cpu-2026-11-27/02-pieces/arms.toml --rounds 3   # arms, interleaved
 
 It times exactly what ``train.py`` runs per step (``train.train_step``: forward, backward,
 clipping and the AdamW update, on batches of the prepared corpus) after ``--warmup``
@@ -20,6 +22,11 @@ text as ``sample.py`` does (``model.generation.stream_samples``: the cached mode
 tokens and holding back partial characters) for each ``--stream-tokens`` length, ``--repeats``
 times each, and reports tokens/s and the decoding's own cost per token, which does not grow
 with the length.  The generation timing itself lives in ``training/benchmark.py``.
+
+``--arms-file`` times the training step of every arm of a ``compare.py`` arms file, in
+``--rounds`` interleaved rounds (the order reversed every other round, so a drift in the
+machine's speed falls on every arm alike), and ends with a table: each arm's median ms/iter over
+the rounds and its step time over the first arm's, the median of the rounds' ratios.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from core import hardware
 from core.flops import checked_peak, mfu, peak_flops
 from core.cli import ArgumentParser, run_command
 from core.errors import UserError
+from experiment.arms import load_arms_file
 from experiment.grid.run import cell_overrides, cells_of, parse_axes
 from model.sdpa import uses_math_kernel
 from training.benchmark import bench_generation, bench_streaming
@@ -106,6 +114,20 @@ def main(argv: list[str] | None = None) -> int:
         "(default: the one config).",
     )
     parser.add_argument(
+        "--arms-file",
+        type=Path,
+        metavar="ARMS.toml",
+        help="Time the training step of every arm of a compare.py arms file (one table per arm), then print "
+        "a table with each arm's step time over the first arm's (default: the one config).",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="--arms-file: interleaved rounds, every arm once a round, the order reversed every other round "
+        "(default 1).",
+    )
+    parser.add_argument(
         "--repeats",
         type=int,
         default=3,
@@ -135,6 +157,8 @@ def bench(args, overrides: dict) -> int:
     axes = parse_axes(args.grid, not_allowed=())
     if axes and (args.generate or args.stream):
         raise UserError("--grid times training variants: drop --generate / --stream, or the --grid options")
+    if args.arms_file is not None:
+        return bench_arms(args, overrides)
     variants = (
         [cell.values for cell in cells_of(axes, Path())] if axes else [{}]
     )  # the grid's product, first axis outermost
@@ -153,6 +177,43 @@ def bench(args, overrides: dict) -> int:
     if axes:
         print_variant_table(rows, [a.key for a in axes])
     return 0
+
+
+def bench_arms(args, overrides: dict) -> int:
+    """``--arms-file``: every arm's training step in ``--rounds`` interleaved rounds, then the table.
+
+    Raises :class:`UserError`, before any timing, for a missing or bad file, ``--rounds`` < 1, or
+    ``--grid`` / ``--generate`` / ``--stream`` beside it.
+    """
+    if args.grid or args.generate or args.stream:
+        raise UserError("--arms-file times the arms' training steps: drop --grid / --generate / --stream")
+    if args.rounds < 1:
+        raise UserError(f"--rounds must be >= 1, got {args.rounds}")
+    if not args.arms_file.is_file():
+        raise UserError(f"--arms-file {args.arms_file}: no such file; give a compare.py arms file's path")
+    arms = load_arms_file(args.arms_file)
+    configs = {name: parse_config(args.config, cell_overrides(overrides, values)) for name, values in arms.items()}
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    for r in range(args.rounds):
+        order = list(arms) if r % 2 == 0 else list(reversed(arms))
+        for name in order:
+            print(f"\n[bench] round {r + 1}/{args.rounds}, arm {name}", flush=True)
+            times[name].append(bench_training(args, configs[name])["ms_per_iter"])
+            release_device_memory()
+    print_arms_table(times)
+    return 0
+
+
+def print_arms_table(times: dict[str, list[float]]) -> None:
+    """One Markdown row per arm: ms/iter in each round, their median, and the median over rounds of the
+    arm's ms/iter over the first arm's in the same round (> 1: a slower step)."""
+    first = next(iter(times.values()))
+    print("\n| arm | ms/iter, each round | median | step time ÷ first arm's (median of rounds) |")
+    print("|---|---|---|---|")
+    for name, ms in times.items():
+        ratio = statistics.median(m / f for m, f in zip(ms, first, strict=True))
+        each = " / ".join(f"{m:.1f}" for m in ms)
+        print(f"| {name} | {each} | {statistics.median(ms):.1f} | {ratio:.3f} |")
 
 
 def release_device_memory() -> None:

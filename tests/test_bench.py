@@ -116,6 +116,33 @@ def test_bench_grid_times_every_variant_and_tabulates_them(tmp_path, capsys, mon
     assert rows == [("True", "1"), ("True", "64"), ("False", "1"), ("False", "64")]
 
 
+def test_bench_arms_file_times_every_arm_each_round_in_alternating_order(tmp_path, capsys, monkeypatch):
+    """--arms-file times every arm once a round, the order reversed every other round, and tabulates each
+    arm's rounds, their median and its step time over the first arm's (1.000 for the first arm itself)."""
+    monkeypatch.setattr(bench, "checked_peak", lambda achieved, device, amp: Peak(1e11, "stub"))
+    arms = tmp_path / "arms.toml"
+    arms.write_text('[tied]\n"model.tie_embeddings" = true\n\n[untied]\n"model.tie_embeddings" = false\n')
+    short = ["--model.block_size=16", "--train.batch_size=2", "--iters", "1", "--warmup", "0"]
+    code = bench.main(tiny_bench_args(tmp_path, *short, "--arms-file", str(arms), "--rounds", "2"))
+    out = capsys.readouterr().out
+    assert code == 0
+    assert re.findall(r"^\[bench\] round (\d)/2, arm (\w+)$", out, re.M) == [
+        ("1", "tied"),
+        ("1", "untied"),
+        ("2", "untied"),
+        ("2", "tied"),
+    ]
+    rows = re.findall(r"^\| (\w+) \| [\d.]+ / [\d.]+ \| [\d.]+ \| ([\d.]+) \|$", out, re.M)
+    assert [name for name, _ in rows] == ["tied", "untied"] and rows[0][1] == "1.000"
+
+
+def test_bench_arms_file_is_refused_before_any_timing_when_missing(tmp_path, capsys):
+    """A missing arms file is one line naming it, exit 2, and nothing timed."""
+    code = bench.main(tiny_bench_args(tmp_path, "--arms-file", str(tmp_path / "none.toml")))
+    captured = capsys.readouterr()
+    assert code == 2 and "--arms-file" in captured.err and "ms/iter" not in captured.out
+
+
 def test_bench_profile_reports_the_matmul_share(tmp_path, capsys, monkeypatch):
     """--profile prints the share of the step's self time inside matmuls and the top ops."""
     monkeypatch.setattr(bench, "checked_peak", lambda achieved, device, amp: None)
