@@ -19,7 +19,8 @@ from helpers import tiny_compare_args
 import compare
 from experiment.ab import cli as ab_cli
 from core.errors import UserError
-from experiment.runs import launch
+from experiment.arms import define_arms
+from experiment.runs import commands, launch
 from experiment.runs import folders
 from experiment.ab import run as ab_run
 from experiment.runs.plan import Plan
@@ -145,6 +146,39 @@ def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, no_
     saved.write_text(json.dumps(old))
     with pytest.raises(UserError, match="train.max_skipped_steps"):
         ab_run.run_experiment(plan)
+
+
+def shared_and_own_plan(overrides: dict, args, defined: dict) -> Plan:
+    """A plan of the arms ``defined`` (name -> settings) over the fixture's config with ``overrides``."""
+    arm_set = define_arms(None, defined)
+    arms = list(defined)
+    return Plan(
+        config=args.config, overrides=overrides, arms=arms, reference=arms[0], seeds=1, name="exp", arm_set=arm_set
+    )
+
+
+def test_an_arms_own_setting_wins_over_the_shared_config_which_the_other_arms_keep(no_training, capsys):
+    """The command line sets model.dropout=0.1 for every arm; the arm that sets 0.2 trains with 0.2, the other
+    with 0.1, and one line says which arm takes which."""
+    args, overrides = no_training
+    overrides.setdefault("model", {})["dropout"] = 0.1
+    plan = shared_and_own_plan(overrides, args, {"base": {}, "more": {"model.dropout": 0.2}})
+    cfg, _, name = commands.prepare(plan)
+    cmds = commands.commands_for(plan, cfg, name)
+    assert cmds.expected("base", 0).model.dropout == 0.1 and cmds.expected("more", 0).model.dropout == 0.2
+    assert "the command line sets model.dropout=0.1: base trains with it; more with its own" in capsys.readouterr().out
+    commands.check_planned(plan, cmds)
+
+
+def test_two_arms_that_would_train_one_config_are_refused(no_training):
+    """An arm whose own value is the one the shared config gives the other arm trains the same run: refused
+    before anything trains, naming both."""
+    args, overrides = no_training
+    overrides.setdefault("model", {})["dropout"] = 0.1
+    plan = shared_and_own_plan(overrides, args, {"base": {}, "same": {"model.dropout": 0.1}})
+    cfg, _, name = commands.prepare(plan)
+    with pytest.raises(UserError, match="arms base and same would train the same config"):
+        commands.check_planned(plan, commands.commands_for(plan, cfg, name))
 
 
 def test_the_learning_rate_grid_may_grow_but_not_lose_points(tmp_path, no_training):

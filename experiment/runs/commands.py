@@ -118,7 +118,8 @@ def commands_for(plan: Plan, cfg: RunConfig, name: str) -> Commands:
 def prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
     """The experiment's config (vocab_size from the prepared data), its data and its folder name.
 
-    Raises :class:`UserError` when the config sets a key the arms set themselves.
+    The config and the command line set what every arm shares; an arm's own settings win over them.
+    Where both set a key, one line says which arms take the shared value and which their own.
     """
     cfg = parse_config(plan.config, plan.overrides)
     # The vocabulary comes from the data: prepare it once so sizing and every run agree on it.
@@ -126,16 +127,26 @@ def prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
     data.check_block_size(cfg.model.block_size)
     cfg = cfg.with_values(model={"vocab_size": data.vocab_size})
     defaults = flatten(RunConfig().to_dict())
-    set_here = {k: v for k, v in flatten(cfg.to_dict()).items() if k in plan.arm_set.keys and v != defaults[k]}
-    if set_here:  # each arm sets these itself; a config that sets one would give it to every arm
-        raise UserError(
-            f"{plan.config or 'the command line'} sets {', '.join(sorted(set_here))}, which the arms set "
-            "themselves: drop it and choose arms with --arms"
-        )
+    for key, value in flatten(cfg.to_dict()).items():
+        if key in plan.arm_set.keys and value != defaults[key]:
+            _say_shared(plan, key, value)
     stem = Path(plan.config).stem if plan.config else "default"
     suffix = f"{'-equal-params-' + plan.equal_params if plan.equal_params else ''}{'-tuned' if plan.lr_grid else ''}"
     suffix += "-budgets" if plan.budgets else ""
     return cfg, data, plan.name or f"{stem}-{_arms_name(plan)}{suffix}"
+
+
+def _say_shared(plan: Plan, key: str, value) -> None:
+    """One line for a key both the shared config and some arms set: who trains with which value."""
+    own = [arm for arm in plan.arms if key in plan.arm_set.settings[arm]]
+    shared = [arm for arm in plan.arms if arm not in own]
+    section, name = key.split(".", 1)
+    where = "the command line" if name in plan.overrides.get(section, {}) else plan.config
+    takers = f"{', '.join(shared)} {'trains' if len(shared) == 1 else 'train'} with it" if shared else "no arm uses it"
+    print(
+        f"[compare] {where} sets {key}={value}: {takers}; {', '.join(own)} with {'its' if len(own) == 1 else 'their'} own",
+        flush=True,
+    )
 
 
 def _arms_name(plan: Plan) -> str:
@@ -161,6 +172,17 @@ def check_planned(plan: Plan, cmds: Commands) -> None:
                 f"arm {arm} would differ from {plan.reference} in more than its own settings ({', '.join(unfair)}): "
                 "set them in the config every arm shares, or in the arm itself"
             )
+    same = [
+        (a, b)
+        for i, a in enumerate(plan.arms)
+        for b in plan.arms[i + 1 :]
+        if planned[a] == planned[b] and plan.arm_set.code(a) == plan.arm_set.code(b)
+    ]
+    if same:  # e.g. a shared config that gives every arm the one value an arm sets
+        a, b = same[0]
+        raise UserError(
+            f"arms {a} and {b} would train the same config with the same code: give them settings that differ"
+        )
     own = {arm: plan.arm_set.settings[arm] for arm in plan.arms}
     if folders.target_of(plan.outcome) is None:  # a race to a val loss lets each arm's recipe keep its own schedule
         schedules.check_planned({arm: cfg.train for arm, cfg in planned.items()}, plan.reference, own)
