@@ -55,6 +55,27 @@ def test_plan_line_counts_each_kind_of_run_and_labels_the_time_an_estimate(tmp_p
     )
 
 
+def test_plan_line_scales_each_arms_runs_by_its_steps(tmp_path):
+    """Arms of different lengths: a run of an arm with half the timed arm's steps counts as half a run."""
+    runs = [plan.PlannedRun(arm, f"{arm}-s0") for arm in ("long", "short")]
+    timing = (100.0, "a timed step")
+    line = plan.plan_line(
+        tmp_path,
+        runs,
+        ["train", "train"],
+        {"long": 10, "short": 10},
+        100,
+        timing,
+        "x",
+        scale={"long": 1.0, "short": 0.5},
+    )
+    # 1.5 runs at 100 s: 150 s.
+    assert "roughly 2 min (an estimate, from a timed step: 2 min a run, each arm's scaled by its steps)" in line
+    assert plan.steps_per_run(parse_config(None, {"train": {"max_iters": 50}}), 0) < plan.steps_per_run(
+        parse_config(None, {"train": {"max_iters": 100}}), 0
+    )
+
+
 def test_plan_line_with_nothing_left_says_so(tmp_path):
     """Every run finished: no time, no disk, 'nothing to train'."""
     _folder(tmp_path, "tied-s0", {"elapsed_s": 60})
@@ -107,6 +128,16 @@ def test_compare_prints_the_plan_line_and_the_bar_before_the_first_run(stop_at_f
     disk = (plan.arm_params(cfg, "tied") + plan.arm_params(cfg, "untied")) * 16
     assert f" and {disk / 1e3:.0f} kB of checkpoints for the 2 new runs" in line
     assert "[compare] experiment:   0%" in out and "0/2" in out
+
+
+def test_the_reference_line_says_what_better_means_under_the_outcome(stop_at_first_run, capsys):
+    """With --outcome tokens-to:2.5 the plan says an arm is better with fewer training tokens to val loss 2.5,
+    not with a lower loss."""
+    argv, reached = stop_at_first_run
+    with pytest.raises(reached):
+        compare.main([*argv, "--outcome", "tokens-to:2.5", "--margin", "0.02"])
+    out = capsys.readouterr().out
+    assert "(better: fewer training tokens to val loss 2.5 than tied)" in out and "lower loss" not in out
 
 
 def test_the_bar_counts_runs_done_over_the_experiment(tmp_path, capsys):

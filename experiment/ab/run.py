@@ -39,6 +39,7 @@ from experiment.runs.plan import (
     power_line,
     run_state,
     score,
+    steps_per_run,
     time_per_run,
 )
 from experiment.runs.record import ExperimentRecord, looks_record, remember_settings
@@ -125,7 +126,12 @@ def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.
     ]
     states = [run_state(cmds.out_dir, r) for r in runs]
     to_do = any(s in ("resume", "train") for s in states)
-    timing = time_per_run(cmds.out_dir, cmds.cfg, data.num_tokens("val")) if to_do else None
+    # Timed on the reference arm's own config; every other arm's runs scaled by their share of its steps.
+    ref_cfg, val_tokens = cmds.expected(plan.reference, 0), data.num_tokens("val")
+    timing = time_per_run(cmds.out_dir, ref_cfg, val_tokens) if to_do else None
+    scale = {
+        arm: steps_per_run(cmds.expected(arm, 0), val_tokens) / steps_per_run(ref_cfg, val_tokens) for arm in plan.arms
+    }
     what = f"{len(plan.arms)} arms x {plan.seeds} seed{'s' if plan.seeds != 1 else ''}"
     if plan.one_seed:
         what = f"{len(plan.arms)} arms x {len(plan.lr_grid)} learning rates to tune, then {what} at the tuned rates"
@@ -133,7 +139,7 @@ def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.
     elif plan.lr_grid:
         what += f" x {len(plan.lr_grid)} learning rates, every rate on every seed (read best against best)"
     params = {arm: arm_params(cmds.cfg, arm, plan.equal_params, plan.arm_set) for arm in plan.arms}
-    print(plan_line(cmds.out_dir, runs, states, params, cmds.cfg.train.max_iters, timing, what), flush=True)
+    print(plan_line(cmds.out_dir, runs, states, params, cmds.cfg.train.max_iters, timing, what, scale), flush=True)
     if plan.one_seed:  # said before anything trains, as the report and verdict.json will say it
         print(
             "[compare] exploratory: each arm's rate is picked on one tuning seed, so the verdicts will be labelled "
@@ -143,8 +149,8 @@ def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.
         )
     others = ", ".join(a for a in plan.arms if a != plan.reference)
     print(
-        f"[compare] reference: {plan.reference}; each verdict reads {others} against it (better: lower loss than "
-        f"{plan.reference}), and --fail-on gates on those verdicts",
+        f"[compare] reference: {plan.reference}; each verdict reads {others} against it (better: {_better(plan)} "
+        f"than {plan.reference}), and --fail-on gates on those verdicts",
         flush=True,
     )
     if plan.outcome == "loss":  # the spread it reads is of the final val loss
@@ -304,3 +310,14 @@ def experiment_runs(out_dir: Path) -> list[Path]:
     if not runs:
         raise UserError(f"experiment folder {out_dir} holds no run folders yet: run the command that made it")
     return runs
+
+
+def _better(plan: Plan) -> str:
+    """What "better" means under the plan's outcome, in words for the plan lines."""
+    kind, _, target = plan.outcome.partition(":")
+    return {
+        "loss": "a lower final val loss",
+        "tokens-per-s": "more tokens/s",
+        "tokens-to": f"fewer training tokens to val loss {target}",
+        "time-to": f"fewer training seconds to val loss {target}",
+    }[kind]

@@ -186,12 +186,14 @@ def plan_line(
     max_iters: int,
     timing: tuple[float | None, str] | None,
     what: str,
+    scale: dict[str, float] | None = None,
 ) -> str:
     """The one line compare.py prints before training: counts, estimated time and checkpoint disk.
 
     ``states``: each run's :func:`run_state`; ``params``: parameters per arm
     (:func:`arm_params`); ``timing``: from :func:`time_per_run`, or None when
-    nothing is left to train or resume; ``what``: how the runs come about.
+    nothing is left to train or resume; ``what``: how the runs come about; ``scale``: each arm's run
+    time over the timed one's (its share of the steps, :func:`steps_per_run`), 1 where not given.
     """
     count = {s: states.count(s) for s in ("finished", "adopted", "resume", "train")}
     line = (
@@ -202,8 +204,9 @@ def plan_line(
         return line + "; nothing to train"
     new = [r for r, s in zip(runs, states) if s == "train"]
     disk = sum(params[r.arm] for r in new) * CHECKPOINT_BYTES_PER_PARAM
-    left = count["train"] + sum(
-        1.0 if "*" in r.name else fraction_left(out_dir / r.name, max_iters)
+    scale = scale or {}
+    left = sum(scale.get(r.arm, 1.0) for r, s in zip(runs, states) if s == "train") + sum(
+        scale.get(r.arm, 1.0) * (1.0 if "*" in r.name else fraction_left(out_dir / r.name, max_iters))
         for r, s in zip(runs, states)
         if s == "resume"
     )
@@ -211,7 +214,8 @@ def plan_line(
     when = (
         f"no time estimate ({how})"
         if seconds is None
-        else f"roughly {duration(left * seconds)} (an estimate, from {how}: {duration(seconds)} a run)"
+        else f"roughly {duration(left * seconds)} (an estimate, from {how}: {duration(seconds)} a run"
+        + (", each arm's scaled by its steps)" if any(v != 1.0 for v in scale.values()) else ")")
     )
     return (
         line
