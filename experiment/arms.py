@@ -137,6 +137,14 @@ class ArmSet:
             nested.setdefault(section, {})[name] = value
         return overrides_to_argv(nested)
 
+    def with_shared(self, shared: dict[str, object]) -> ArmSet:
+        """Each arm with ``shared``'s value of every key it does not set itself (the experiment's config
+        sets them for every arm), its own settings first."""
+        return ArmSet(
+            {a: {**s, **{k: v for k, v in shared.items() if k not in s}} for a, s in self.settings.items()},
+            self.descriptions,
+        )
+
     def select(self, names: list[str]) -> ArmSet:
         """These arms alone, in this order (names checked by the caller)."""
         return ArmSet({n: self.settings[n] for n in names}, {n: d for n, d in self.descriptions.items() if n in names})

@@ -23,7 +23,7 @@ from experiment.arms import define_arms
 from experiment.runs import commands, launch
 from experiment.runs import folders
 from experiment.ab import run as ab_run
-from experiment.runs.plan import Plan
+from experiment.runs.plan import Plan, with_shared_config
 
 
 # ----------------------------------------------------------------------------- the command and its experiment folder
@@ -152,9 +152,10 @@ def shared_and_own_plan(overrides: dict, args, defined: dict) -> Plan:
     """A plan of the arms ``defined`` (name -> settings) over the fixture's config with ``overrides``."""
     arm_set = define_arms(None, defined)
     arms = list(defined)
-    return Plan(
+    plan = Plan(
         config=args.config, overrides=overrides, arms=arms, reference=arms[0], seeds=1, name="exp", arm_set=arm_set
     )
+    return with_shared_config(plan)  # as compare.py's command line builds it
 
 
 def test_an_arms_own_setting_wins_over_the_shared_config_which_the_other_arms_keep(no_training, capsys):
@@ -168,6 +169,7 @@ def test_an_arms_own_setting_wins_over_the_shared_config_which_the_other_arms_ke
     assert cmds.expected("base", 0).model.dropout == 0.1 and cmds.expected("more", 0).model.dropout == 0.2
     assert "the command line sets model.dropout=0.1: base trains with it; more with its own" in capsys.readouterr().out
     commands.check_planned(plan, cmds)
+    assert plan.arm_set.settings["base"] == {"model.dropout": 0.1}  # what it trains with names it in the report
 
 
 def test_two_arms_that_would_train_one_config_are_refused(no_training):

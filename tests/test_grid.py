@@ -51,6 +51,15 @@ def test_bad_axes_are_one_line_errors(text, match):
         parse_axes([text], NOT_ALLOWED)
 
 
+def test_an_axis_the_arms_set_is_refused_before_any_training(tmp_path, capsys):
+    """An arm's own value wins over a cell's, so an axis over a key an arm sets would change nothing in that
+    arm: refused in one line (exit 2) before anything is prepared or trained."""
+    argv = ["grid", "--config", "configs/debug.toml", "--arm", "base:", "--arm", "drop:model.dropout=0.1"]
+    code = compare.main([*argv, "--axis", "model.dropout=0.0,0.2", f"--train.out_dir={tmp_path}"])
+    assert code == 2 and "--axis model.dropout: the arms set it themselves" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 def test_an_invalid_cell_is_refused_before_any_training(tmp_path, capsys):
     """A value the config itself rejects (n_embd not a multiple of n_head) fails at once, naming the cell."""
     code = compare.main(

@@ -60,6 +60,9 @@ def main(argv: list[str], command: str) -> int:
     if args.margin_bpb is not None and not args.margin_bpb > 0:
         raise UserError(f"--margin-bpb must be > 0 bits per byte, got {args.margin_bpb}: e.g. --margin-bpb 0.02")
     plan = cli.plan_of(args, overrides)
+    armed = sorted({a.key for a in axes} & {k for arm in plan.arms for k in plan.arm_set.settings[arm]})
+    if armed:  # an arm's own value would win over the cell's: the axis would change nothing in that arm
+        raise UserError(f"--axis {armed[0]}: the arms set it themselves; vary it in the arms, or choose another axis")
     grid_dir, cells = run_grid(plan, axes, args.prompts, command)
     errors = {c.name: c.error for c in cells if c.error}
     cli.print_report(write_grid_report(grid_dir, errors, command, Readout(args.margin_bpb)), "grid report")

@@ -22,7 +22,7 @@ from pathlib import Path
 from core.errors import UserError
 from experiment import arms
 from experiment.arms import ARM_KEYS, ARMS, DEFAULT_ARMS, ArmSet, define_arms, load_arms_file, parse_arm, parse_arms
-from experiment.runs.plan import Plan
+from experiment.runs.plan import Plan, with_shared_config
 from experiment.runs.record import DEFAULT_MARGIN, EVERY_SEED, ONE_SEED
 from experiment.stats import sequential_looks
 from training.config import parse_cli
@@ -222,8 +222,12 @@ def parse_lr_grid(text: str | None) -> list[float]:
 
 
 def plan_of(args: argparse.Namespace, overrides: dict, **mode: object) -> Plan:
-    """What to train, from the shared options; ``mode`` adds a mode's own fields (budgets, adopt, outcome, ...)."""
-    return Plan(
+    """What to train, from the shared options; ``mode`` adds a mode's own fields (budgets, adopt, outcome, ...).
+
+    Each arm's settings are complete: a key the config sets and an arm does not is the arm's too
+    (:func:`~experiment.runs.plan.with_shared_config`).
+    """
+    plan = Plan(
         config=args.config,
         overrides=overrides,
         arms=args.arms,
@@ -239,6 +243,7 @@ def plan_of(args: argparse.Namespace, overrides: dict, **mode: object) -> Plan:
         lr_tuning=args.lr_tuning,
         **mode,
     )
+    return with_shared_config(plan)
 
 
 def title(arm_set: ArmSet, out_dir: Path) -> str:

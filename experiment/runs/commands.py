@@ -116,37 +116,16 @@ def commands_for(plan: Plan, cfg: RunConfig, name: str) -> Commands:
 
 
 def prepare(plan: Plan) -> tuple[RunConfig, TokenData, str]:
-    """The experiment's config (vocab_size from the prepared data), its data and its folder name.
-
-    The config and the command line set what every arm shares; an arm's own settings win over them.
-    Where both set a key, one line says which arms take the shared value and which their own.
-    """
+    """The experiment's config (vocab_size from the prepared data), its data and its folder name."""
     cfg = parse_config(plan.config, plan.overrides)
     # The vocabulary comes from the data: prepare it once so sizing and every run agree on it.
     data = TokenData(prepare_from_config(cfg.data))
     data.check_block_size(cfg.model.block_size)
     cfg = cfg.with_values(model={"vocab_size": data.vocab_size})
-    defaults = flatten(RunConfig().to_dict())
-    for key, value in flatten(cfg.to_dict()).items():
-        if key in plan.arm_set.keys and value != defaults[key]:
-            _say_shared(plan, key, value)
     stem = Path(plan.config).stem if plan.config else "default"
     suffix = f"{'-equal-params-' + plan.equal_params if plan.equal_params else ''}{'-tuned' if plan.lr_grid else ''}"
     suffix += "-budgets" if plan.budgets else ""
     return cfg, data, plan.name or f"{stem}-{_arms_name(plan)}{suffix}"
-
-
-def _say_shared(plan: Plan, key: str, value) -> None:
-    """One line for a key both the shared config and some arms set: who trains with which value."""
-    own = [arm for arm in plan.arms if key in plan.arm_set.settings[arm]]
-    shared = [arm for arm in plan.arms if arm not in own]
-    section, name = key.split(".", 1)
-    where = "the command line" if name in plan.overrides.get(section, {}) else plan.config
-    takers = f"{', '.join(shared)} {'trains' if len(shared) == 1 else 'train'} with it" if shared else "no arm uses it"
-    print(
-        f"[compare] {where} sets {key}={value}: {takers}; {', '.join(own)} with {'its' if len(own) == 1 else 'their'} own",
-        flush=True,
-    )
 
 
 def _arms_name(plan: Plan) -> str:

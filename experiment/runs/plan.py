@@ -42,11 +42,11 @@ from tqdm import tqdm
 from core.errors import UserError
 from experiment import stats
 from experiment.arms import PRESETS, ArmSet
-from experiment.runs.record import DEFAULT_MARGIN, EVERY_SEED, ONE_SEED
+from experiment.runs.record import DEFAULT_MARGIN, EVERY_SEED, ONE_SEED, flatten
 from experiment.style import duration, size
 from model.config import GPTConfig
 from model.gpt import GPT
-from training.config import RunConfig, TrainConfig
+from training.config import RunConfig, TrainConfig, parse_config
 from training.runs import Unreadable, read_metrics
 from training.run_files import RunFolder, runs_in
 
@@ -93,6 +93,36 @@ class PlannedRun:
     arm: str
     name: str
     adopt: bool = False  # it is to be adopted (``--adopt``), once its tuned learning rate is known
+
+
+def with_shared_config(plan: Plan) -> Plan:
+    """``plan`` with each arm's settings complete: the config and the command line set what every arm
+    shares, and an arm's own settings win over them.
+
+    Where both set a key, one line says which arms take the shared value and which their own, and the
+    arms that take it get it among their settings, so that their runs, ``experiment.json`` and the
+    report name each arm by what it trained with.
+    """
+    defaults = flatten(RunConfig().to_dict())
+    cfg = flatten(parse_config(plan.config, plan.overrides).to_dict())
+    keys = {k for arm in plan.arms for k in plan.arm_set.settings[arm]}
+    shared = {k: v for k, v in cfg.items() if k in keys and v != defaults[k]}
+    for key, value in shared.items():
+        _say_shared(plan, key, value)
+    return dataclasses.replace(plan, arm_set=plan.arm_set.with_shared(shared)) if shared else plan
+
+
+def _say_shared(plan: Plan, key: str, value) -> None:
+    """One line for a key both the shared config and some arms set: who trains with which value."""
+    own = [arm for arm in plan.arms if key in plan.arm_set.settings[arm]]
+    shared = [arm for arm in plan.arms if arm not in own]
+    section, name = key.split(".", 1)
+    where = "the command line" if name in plan.overrides.get(section, {}) else plan.config
+    takers = f"{', '.join(shared)} {'trains' if len(shared) == 1 else 'train'} with it" if shared else "no arm uses it"
+    print(
+        f"[compare] {where} sets {key}={value}: {takers}; {', '.join(own)} with {'its' if len(own) == 1 else 'their'} own",
+        flush=True,
+    )
 
 
 def run_state(out_dir: Path, run: PlannedRun) -> str:
