@@ -289,6 +289,20 @@ def test_the_tokens_to_target_outcome_names_runs_that_never_reached_it_first(tmp
     assert record["outcome"] == "tokens-to:3.25" and record["never_reached"] == {"model.dropout=0.1": [1339]}
 
 
+def test_an_arm_that_never_reaches_the_target_leaves_the_others_seeds_alone(tmp_path):
+    """tokens-to:3.25 with three arms: one never reaches it on any seed, so it has no verdict; the other is
+    still compared with the reference on all three seeds (a miss removes seeds from its own comparison only)."""
+    paths = [
+        fake_run(tmp_path, f"{arm}-s{s}", True, 1337 + s, final, settings={"model.dropout": p})
+        for s, finals in enumerate([(3.0, 2.8, 3.3), (3.0, 2.78, 3.31), (3.0, 2.81, 3.32)])
+        for arm, p, final in zip(("base", "drop", "high"), (0.0, 0.1, 0.2), finals)
+    ]
+    assert compare.main([str(x) for x in paths] + ["--outcome", "tokens-to:3.25", "--margin", "0.05"]) == 0
+    record = json.loads((tmp_path / "verdict.json").read_text())
+    assert record["never_reached"] == {"model.dropout=0.2": [1337, 1338, 1339]}
+    assert [(c["arm"], len(c["delta_per_seed"])) for c in record["comparisons"]] == [("model.dropout=0.1", 3)]
+
+
 def test_a_bad_outcome_is_one_error_line(capsys):
     """An outcome that is none of loss, tokens-per-s, tokens-to:<loss>, time-to:<loss> names the four."""
     assert compare.main(["--config", "configs/debug.toml", "--outcome", "tokens-to:soon"]) == 2

@@ -85,6 +85,11 @@ def outcome_value(run: Run, outcome: str) -> float:
     return run.score
 
 
+# The fewest seeds on which an arm and the reference both reached a target for a verdict on them (a paired t
+# interval needs 2).
+MIN_PAIRED = 2
+
+
 def never_reached(exp: Experiment) -> dict[str, list[int]]:
     """With a ``tokens-to`` or ``time-to`` outcome, each arm's seeds whose runs never reached the target ({} otherwise)."""
     if target_of(exp.outcome) is None:
@@ -107,22 +112,23 @@ def qualifications(exp: Experiment) -> list[stats.Qualification]:
 def comparisons(exp: Experiment) -> list[stats.Comparison]:
     """Each arm against the reference on the declared outcome, paired by seed; Holm-adjusted over the arms.
 
-    With a ``tokens-to`` outcome a run that never reached the target has no value: every arm is then
-    compared on the seeds where every arm's run reached it, and the report names the rest
+    With a ``tokens-to`` or ``time-to`` outcome a run that never reached the target has no value: each arm
+    is compared with the reference on the seeds where both runs reached it, an arm with fewer than
+    :data:`MIN_PAIRED` such seeds has no verdict, and the report names the runs that missed
     (:func:`never_reached`) first, as a pairing on the runs that reached it may favour either arm.
     """
-    if never_reached(exp):
-        missing = {s for seeds in never_reached(exp).values() for s in seeds}
-        kept = {arm: [r for r in members if r.seed not in missing] for arm, members in exp.runs.items()}
-        if len(kept[exp.reference]) < 1:
-            return []
-        exp = dataclasses.replace(exp, runs=kept, seeds=[s for s in exp.seeds if s not in missing])
-    ref = [outcome_value(r, exp.outcome) for r in exp.runs[exp.reference]]
-    found = [
-        stats.compare_paired(arm, exp.reference, [outcome_value(r, exp.outcome) for r in members], ref, exp.margin)
-        for arm, members in exp.runs.items()
-        if arm != exp.reference
-    ]
+    ref = {r.seed: outcome_value(r, exp.outcome) for r in exp.runs[exp.reference]}
+    found = []
+    for arm, members in exp.runs.items():
+        if arm == exp.reference:
+            continue
+        values = {r.seed: outcome_value(r, exp.outcome) for r in members}
+        seeds = [s for s in exp.seeds if math.isfinite(values.get(s, math.inf)) and math.isfinite(ref.get(s, math.inf))]
+        if len(seeds) < MIN_PAIRED:
+            continue
+        found.append(
+            stats.compare_paired(arm, exp.reference, [values[s] for s in seeds], [ref[s] for s in seeds], exp.margin)
+        )
     return stats.holm(found, exp.alpha)
 
 
