@@ -239,6 +239,27 @@ def test_ctrl_c_checkpoints_and_resume_is_bit_exact(tmp_path, corpus, monkeypatc
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
 
+def test_a_run_stopped_in_its_final_evaluation_resumes_to_its_summary(tmp_path, corpus, monkeypatch, capsys):
+    """Stopped after its last step, during the whole-split score (no summary yet): --resume trains no step,
+    scores and summarises the run, and its final val loss is an uninterrupted run's."""
+    args = tiny_args(tmp_path, corpus, "--train.max_iters=8")
+    assert train.main([*args, "--run-name", "ref"]) == 0
+
+    def stopped(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training.loop.Trainer, "final_evaluation", stopped)
+    assert train.main([*args, "--run-name", "cut"]) == 130
+    cut = tmp_path / "runs" / "cut"
+    assert load_checkpoint(cut / "ckpt_last.pt")["step"] == 8 and not (cut / "summary.json").exists()
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert train.main([f"--train.out_dir={tmp_path / 'runs'}", "--run-name", "cut", "--resume"]) == 0
+    summary = json.loads((cut / "summary.json").read_text())
+    ref = json.loads((tmp_path / "runs" / "ref" / "summary.json").read_text())
+    assert summary["final_val_loss"] == ref["final_val_loss"] and load_checkpoint(cut / "ckpt_last.pt")["step"] == 8
+
+
 def test_second_ctrl_c_aborts_at_once_keeping_the_last_checkpoint(tmp_path, corpus, monkeypatch, capsys):
     """Two Ctrl-Cs abort without waiting (exit 130); ckpt_last.pt still holds the last interval's step."""
     signal_at_call(monkeypatch, call=6, times=2)

@@ -32,7 +32,7 @@ from training.gpt2 import init_from_overrides
 from training.optim import build_optimizer
 from training.schedule import schedule_note
 from training.step import Setup, resolve_head_loss, wrap
-from training.run_files import LAST_CKPT
+from training.run_files import LAST_CKPT, RunFolder
 
 
 def setup_run(
@@ -285,7 +285,9 @@ def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int,
                     f"config.json says {full}={value!r} but {path} was trained with "
                     f"{saved.get(section, {}).get(key)!r}: restore config.json, or start a new run"
                 )
-    if ckpt["step"] >= cfg.train.max_iters:
+    # A run stopped after its last step (in its final evaluation, say) resumes to its end: no step to train,
+    # then the final evaluation and the summary.  Only a finished run is refused.
+    if ckpt["step"] > cfg.train.max_iters or (ckpt["step"] == cfg.train.max_iters and RunFolder(path.parent).finished):
         raise UserError(
             f"{path} is at step {ckpt['step']}, already >= train.max_iters={cfg.train.max_iters}: "
             f"pass --train.max_iters=N with N > {ckpt['step']} to train further"
