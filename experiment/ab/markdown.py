@@ -145,7 +145,7 @@ def _never_reached_line(exp: Experiment) -> str | None:
     who = "; ".join(f"{arm} on seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}" for arm, s in missing.items())
     return (
         f"**Never reached val loss {exp.outcome.split(':')[1]}:** {who}. Each comparison below leaves out the "
-        "seeds where its arm or the reference missed, and an arm with fewer than 2 seeds left has no verdict; a "
+        "seeds where its arm or the reference missed, and an arm with no seed left has no verdict; a "
         "run that never reached it needed more tokens than any that did, so the comparison on the other seeds "
         "may favour the arm that missed more. Train longer or choose a higher target."
     )

@@ -85,11 +85,6 @@ def outcome_value(run: Run, outcome: str) -> float:
     return run.score
 
 
-# The fewest seeds on which an arm and the reference both reached a target for a verdict on them (a paired t
-# interval needs 2).
-MIN_PAIRED = 2
-
-
 def never_reached(exp: Experiment) -> dict[str, list[int]]:
     """With a ``tokens-to`` or ``time-to`` outcome, each arm's seeds whose runs never reached the target ({} otherwise)."""
     if target_of(exp.outcome) is None:
@@ -113,8 +108,8 @@ def comparisons(exp: Experiment) -> list[stats.Comparison]:
     """Each arm against the reference on the declared outcome, paired by seed; Holm-adjusted over the arms.
 
     With a ``tokens-to`` or ``time-to`` outcome a run that never reached the target has no value: each arm
-    is compared with the reference on the seeds where both runs reached it, an arm with fewer than
-    :data:`MIN_PAIRED` such seeds has no verdict, and the report names the runs that missed
+    is compared with the reference on the seeds where both runs reached it, an arm with no such seed has
+    no verdict, and the report names the runs that missed
     (:func:`never_reached`) first, as a pairing on the runs that reached it may favour either arm.
     """
     ref = {r.seed: outcome_value(r, exp.outcome) for r in exp.runs[exp.reference]}
@@ -124,7 +119,7 @@ def comparisons(exp: Experiment) -> list[stats.Comparison]:
             continue
         values = {r.seed: outcome_value(r, exp.outcome) for r in members}
         seeds = [s for s in exp.seeds if math.isfinite(values.get(s, math.inf)) and math.isfinite(ref.get(s, math.inf))]
-        if len(seeds) < MIN_PAIRED:
+        if not seeds:
             continue
         found.append(
             stats.compare_paired(arm, exp.reference, [values[s] for s in seeds], [ref[s] for s in seeds], exp.margin)
