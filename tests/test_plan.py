@@ -76,6 +76,16 @@ def test_plan_line_scales_each_arms_runs_by_its_steps(tmp_path):
     )
 
 
+def test_a_resumed_run_counts_the_share_left_of_its_own_steps(tmp_path):
+    """A run stopped at step 100 of its own 200 (config.json) has half of it left, whatever length the
+    experiment's shared config gives: 100 of 2000 would count it as 95% left."""
+    run = _folder(tmp_path, "short-s0", ckpt=True, step=100)
+    (run / "config.json").write_text(json.dumps({"train": {"max_iters": 200}}))
+    assert plan.fraction_left(run, 2000) == 0.5
+    (run / "config.json").write_text("{not json")
+    assert plan.fraction_left(run, 2000) == 0.95  # an unreadable config: the shared length is the guess
+
+
 def test_plan_line_with_nothing_left_says_so(tmp_path):
     """Every run finished: no time, no disk, 'nothing to train'."""
     _folder(tmp_path, "tied-s0", {"elapsed_s": 60})

@@ -140,11 +140,19 @@ def run_state(out_dir: Path, run: PlannedRun) -> str:
 
 
 def fraction_left(run_dir: Path, max_iters: int) -> float:
-    """The share of ``max_iters`` an unfinished run still has to train, read from its last metrics row (1 if none)."""
+    """The share of its steps an unfinished run still has to train, read from its last metrics row (1 if none).
+
+    Its steps are its own ``config.json``'s ``train.max_iters`` (arms may differ in length), else ``max_iters``.
+    """
+    folder = RunFolder(run_dir)
     try:
-        rows = read_metrics(RunFolder(run_dir).metrics_path)
+        rows = read_metrics(folder.metrics_path)
     except Unreadable:
         return 1.0
+    try:
+        max_iters = int(folder.config["train"]["max_iters"])
+    except (UserError, KeyError, TypeError, ValueError):
+        pass  # an older or damaged folder: the experiment's length is the best guess
     done = max((r["step"] for r in rows), default=0)
     return min(1.0, max(0.0, 1 - done / max(1, max_iters)))
 
