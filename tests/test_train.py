@@ -198,6 +198,22 @@ def test_resume_equals_uninterrupted(tmp_path, corpus, extra):
         assert ckpt["tie_embeddings"] is False and set(ckpt["optimizer"]) == {"adamw", "muon"}
 
 
+def test_evaluating_less_often_trains_the_same_weights(tmp_path, corpus):
+    """Evaluations read fixed windows and draw no random numbers, so how often a run evaluates (and whether
+    it prints a sample) leaves every training loss and the final weights bit for bit the same, dropout on:
+    a speedrun config may evaluate only at its last step and keep its predecessor's outcomes."""
+    common = tiny_args(tmp_path, corpus, "--model.dropout=0.1", "--train.max_iters=8")
+    assert train.main([*common, "--run-name", "often", "--train.eval_interval=2"]) == 0
+    assert train.main([*common, "--run-name", "once", "--train.eval_interval=8", "--train.sample_tokens=20"]) == 0
+    often, once = tmp_path / "runs" / "often", tmp_path / "runs" / "once"
+    assert [r["train_loss"] for r in train_rows(once)] == [r["train_loss"] for r in train_rows(often)]
+    a = load_checkpoint(often / "ckpt_last.pt")["model"]
+    b = load_checkpoint(once / "ckpt_last.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    summaries = [json.loads((run / "summary.json").read_text()) for run in (often, once)]
+    assert summaries[0]["final_val_loss"] == summaries[1]["final_val_loss"]
+
+
 def test_resume_refuses_changing_the_maths(tmp_path, corpus, capsys):
     """--resume with a new learning rate is refused: it would silently change the run."""
     assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=2", "--run-name", "r")) == 0
