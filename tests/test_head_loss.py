@@ -202,7 +202,7 @@ def test_head_loss_setting_is_checked():
 
 
 def test_a_new_run_records_which_loss_path_ran(tmp_path):
-    """train.head_loss='auto' is resolved when a run starts: on a CPU config.json says 'chunked'."""
+    """train.head_loss='auto' is resolved when a run starts, and config.json says which path ran; an explicit choice stays."""
     from training.step import resolve_head_loss
 
     cfg = resolve_head_loss(parse_config(None, {"train": {"device": "cpu"}}), torch.device("cpu"))
@@ -211,6 +211,23 @@ def test_a_new_run_records_which_loss_path_ran(tmp_path):
         parse_config(None, {"train": {"device": "cpu", "head_loss": "logits"}}), torch.device("cpu")
     )
     assert cfg.train.head_loss == "logits"
+
+
+def test_auto_chunks_only_logits_larger_than_one_slice():
+    """'auto' on a CPU: chunked where a micro-batch's logits exceed one slice (GPT-2's vocabulary), logits where
+    they fit in one (characters: chunking would save no memory and costs time); logits on CUDA either way."""
+    from training.step import resolve_head_loss
+
+    def resolved(vocab_size: int, device: str, batch_size: int = 8) -> str:
+        cfg = parse_config(None, {"model": {"vocab_size": vocab_size}, "train": {"batch_size": batch_size}})
+        return resolve_head_loss(cfg, torch.device(device)).train.head_loss
+
+    assert resolved(50257, "cpu") == "chunked"
+    assert resolved(65, "cpu") == "logits"
+    rows = head_loss.SLICE_ELEMENTS // 65  # the most rows one slice of a 65-token head holds
+    assert resolved(65, "cpu", batch_size=rows // 128) == "logits"
+    assert resolved(65, "cpu", batch_size=rows // 128 + 1) == "chunked"
+    assert resolved(50257, "cuda") == "logits"
 
 
 def test_a_run_saved_before_head_loss_existed_resumes_on_the_logits_path(tmp_path):

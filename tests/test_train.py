@@ -100,6 +100,15 @@ def test_cli_bools_parse():
 # ---------------------------------------------------------------- runs
 
 
+def test_auto_head_loss_is_resolved_for_the_datas_vocabulary(tmp_path, corpus):
+    """'auto' is resolved with the data's vocabulary, not the config's default: at batch 12 x block 32 a
+    character head's logits fit one slice (a 50,257-token head's would not), so config.json says 'logits'."""
+    args = tiny_args(tmp_path, corpus, "--train.max_iters=1", "--train.batch_size=12", "--run-name", "r")
+    assert train.main(args) == 0
+    cfg = json.loads((tmp_path / "runs" / "r" / "config.json").read_text())
+    assert cfg["model"]["vocab_size"] < 100 and cfg["train"]["head_loss"] == "logits"
+
+
 def test_run_folder_contents(tmp_path, corpus):
     """A run writes config.json, env.json, metrics.jsonl, both checkpoints and the tokenizer."""
     assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--run-name", "r")) == 0

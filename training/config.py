@@ -127,7 +127,7 @@ class TrainConfig:
     compile: bool = doc_field(False, "Wrap the model in torch.compile (faster on GPU; the first steps are slow).")
     head_loss: str = doc_field(
         "auto",
-        "How the loss meets the head: 'logits' builds all (B, T, vocab_size) logits, then nn.CrossEntropyLoss (nanoGPT); 'chunked' computes lm_head and the cross-entropy, with their gradients, a slice of rows at a time and never holds all logits (far less memory, the same speed on a CPU within noise); 'fused' is Liger-Kernel's fused linear cross-entropy (CUDA only, pip install liger-kernel; much less memory, slower: for a step that would not fit otherwise; measured in results/README.md); 'auto' is chunked on CPU, logits elsewhere. Resolved and saved with the run. The same loss up to float rounding.",
+        "How the loss meets the head: 'logits' builds all (B, T, vocab_size) logits, then nn.CrossEntropyLoss (nanoGPT); 'chunked' computes lm_head and the cross-entropy, with their gradients, a slice of rows at a time and never holds all logits (far less memory, the same speed on a CPU within noise); 'fused' is Liger-Kernel's fused linear cross-entropy (CUDA only, pip install liger-kernel; much less memory, slower: for a step that would not fit otherwise; measured in results/README.md); 'auto' is chunked on a CPU when a micro-batch's logits (batch_size x block_size x vocab_size) would exceed one 16M-value slice, logits otherwise and elsewhere. Resolved and saved with the run. The same loss up to float rounding.",
     )
     pad_vocab_multiple: int = doc_field(
         0,

@@ -220,7 +220,6 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
     """
     device = ddp.init(dist, cfg.train.device) or hardware.pick_device(cfg.train.device)
     amp_dtype = hardware.autocast_dtype(device, cfg.train.dtype)
-    cfg = resolve_head_loss(cfg, device)
     if device.type == "cpu":
         hardware.keep_freed_memory_on_cpu()
     data_dir = ddp.on_main(lambda: prepare_from_config(cfg.data), dist)  # one writer for the cache
@@ -233,7 +232,7 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
             f"{tokenizer.vocab_size} tokens: re-run python -m data.prepare --source {shlex.quote(cfg.data.source)} "
             f"--tokenizer {cfg.data.tokenizer} --force"
         )
-    cfg = cfg.with_values(model={"vocab_size": data.vocab_size})
+    cfg = resolve_head_loss(cfg.with_values(model={"vocab_size": data.vocab_size}), device)
     tc = cfg.train
     model = new_model(cfg).to(device)
     optimizer = build_optimizer(model, tc, device, amp_dtype)

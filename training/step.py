@@ -27,6 +27,7 @@ from core import hardware
 from core.errors import UserError
 from data.loader import TokenData
 from model.gpt import GPT
+from model.head_loss import SLICE_ELEMENTS
 from training import ddp
 from training.config import RunConfig
 from training.optim import MuonAdamW
@@ -53,20 +54,27 @@ class StepResult(NamedTuple):
 
 
 def chunked_loss(cfg: RunConfig, device: torch.device) -> bool:
-    """Whether ``train.head_loss`` computes the loss without all logits on ``device`` ('auto': chunked on a CPU).
+    """Whether ``train.head_loss`` computes the loss without all logits on ``device``.
 
-    See :func:`model.head_loss.linear_cross_entropy` ('chunked') and
+    'auto': chunked on a CPU when a micro-batch's logits (``batch_size * block_size * vocab_size``)
+    would fill more than one slice of :data:`model.head_loss.SLICE_ELEMENTS` -- with one slice,
+    chunking saves no memory, and its own backward cost a 65-character speedrun record's step
+    0.3-5.7% in three interleaved measurements (``results/speedrun-cpu-2026-11-27/step-times``).  See
+    :func:`model.head_loss.linear_cross_entropy` ('chunked') and
     :func:`model.head_loss.fused_linear_cross_entropy` ('fused'); 'logits' builds all logits first.
     """
-    mode = cfg.train.head_loss
-    return mode in ("chunked", "fused") or (mode == "auto" and device.type == "cpu")
+    mode, tc = cfg.train.head_loss, cfg.train
+    if mode == "auto":
+        return device.type == "cpu" and tc.batch_size * cfg.model.block_size * cfg.model.vocab_size > SLICE_ELEMENTS
+    return mode in ("chunked", "fused")
 
 
 def resolve_head_loss(cfg: RunConfig, device: torch.device) -> RunConfig:
     """``cfg`` with ``train.head_loss='auto'`` and ``train.pad_vocab_multiple=0`` resolved for ``device`` (a new config).
 
-    So config.json says which ran.  'auto' head loss: chunked on a CPU, logits elsewhere.  Auto
-    padding: 64 on CUDA (aligned matmul sizes pay there), 1 (none) elsewhere.  Raises
+    So config.json says which ran.  'auto' head loss: :func:`chunked_loss` (chunked on a CPU when
+    the logits are more than one slice, logits otherwise); ``cfg.model.vocab_size`` must be the
+    data's.  Auto padding: 64 on CUDA (aligned matmul sizes pay there), 1 (none) elsewhere.  Raises
     :class:`UserError` for 'fused' off CUDA.
     """
     tc = cfg.train
