@@ -27,7 +27,7 @@ from core import hardware
 from core.errors import UserError
 from data.loader import TokenData
 from model.gpt import GPT
-from model.head_loss import SLICE_ELEMENTS
+from model.head_loss import slice_rows
 from training import ddp
 from training.config import RunConfig
 from training.optim import MuonAdamW
@@ -57,16 +57,16 @@ def chunked_loss(cfg: RunConfig, device: torch.device) -> bool:
     """Whether ``train.head_loss`` computes the loss without all logits on ``device``.
 
     'auto': chunked on a CPU when a micro-batch's logits (``batch_size * block_size * vocab_size``)
-    would fill more than one slice of :data:`model.head_loss.SLICE_ELEMENTS` -- with one slice,
+    would fill more than one slice (:func:`model.head_loss.slice_rows`) -- with one slice,
     chunking saves no memory, and its own backward cost a 65-character speedrun record's step
     0.3-5.7% in three interleaved measurements (``results/speedrun-cpu-2026-11-27/step-times``).  See
     :func:`model.head_loss.linear_cross_entropy` ('chunked') and
     :func:`model.head_loss.fused_linear_cross_entropy` ('fused'); 'logits' builds all logits first.
     """
-    mode, tc = cfg.train.head_loss, cfg.train
-    if mode == "auto":
-        return device.type == "cpu" and tc.batch_size * cfg.model.block_size * cfg.model.vocab_size > SLICE_ELEMENTS
-    return mode in ("chunked", "fused")
+    tc = cfg.train
+    if tc.head_loss == "auto":  # the rows of a micro-batch against the rows one slice holds
+        return device.type == "cpu" and tc.batch_size * cfg.model.block_size > slice_rows(cfg.model.vocab_size)
+    return tc.head_loss in ("chunked", "fused")
 
 
 def resolve_head_loss(cfg: RunConfig, device: torch.device) -> RunConfig:
