@@ -7,6 +7,7 @@ error for a checkout whose data is not prepared.
 Run: ``python -m pytest -q tests/test_benchmarks.py``  (CPU, offline, seconds).
 """
 
+import json
 import sys
 
 from benchmarks import nanogpt_char
@@ -64,3 +65,28 @@ def test_two_records_with_one_label_are_refused_before_any_run(tmp_path, capsys)
     assert "share the label" in capsys.readouterr().err and not (tmp_path / "out").exists()
     assert nanogpt_char.record_label(tmp_path / "a" / "record.toml") == "a/record.toml"
     assert nanogpt_char.record_label(tmp_path / "b" / "fast.toml") == "fast"
+
+
+def test_seconds_to_the_target_is_the_first_eval_at_or_below_it():
+    """The seconds-to column reads the first evaluation at or below the target, not a later or interpolated one;
+    a curve that never gets there has none."""
+    curve = [(10.0, 0, 4.2), (20.0, 250, 1.9), (30.0, 500, 1.88), (40.0, 750, 1.85)]
+    assert nanogpt_char.seconds_to(curve, 1.88) == 30.0
+    assert nanogpt_char.seconds_to(curve, 1.8) is None
+
+
+def test_a_failed_program_is_reported_and_the_race_goes_on(tmp_path, monkeypatch, capsys):
+    """A program that exits with an error costs its own round only: the others still run and are timed, race.json
+    (rewritten after each program) records the failure, the table marks it, and the exit status is 1."""
+    nano = tmp_path / "nanoGPT"
+    (nano / "data" / "shakespeare_char").mkdir(parents=True)
+    (nano / "data" / "shakespeare_char" / "train.bin").write_bytes(b"")
+    (nano / "train.py").write_text("print('step 10: train loss 2.0, val loss 1.5')\n")
+    broken = nanogpt_char.Recipe(nanogpt_args=(), tinygpt_config="no/such/config.toml", tinygpt_args=(), target=1.6)
+    monkeypatch.setitem(nanogpt_char.RECIPES, "cpu", broken)
+    assert nanogpt_char.main(["--nanogpt", str(nano), "--out", str(tmp_path / "out"), "--rounds", "1"]) == 1
+    race = json.loads((tmp_path / "out" / "race.json").read_text())
+    assert race["target"] == 1.6 and race["programs"]["tinygpt"]["failed"] == [1]
+    assert race["programs"]["nanoGPT"]["curves"][0][0][1:] == [10, 1.5]
+    out = capsys.readouterr().out
+    assert "round 1: tinygpt failed" in out and "| tinygpt | failed (round 1) | n/a |" in out
