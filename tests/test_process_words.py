@@ -8,13 +8,16 @@ on theirs.  This test scans every text file git tracks and names each offending 
 The words have legitimate technical uses, allowed by name (:data:`ALLOWED`): pytest's
 ``scope="session"``, ``subprocess``'s ``start_new_session`` (a POSIX session), an ssh session,
 rebuilding "from scratch".  Seed indices in run names (``tied-lr0.002-s3``) are not process words;
-names built from a working period are (``default-s9``, ``s10/``, ``-s5-superseded``).
+names built from a working period are (``default-s9``, ``s10/``, ``-s5-superseded``).  Inside an
+experiment folder, the names ``compare.py`` gives its runs (``ARM-sI``: an arm its
+``experiment.json`` declares, a seed index it ran) are seed indices too, whatever the arm is called.
 
 Run: ``python -m pytest -q tests/test_process_words.py``  (seconds).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -37,11 +40,14 @@ FORBIDDEN = {
 ALLOWED = ('scope="session"', "scope='session'", "start_new_session", "posix session", "ssh session", "from scratch")
 
 
-def offences(text: str) -> list[tuple[int, str, str]]:
-    """``(line number, what, line)`` for every line of ``text`` holding a forbidden word or path."""
+def offences(text: str, run_names: frozenset[str] = frozenset()) -> list[tuple[int, str, str]]:
+    """``(line number, what, line)`` for every line of ``text`` holding a forbidden word or path; ``run_names``
+    (an experiment's own run names) are allowed in it."""
     found = []
     for number, line in enumerate(text.splitlines(), 1):
         checked = line
+        for name in run_names:
+            checked = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])", "", checked)
         for phrase in ALLOWED:
             checked = re.sub(re.escape(phrase), "", checked, flags=re.IGNORECASE)
         found += [(number, what, line.strip()) for what, pattern in FORBIDDEN.items() if pattern.search(checked)]
@@ -70,6 +76,20 @@ def tracked_text_files() -> list[Path]:
     return files
 
 
+def experiment_run_names(path: Path) -> frozenset[str]:
+    """The run names ``compare.py`` gives the runs of the experiment folder holding ``path`` (``ARM-sI`` for
+    each arm its ``experiment.json`` declares and each seed index it ran); empty outside such a folder."""
+    for folder in path.parents:
+        declared = folder / "experiment.json"
+        if folder == REPO:
+            return frozenset()
+        if declared.is_file():
+            experiment = json.loads(declared.read_text(encoding="utf-8"))
+            seeds = max((look.get("seeds", 0) for look in experiment.get("looks", [])), default=0)
+            return frozenset(f"{arm}-s{i}" for arm in experiment.get("arms", {}) for i in range(seeds))
+    return frozenset()
+
+
 def test_no_tracked_file_holds_process_words_or_machine_paths():
     """No tracked text file holds a working-period word, a ticket number, a throwaway-work word, a run or
     folder name built from them, or an absolute path of a machine (the allowed technical uses aside)."""
@@ -78,7 +98,7 @@ def test_no_tracked_file_holds_process_words_or_machine_paths():
     bad = [
         f"{p.relative_to(REPO)}:{n}: {what}: {line[:120]}"
         for p in files
-        for n, what, line in offences(p.read_text(encoding="utf-8"))
+        for n, what, line in offences(p.read_text(encoding="utf-8"), experiment_run_names(p))
     ]
     assert not bad, "\n".join(bad)
 
@@ -122,3 +142,11 @@ def test_the_scan_catches_a_planted_line(line):
 def test_the_scan_allows_the_technical_uses(line):
     """The technical uses named in ALLOWED, and seed indices in run names, are not reported."""
     assert offences(line) == []
+
+
+def test_an_experiments_own_run_names_are_seed_indices(tmp_path):
+    """``default-s2`` is a run name compare.py gave inside an experiment whose arms include ``default`` and that
+    ran 3 seeds, so it passes there; a seed index it never ran, or the same name outside, is still reported."""
+    names = frozenset({"default-s0", "default-s1", "default-s2"})
+    assert offences('"run_name": "default-s2",', names) == []
+    assert offences('"run_name": "default-s9",', names) and offences('"run_name": "default-s2",')
