@@ -76,6 +76,15 @@ def report_parser() -> argparse.ArgumentParser:
         metavar="KEY=V1,V2,...",
         help="A grid folder's slope of Δ bpb on embedding share over the cells with these axis values (repeatable).",
     )
+    p.add_argument(
+        "--beside",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FOLDER",
+        help="A budgets folder's report draws another budgets experiment's Δ against tokens beside its own, "
+        "e.g. the same question under another recipe (repeatable).",
+    )
     p.add_argument("--report-dir", type=Path, help="Where report.md goes for run folders (default: their parent).")
     p.add_argument("--prompt", action="append", help="Prompt for the side-by-side samples (repeatable).")
     p.add_argument(
@@ -105,7 +114,8 @@ def report(argv: list[str], command: str) -> int:
         print_report(write_grid_report(folder, command=command, readout=readout), "grid report")
         return 0
     if kind == "budget":
-        print_report(write_budget_report(folder, args.reference or "tied", command), "budget report")
+        report_path = write_budget_report(folder, args.reference or "tied", command, beside=args.beside)
+        print_report(report_path, "budget report")
         return 0
     c = ab_cli.given_runs(
         args.runs, margin=args.margin, outcome=args.outcome, reference=args.reference, report_dir=args.report_dir
@@ -124,12 +134,13 @@ def _refuse_options(args: argparse.Namespace, kind: str) -> None:
         "--contrast": args.contrast,
         "--slope-within": args.slope_within,
         "--report-dir": args.report_dir,
+        "--beside": args.beside,
         "--prompt": args.prompt,
         "--fail-on": args.fail_on,
     }
     applies = {
         "grid": ("--margin-bpb", "--contrast", "--slope-within"),
-        "budget": ("--reference",),
+        "budget": ("--reference", "--beside"),
         "ab": ("--reference", "--margin", "--outcome", "--margin-bpb", "--report-dir", "--prompt", "--fail-on"),
     }[kind]
     wrong = [flag for flag, value in given.items() if value not in (None, []) and flag not in applies]

@@ -688,6 +688,44 @@ def test_compare_on_a_budget_folder_writes_its_report(tmp_path, capsys):
     assert "# Does the answer change with the training budget?" in out and "budget report:" in out
 
 
+def _small_record(root: Path, gain: float) -> None:
+    """A budgets experiment at 0.5M, 2 seeds and 2 rates, where untied beats tied by about ``gain`` bpb."""
+    for s in range(2):
+        for lr in (1e-3, 2e-3):
+            _branch(root, "0.5M", "tied", lr, 1337 + s, 3.0 + s / 100)
+            _branch(root, "0.5M", "untied", lr, 1337 + s, 3.0 + s / 100 - gain + 0.002 * s)
+    (root / "experiment.json").write_text(json.dumps({"budgets": [500_000], "margin": 0.01}))
+
+
+def test_a_budget_report_draws_another_record_beside_its_own(tmp_path, capsys):
+    """``compare.py report A --beside B``: A's report gains a section naming B and one figure with both records'
+    Δ at each budget, one series a record; B's own report is not written."""
+    _small_record(tmp_path / "muon", gain=0.02)
+    _small_record(tmp_path / "adamw", gain=-0.03)
+    assert compare.main([str(tmp_path / "muon"), "--beside", str(tmp_path / "adamw")]) == 0
+    md = (tmp_path / "muon" / "report.md").read_text()
+    assert "## Beside adamw" in md and "](delta_vs_tokens_beside.png)" in md
+    assert (tmp_path / "muon" / "delta_vs_tokens_beside.png").is_file() and not (
+        tmp_path / "adamw" / "report.md"
+    ).exists()
+    muon = budget_readout.readout(tmp_path / "muon", [500_000], "tied", 0.01, with_recorded(None))
+    adamw = budget_readout.readout(tmp_path / "adamw", [500_000], "tied", 0.01, with_recorded(None))
+    fig = budget_markdown.beside_figure([("muon", muon), ("adamw", adamw)])
+    (ax,) = fig.axes
+    assert len(ax.containers) == 2 and ax.get_title() == "untied − tied"
+    assert [round(float(c.lines[0].get_ydata()[0]), 3) for c in ax.containers] == [-0.019, 0.031]
+
+
+def test_a_beside_folder_that_is_no_budgets_experiment_is_refused_before_the_report_is_written(tmp_path, capsys):
+    """A ``--beside`` folder without a budgets experiment exits 2 naming it, and leaves A's earlier report as it was."""
+    _small_record(tmp_path / "muon", gain=0.02)
+    assert compare.main([str(tmp_path / "muon")]) == 0
+    before = (tmp_path / "muon" / "report.md").read_text()
+    (tmp_path / "empty").mkdir()
+    assert compare.main([str(tmp_path / "muon"), "--beside", str(tmp_path / "empty")]) == 2
+    assert "--beside" in capsys.readouterr().err and (tmp_path / "muon" / "report.md").read_text() == before
+
+
 @pytest.mark.slow
 def test_compare_budgets_trains_trunks_and_branches_two_at_a_time_and_reuses_them(tmp_path, capsys):
     """Tied, untied and tie-untie-cooldown at 2 budgets, 2 seeds, --jobs 2: a branch folder per budget,

@@ -31,6 +31,7 @@ from experiment.runs.record import EXPERIMENT_FILE, ExperimentRecord
 matplotlib.use("Agg")
 
 DELTA_FIGURE = "delta_vs_tokens.png"
+BESIDE_FIGURE = "delta_vs_tokens_beside.png"
 TRUNK_FIGURE = "trunks.png"
 EPOCH_TICKS = [0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50]
 REPORT = "report.md"
@@ -102,6 +103,54 @@ def delta_figure(ro: BudgetReadout) -> Figure | None:
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize="small")
     return fig
+
+
+def beside_figure(readouts: list[tuple[str, BudgetReadout]]) -> Figure | None:
+    """Several records' Δ (arm − reference, bpb) against training tokens, log-x: one panel per arm, one colour
+    per record, each budget's best against best with its 95% jackknife interval; the first record's margin
+    shaded.  Does an answer carry from one recipe to another?  None when no record has a budget read.
+    """
+    shown = [(name, ro) for name, ro in readouts if ro.rows]
+    if not shown:
+        return None
+    arms = list(dict.fromkeys(a for _, ro in shown for a in ro.arms))
+    fig = Figure(figsize=(5.2 * len(arms), 4.6), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(arms), sharey=True))
+    ticks = {row.tokens: row.budget for _, ro in shown for row in ro.rows}
+    margin, reference = shown[0][1].margin, shown[0][1].reference
+    for ax, arm in zip(axes, arms):
+        ax.axhspan(-margin, margin, color="0.9", label=f"±{margin:g} bpb ({shown[0][0]}'s margin)")
+        ax.axhline(0, color="0.4", linewidth=0.8)
+        for k, (name, ro) in enumerate(shown):
+            rows = [row for row in ro.rows if arm in row.best]
+            if not rows:
+                continue
+            d = np.array([row.best[arm].delta for row in rows])
+            err = [d - [row.best[arm].ci[0] for row in rows], [row.best[arm].ci[1] for row in rows] - d]
+            xs = np.array([row.tokens for row in rows], dtype=float)
+            seeds = "/".join(map(str, sorted({len(row.seeds[arm]) for row in rows})))
+            shift = xs * (1 + 0.04 * (k - (len(shown) - 1) / 2))  # side by side, not on top of each other
+            ax.errorbar(shift, d, yerr=err, marker="o", capsize=3, color=f"C{k}", label=f"{name} ({seeds} seeds)")
+        ax.set_xscale("log")
+        ax.set_xticks(list(ticks), list(ticks.values()), minor=False)
+        ax.set_xticks([], minor=True)
+        ax.set(xlabel="training tokens (log)", title=f"{arm} − {reference}")
+        ax.grid(True, which="both", alpha=0.25)
+    axes[0].set_ylabel("Δ final val bits per byte, best vs best")
+    axes[-1].legend(fontsize="small")
+    return fig
+
+
+def read_beside(folders: list[Path], reference: str) -> list[tuple[str, BudgetReadout]]:
+    """Each budget experiment in ``folders`` read against ``reference`` as its own report reads it, named by its
+    folder.  Raises :class:`UserError` for a folder that is no budget experiment, or has nothing finished."""
+    out = []
+    for folder in folders:
+        record = ExperimentRecord.read(folder)
+        if record is None or record.kind != "budget":
+            raise UserError(f"--beside {folder}: not a compare.py budgets experiment; give a budgets folder")
+        out.append((folder.name, readout(folder, record.budgets, reference, record.margin, with_recorded(record.arms))))
+    return out
 
 
 def trunk_figure(curves: list[TrunkCurve], train_tokens: int, reference: str) -> Figure | None:
@@ -373,9 +422,11 @@ def render(
     compute: Compute,
     declared_seeds: int | None = None,
     trunks: str | None = None,
+    beside: tuple[str, list[str]] | None = None,
 ) -> str:
     """The budget report in Markdown: how many seeds (interim or not), disagreements, the verdicts, the
-    figure, the tables, the trunks' figure, what finished, the compute, how to rebuild."""
+    figure, the tables, the other records beside this one (``beside``: their figure and names), the
+    trunks' figure, what finished, the compute, how to rebuild."""
     md = [f"# {title}", "", *_seeds_note(ro, declared_seeds), *_disagreement_lines(ro), *_diverged_lines(ro)]
     if ro.waiting:
         md += ["Not read yet: " + "; ".join(f"{b} ({why})" for b, why in ro.waiting.items()) + ".", ""]
@@ -412,6 +463,17 @@ def render(
         ]
         md += [*_shared_table(ro), "", *_per_seed_table(ro), "", *_sensitivity_section(ro), ""]
         md += ["## Mean final val bpb", "", *_means_table(ro), ""]
+    if beside:
+        md += [
+            f"## Beside {', '.join(beside[1])}",
+            "",
+            f"![Δ against training tokens, this record beside the others]({beside[0]})",
+            "",
+            f"Δ best against best with its 95% jackknife interval in each record, {ro.reference} the reference in "
+            "all, each record read on its own seeds and rates as its own report reads it; the grey band is this "
+            "record's margin. Records compare where their designs match (arms, budgets, readout).",
+            "",
+        ]
     if trunks:
         md += [
             "## The trunks",
@@ -437,21 +499,27 @@ def render(
     return "\n".join(md)
 
 
-def write_budget_report(out_dir: Path, reference: str, command: str) -> Path:
+def write_budget_report(out_dir: Path, reference: str, command: str, beside: list[Path] | None = None) -> Path:
     """Read the budget experiment in ``out_dir`` and write its ``report.md`` and figures there; the report's path.
+    With ``beside`` (other budget experiments' folders), a figure of their Δ beside this one's joins it.
 
-    Raises :class:`UserError` when ``out_dir`` is no budget experiment or nothing finished.
+    Raises :class:`UserError` when ``out_dir`` or a ``beside`` folder is no budget experiment or has nothing
+    finished.
     """
     record = ExperimentRecord.read(out_dir)
     if record is None or record.kind != "budget":
         raise UserError(f"{out_dir} is not a compare.py budgets experiment (its {EXPERIMENT_FILE} lists no budgets)")
+    others = read_beside(beside or [], reference)
     arm_set = with_recorded(record.arms)
     ro = readout(out_dir, record.budgets, reference, record.margin, arm_set)
     figure = save_figure(delta_figure(ro), out_dir, DELTA_FIGURE)
+    shown = save_figure(beside_figure([(out_dir.name, ro), *others]) if others else None, out_dir, BESIDE_FIGURE)
     title = f"Does the answer change with the training budget? {out_dir.name}"
     path = out_dir / REPORT
     compute = compute_used(out_dir, [label(b) for b in record.budgets])
     curves = trunk_curves(out_dir, arm_set)
     trunks = save_figure(trunk_figure(curves, ro.train_tokens, reference), out_dir, TRUNK_FIGURE)
-    write_text_atomic(path, render(ro, title, command, figure, compute, record.seeds, trunks))
+    names = [name if other.rows else f"{name} (no budget read yet: not drawn)" for name, other in others]
+    side = (shown, names) if shown else None
+    write_text_atomic(path, render(ro, title, command, figure, compute, record.seeds, trunks, beside=side))
     return path
