@@ -180,8 +180,8 @@ def table(programs: list[Program], target: float) -> str:
     ``target``, loss, memory.
 
     The first program is the reference (its ratio is 1.00x); higher ratios mean faster than it.  A
-    failed round is marked in its place and left out of the median; a program with no finished round
-    has no median.
+    failed round is listed after the finished ones and left out of the median; a program with no
+    finished round has no median.
     """
     finished = programs[0].wall_s
     reference = statistics.median(finished) if finished else None
