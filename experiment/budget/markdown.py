@@ -414,6 +414,20 @@ def _disagreement_lines(ro: BudgetReadout) -> list[str]:
     return md
 
 
+def _beside_section(beside: tuple[str, list[str]], reference: str) -> list[str]:
+    """The section naming the records drawn beside this one (``beside``: the figure's name, their names)."""
+    return [
+        f"## Beside {', '.join(beside[1])}",
+        "",
+        f"![Δ against training tokens, this record beside the others]({beside[0]})",
+        "",
+        f"Δ best against best with its 95% jackknife interval in each record, {reference} the reference in "
+        "all, each record read on its own seeds and rates as its own report reads it; the grey band is this "
+        "record's margin. Records compare where their designs match (arms, budgets, readout).",
+        "",
+    ]
+
+
 def render(
     ro: BudgetReadout,
     title: str,
@@ -464,16 +478,7 @@ def render(
         md += [*_shared_table(ro), "", *_per_seed_table(ro), "", *_sensitivity_section(ro), ""]
         md += ["## Mean final val bpb", "", *_means_table(ro), ""]
     if beside:
-        md += [
-            f"## Beside {', '.join(beside[1])}",
-            "",
-            f"![Δ against training tokens, this record beside the others]({beside[0]})",
-            "",
-            f"Δ best against best with its 95% jackknife interval in each record, {ro.reference} the reference in "
-            "all, each record read on its own seeds and rates as its own report reads it; the grey band is this "
-            "record's margin. Records compare where their designs match (arms, budgets, readout).",
-            "",
-        ]
+        md += _beside_section(beside, ro.reference)
     if trunks:
         md += [
             "## The trunks",
