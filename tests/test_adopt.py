@@ -5,6 +5,7 @@ Fake run folders test the checks and the copy; one tiny real experiment adopts t
 """
 
 import json
+from pathlib import Path
 
 import pytest
 from fake_runs import arm_run
@@ -102,12 +103,25 @@ def test_adoption_copies_the_text_files_and_records_the_source(tmp_path):
     target = adopt.copy_in(c, out, "tied-s0")
     names = {p.name for p in target.iterdir()}
     assert names == {"config.json", "metrics.jsonl", "summary.json", "adopted.json"}
-    assert json.loads((target / "adopted.json").read_text())["adopted_from"] == str(c.source)
+    assert json.loads((target / "adopted.json").read_text())["adopted_from"] == c.source.resolve().as_posix()
     assert {p.name: p.read_bytes() for p in c.source.iterdir()} == before
     assert adopt.settled(c, out, "tied-s0")
     (out / "untied-s0").mkdir()
     with pytest.raises(UserError, match="exists already"):
         adopt.settled(c, out, "untied-s0")
+
+
+def test_the_record_names_the_source_relative_to_where_compare_runs(tmp_path, monkeypatch):
+    """A source under the current directory is recorded relative to it, however it was typed (absolute,
+    ``./``, a trailing ``/``), so the record holds no machine's path; each spelling is the same adoption."""
+    monkeypatch.chdir(tmp_path)
+    c, _ = _candidate(tmp_path / "runs")
+    out = tmp_path / "exp"
+    target = adopt.copy_in(c, out, "tied-s0")
+    assert json.loads((target / "adopted.json").read_text())["adopted_from"] == "runs/default"
+    for typed in ("runs/default", "./runs/default/", str(tmp_path / "runs" / "default")):
+        typed_c = adopt.identify([Path(typed)], 1337, ["tied", "untied"], 5)[0]
+        assert adopt.settled(typed_c, out, "tied-s0"), typed
 
 
 def _flags(tmp_path, corpus):
@@ -142,7 +156,8 @@ def test_compare_adopts_the_runs_you_trained_and_refuses_one_that_differs(tmp_pa
     out = capsys.readouterr().out
     assert "[compare] plan: 2 runs (2 arms x 1 seed): 0 finished, 2 adopted, 0 to resume, 0 to train" in out
     for name, source in (("tied-s0", "default"), ("untied-s0", "untied")):
-        assert json.loads((runs / "exp" / name / "adopted.json").read_text())["adopted_from"] == str(runs / source)
+        recorded = json.loads((runs / "exp" / name / "adopted.json").read_text())["adopted_from"]
+        assert recorded == (runs / source).resolve().as_posix()
     assert not list((runs / "exp").rglob("*.pt")) and (runs / "exp" / "report.md").is_file()
     assert train.main([*flags, "--train.max_iters=9", "--run-name", "longer"]) == 0
     capsys.readouterr()

@@ -146,7 +146,7 @@ def settled(c: Candidate, out_dir: Path, name: str | None) -> bool:
         return False
     target = out_dir / name
     record = target / ADOPTED_FILE
-    if record.is_file() and read_json(record, "adoption record").get("adopted_from") == str(c.source):
+    if record.is_file() and same_folder(read_json(record, "adoption record").get("adopted_from"), c.source):
         return True
     if target.exists():
         raise UserError(
@@ -154,6 +154,22 @@ def settled(c: Candidate, out_dir: Path, name: str | None) -> bool:
             f"{c.run.seed}): drop it from --adopt"
         )
     return False
+
+
+def spelt(source: Path) -> str:
+    """How ``adopted.json`` names ``source``: relative to the current directory (the repository root
+    compare.py runs from) when it lies there, so the record reads the same on every machine and however
+    the path was typed (``./runs/x``, ``runs/x/``, absolute); else its absolute path."""
+    resolved = source.resolve()
+    try:
+        return resolved.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
+
+
+def same_folder(recorded: str | None, source: Path) -> bool:
+    """Whether an ``adopted_from`` (as :func:`spelt` writes it, or as typed by older versions) is ``source``."""
+    return recorded is not None and Path(recorded).resolve() == source.resolve()
 
 
 def copy_in(c: Candidate, out_dir: Path, name: str) -> Path:
@@ -188,7 +204,7 @@ def _copy(c: Candidate, target: Path) -> Path:
     write_json(
         staging / ADOPTED_FILE,
         {
-            "adopted_from": str(c.source),
+            "adopted_from": spelt(c.source),
             "date": datetime.date.today().isoformat(),
             "as": target.name,
             "checked": "config equal to the experiment's for this arm and seed (bookkeeping aside), same corpus "
