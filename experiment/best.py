@@ -10,11 +10,12 @@ the budget axis, the declared outcome for an ordinary experiment).
 - **Δ** = arm's best − reference's best.  Its interval is the leave-one-seed-out jackknife
   (Quenouille 1949, Tukey 1958: refit without each seed; standard error
   sqrt((n-1)/n · Σ (Δ_(i) − mean Δ_(.))²), t with n − 1 degrees of freedom).
-- **The verdict** (:func:`holm_verdicts`): better / worse when the p-value, Holm-adjusted over
+- **The verdict** (:func:`verdicts`): better / worse when the p-value, Holm-adjusted over
   the declared family (:func:`experiment.stats.holm_adjust`), is below 0.05 and the 95% interval
   excludes 0; equivalent when the 90% interval lies inside ±margin (TOST, Schuirmann 1987);
   otherwise inconclusive.  And **not read** (:data:`EDGE`) where an arm's or the reference's lowest
-  mean sits at an end of a grid of 3 or more rates (:func:`at_edge`): its best may lie past it.
+  mean sits at an end of a grid of 3 or more rates (:func:`at_edge`): its best may lie past it.  That
+  rule comes first: a reading not read counts as p = 1 in the others' Holm family.
 
 A rate picked on one seed can manufacture a verdict (an arm's pick off by one grid step: false
 better/worse in 15-22% of A/A experiments, ``tests/test_aa.py``); the best of a fitted curve over
@@ -22,7 +23,7 @@ every seed, with the seeds left out one at a time, stays within 5% (the same tes
 
     table = {"tied": {1e-3: {0: 3.10, 1: 3.12}, 2e-3: {...}, 4e-3: {...}}, "untied": {...}}
     b = best_vs_best(table, "untied", "tied", margin=0.01, label="16M")
-    holm_verdicts([b]); b.verdict, b.ci, b.best_lr
+    verdicts([b], [at_edge(...)]); b.verdict, b.ci, b.best_lr
 """
 
 from __future__ import annotations
@@ -161,6 +162,20 @@ def holm_verdicts(results: list[BestVsBest], family: int | None = None, alpha: f
     for r, p_holm in zip(results, adjusted):
         r.p_holm = float(p_holm)
         r.verdict = stats.decide(r.ci, r.p_holm, r.p_tost, r.seeds, alpha)
+    return results
+
+
+def verdicts(
+    results: list[BestVsBest], edge: list[bool], family: int | None = None, alpha: float = ALPHA
+) -> list[BestVsBest]:
+    """The edge rule, then Holm: a reading whose ``edge`` is true is "not read" (:data:`EDGE`, ``p_holm``
+    NaN) and counts in the family as p = 1, as one not read yet does; the others get :func:`holm_verdicts`
+    over a family of ``family`` (default: every reading).  So a best at the edge, whose Δ is not read,
+    never makes another reading's adjustment milder.  Returns ``results``."""
+    holm_verdicts([r for r, e in zip(results, edge) if not e], family or len(results), alpha)
+    for r, e in zip(results, edge):
+        if e:
+            r.p_holm, r.verdict = math.nan, EDGE
     return results
 
 

@@ -165,7 +165,7 @@ def test_best_against_best_over_every_seed_stays_at_5_percent(kind):
         results = [
             budget_readout.best_vs_best(tuned_scores(rng, kind, 6, b), "untied", "tied", 0.01) for b in ("a", "b", "c")
         ]
-        verdicts.append([r.verdict for r in budget_readout.holm_verdicts(results)])
+        verdicts.append([r.verdict for r in best.holm_verdicts(results)])
     assert false_rate(verdicts, f"best against best, every rate on 6 seeds, 3 budgets, Holm, {kind}") <= ceiling(
         ALPHA, n
     )

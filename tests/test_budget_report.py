@@ -25,6 +25,7 @@ from experiment.arms import define_arms, with_recorded
 from experiment.budget import markdown as budget_markdown
 from experiment.budget import readout as budget_readout
 from experiment.budget import run as budget_run
+from experiment.best import EDGE
 from experiment.budget.readout import Score
 from experiment.runs import record
 from training.config import RunConfig
@@ -92,7 +93,7 @@ def test_two_copies_of_one_run_are_refused_naming_both(tmp_path):
     _branch(tmp_path, "0.5M", "tied", 1e-3, 1337, 3.0)
     shutil.copytree(tmp_path / "0.5M" / "tied-lr0.001-s0", tmp_path / "0.5M" / "tied-lr0.001-s0-copy")
     with pytest.raises(UserError, match=r"tied-lr0.001-s0-copy and .*tied-lr0.001-s0 are the same run"):
-        budget_readout.load_scores(tmp_path, ["0.5M"], with_recorded(None))
+        budget_readout.load_scores(tmp_path, [500_000], with_recorded(None))
 
 
 def test_best_vs_best_with_a_constant_shift_is_that_shift_and_the_jackknife_by_hand():
@@ -112,7 +113,7 @@ def test_holm_across_budgets_decides_better_equivalent_and_inconclusive():
     )
     tiny = budget_readout.best_vs_best(_scores([0.001, -0.001, 0.0005, 0.0], [0] * 4), "untied", "tied", 0.01)
     noisy = budget_readout.best_vs_best(_scores([0.1, -0.1, 0.05, -0.06], [0] * 4), "untied", "tied", 0.01)
-    out = budget_readout.holm_verdicts([clear, tiny, noisy])
+    out = best_readout.holm_verdicts([clear, tiny, noisy])
     assert [r.verdict for r in out] == ["better", "equivalent", "inconclusive"]
     assert all(r.p_holm >= r.p for r in out)
 
@@ -242,10 +243,15 @@ def test_a_rate_that_diverged_leaves_the_arms_grid_on_every_seed_and_the_report_
     assert one.seeds["untied"] == [1337, 1338, 1339] and one.best["untied"].best_lr["untied"] <= 2e-3
     assert sorted(one.means["untied"]) == [1e-3, 2e-3] and sorted(half.means["untied"]) == [1e-3, 2e-3, 4e-3]
     assert 4e-3 not in one.shared["untied"] and 4e-3 in half.shared["untied"]
+    # Two rates left cannot be fitted, so neither best is: tied's too is its lowest mean, at 1M alone.
+    assert one.unfitted == ["untied"] and half.unfitted == []
+    assert one.best["untied"].delta == pytest.approx(one.grid["untied"].delta) == pytest.approx(2.89 - 2.91)
+    assert half.best["untied"].delta != pytest.approx(half.grid["untied"].delta)
     (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000, 1_000_000], "margin": 0.01}))
     md = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
     assert "- `trunks/untied-lr0.004-s1` (untied; lr 0.004, seed 1338) at step 300: 1M" in md
     assert "| 1M | 3 | untied | 2.9600 | **2.8900** | — |" in md
+    assert "Fewer than 3 rates were left to fit for untied at 1M: there both bests" in md
 
 
 def test_an_arm_that_diverged_at_every_rate_is_a_result_not_a_budget_waiting(tmp_path):
@@ -353,6 +359,45 @@ def test_arms_read_on_seeds_they_do_not_share_get_no_means_row(tmp_path):
     md = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
     assert "nan" not in md and "| 0.5M | 0 |" not in md
     assert "Not shown: 0.5M (no seed has finished every arm at every rate there)." in md
+
+
+def test_the_edge_rule_reads_each_arm_on_the_seeds_it_is_read_on(tmp_path):
+    """The data above with tied's lowest mean at 4e-3: no seed has every arm (no means row), yet each arm's
+    best against tied is 'not read', decided on that arm's own seeds; and no such budget is listed as a
+    disagreement with the shared-rate lines."""
+    for s in range(4):
+        for lr, tied in ((1e-3, 3.2), (2e-3, 3.1), (4e-3, 3.0)):
+            _branch(tmp_path, "0.5M", "tied", lr, 1337 + s, tied + s / 100)
+            _branch(tmp_path, "0.5M", "untied" if s < 2 else "tie-untie-cooldown", lr, 1337 + s, 2.9 + s / 100)
+    ro = budget_readout.readout(tmp_path, [500_000], "tied", 0.01, with_recorded(None))
+    (row,) = ro.rows
+    assert row.means == {} and row.edge == {"tie-untie-cooldown": True, "untied": True}
+    assert {a: b.verdict for a, b in row.best.items()} == {"tie-untie-cooldown": EDGE, "untied": EDGE}
+    assert all(math.isnan(b.p_holm) for b in row.best.values())
+    assert budget_markdown.disagreements(ro) == ([], [])
+
+
+def test_a_reading_not_read_counts_as_p_1_in_the_others_holm_family():
+    """The edge rule comes before Holm: of 6 budgets, one at the edge with p = 0.001 and one with p = 0.009,
+    the second's Holm p is 6 x 0.009 = 0.054 (inconclusive), not 5 x 0.009 = 0.045 (better)."""
+
+    def reading(p: float) -> best_readout.BestVsBest:
+        return best_readout.BestVsBest("untied", "", -0.02, 0.005, (-0.03, -0.01), (-0.028, -0.012), p, 0.9, {})
+
+    edge, other = reading(0.001), reading(0.009)
+    best_readout.verdicts([edge, other], [True, False], family=6)
+    assert edge.verdict == EDGE and math.isnan(edge.p_holm)
+    assert other.p_holm == pytest.approx(0.054) and other.verdict == "inconclusive"
+
+
+def test_a_branch_of_another_length_in_a_budget_folder_is_refused(tmp_path):
+    """A run that trained another number of steps than its budget's would be read as that budget: refused,
+    naming the run, its steps and the budget's."""
+    _branch(tmp_path, "0.5M", "tied", 1e-3, 1337, 3.0)
+    config = tmp_path / "0.5M" / "tied-lr0.001-s0" / "config.json"
+    config.write_text(config.read_text().replace('"max_iters": 244', '"max_iters": 488'))
+    with pytest.raises(UserError, match=r"tied-lr0.001-s0 trained 488 steps, but the budget 0.5M is 244 steps"):
+        budget_readout.load_scores(tmp_path, [500_000], with_recorded(None))
 
 
 def test_trunk_rows_without_the_numbers_a_curve_needs_are_left_out(tmp_path):

@@ -161,13 +161,10 @@ def best_comparisons(exp: Experiment, margin_bpb: float | None = None) -> list[b
         return []
     margin = exp.margin if margin_bpb is None else margin_bpb
     found = [best.best_vs_best(table, arm, exp.reference, margin) for arm in exp.arms if arm != exp.reference]
-    best.holm_verdicts(found, alpha=exp.alpha)
     rates = sorted(table[exp.reference])
     means = {arm: best.means(table, arm, exp.seeds) for arm in table}
-    for b in found:
-        if best.at_edge(means, [b.arm, exp.reference], rates):
-            b.verdict = best.EDGE
-    return found
+    edge = [best.at_edge(means, [b.arm, exp.reference], rates) for b in found]
+    return best.verdicts(found, edge, alpha=exp.alpha)
 
 
 def _best_record(b: best.BestVsBest, reference: str, margin: float) -> dict:

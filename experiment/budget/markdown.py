@@ -49,7 +49,7 @@ def disagreements(ro: BudgetReadout) -> tuple[list[str], list[str]]:
     inconclusive one included, is a clash."""
     clashes, within = [], []
     for row in ro.rows:
-        for a in [a for a in ro.arms if a in row.best]:
+        for a in [a for a in ro.arms if a in row.best and not row.edge.get(a)]:  # a Δ not read clashes with none
             b = row.best[a]
             other = {f"{r:g}": c for r, c in row.shared[a].items() if c.verdict != b.verdict}
             if not other:
@@ -328,6 +328,13 @@ def _diverged_lines(ro: BudgetReadout) -> list[str]:
     gone = [f"{', '.join(arms)} at {lab}" for lab, arms in ro.no_rate.items()]
     if gone:
         lines += ["", f"Every rate diverged, so there is nothing to read, for {'; '.join(gone)}."]
+    plain = [f"{a} at {row.budget}" for row in ro.rows for a in row.unfitted]
+    if plain:
+        lines += [
+            "",
+            f"Fewer than 3 rates were left to fit for {'; '.join(plain)}: there both bests, the arm's and "
+            f"{ro.reference}'s, are their lowest means (the sensitivity readout), not fitted minima.",
+        ]
     return [*lines, ""]
 
 

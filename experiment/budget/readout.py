@@ -20,14 +20,18 @@ Also here: the trunks' val and val − train curves through the stable phase (:f
 Verdict rule for all three: better / worse when the p-value, Holm-adjusted across the budgets
 (:func:`experiment.stats.holm_adjust`; one family per arm, and per arm and rate), is below 0.05 and
 the 95% interval excludes 0; equivalent when the 90% interval lies inside ±margin (TOST);
-otherwise inconclusive; and "not read" where the arm's or the reference's lowest mean sits at an end of the
-grid (:func:`at_edge`: its best may lie past it; train the next rate out on every seed).  The shared-rate
+otherwise inconclusive; and "not read" where the arm's or the reference's lowest mean, over the seeds the
+arm is read on, sits at an end of the grid (:func:`at_edge`: its best may lie past it; train the next
+rate out on every seed).  That rule comes first, and a budget not read counts as p = 1 in Holm's
+family, as one not trained yet does (:func:`experiment.best.verdicts`).  The shared-rate
 lines are Holm-adjusted across budgets within each rate, not across rates: descriptive, not verdicts.
 Where the two readouts disagree at a budget, the report says so in
 its first lines.  At each budget an arm is read against the reference on the seeds that both
 finished at every rate, once there are 2 such seeds.  A run that stopped on a non-finite loss
 (``diverged.json``, :func:`load_diverged`) is a result, not a gap: its rate leaves that arm's
-grid at each budget it did not reach, on every seed.
+grid at each budget it did not reach, on every seed; where that leaves the arm or the reference
+fewer than 3 rates, both bests there are lowest means (a fitted minimum is never above the lowest
+mean, so one fitted against one not would favour the fitted arm).
 
     ro = readout(Path("results/tying-budget-cpu-2026-11-25"), budgets, "tied", 0.01, with_recorded(None))
 
@@ -47,7 +51,7 @@ from core.files import read_json
 from experiment import best, stats
 from experiment.arms import ArmSet
 from experiment.budget.run import TRUNKS, label, plan_budgets, trunk_arm
-from experiment.best import EDGE, BestVsBest, at_edge, holm_verdicts
+from experiment.best import BestVsBest, at_edge, verdicts
 from experiment.runs.record import flatten
 from training.config import RunConfig
 from training.faults import DIVERGED
@@ -94,6 +98,8 @@ class BudgetRow:
     best: dict[str, BestVsBest] = field(default_factory=dict)  # arm -> best vs best
     grid: dict[str, BestVsBest] = field(default_factory=dict)  # arm -> lowest grid mean vs lowest (sensitivity)
     shared: dict[str, dict[float, stats.Comparison]] = field(default_factory=dict)  # arm -> rate -> paired Δ
+    edge: dict[str, bool] = field(default_factory=dict)  # arm -> its or the reference's lowest mean at a grid end
+    unfitted: list[str] = field(default_factory=list)  # arms read on lowest means: a diverged rate left < 3 rates
 
 
 @dataclass
@@ -114,10 +120,15 @@ class BudgetReadout:
     no_rate: dict[str, list[str]] = field(default_factory=dict)  # budget -> arms every rate of which diverged there
 
 
-def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score]:
-    """Every finished branch (``summary.json``) under ``out_dir/<label>/``; a run with no final bpb is refused."""
+def load_scores(out_dir: Path, budgets: list[int], arm_set: ArmSet) -> list[Score]:
+    """Every finished branch (``summary.json``) under ``out_dir/<label>/`` for each of ``budgets`` (tokens).
+
+    Raises :class:`UserError` for a run with no final bpb, one that trained another number of steps
+    than its budget folder's (it would be read as that budget), or two copies of one run.
+    """
     out, seen = [], {}
-    for lab in labels:
+    for budget in budgets:
+        lab = label(budget)
         for folder in runs_in(out_dir / lab, finished_only=True):
             run, config, summary, summary_path = folder.path, folder.config, folder.summary, folder.summary_path
             bpb = summary.get("final_val_bpb")
@@ -130,7 +141,14 @@ def load_scores(out_dir: Path, labels: list[str], arm_set: ArmSet) -> list[Score
                     "run folder and run the experiment's command again to retrain it"
                 )
             tc = config["train"]
-            tokens = tc["max_iters"] * tc["batch_size"] * tc["grad_accum_steps"] * config["model"]["block_size"]
+            per_step = tc["batch_size"] * tc["grad_accum_steps"] * config["model"]["block_size"]
+            steps = max(1, round(budget / per_step))  # as plan_budgets sets a branch's max_iters
+            if tc["max_iters"] != steps:
+                raise UserError(
+                    f"{run} trained {tc['max_iters']:,} steps, but the budget {lab} is {steps:,} steps of "
+                    f"{per_step:,} tokens: move it out of {out_dir / lab}"
+                )
+            tokens = steps * per_step
             arm = arm_set.of(flatten(config), str(run))
             key = (lab, arm, tc["learning_rate"], tc["seed"])
             if key in seen:  # a copy would count its seed twice in a mean
@@ -231,7 +249,7 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
     Raises :class:`UserError` when no branch has finished, or the reference arm trained none.
     """
     labels = [label(t) for t in budgets]
-    scores = load_scores(out_dir, labels, arm_set)
+    scores = load_scores(out_dir, budgets, arm_set)
     if not scores:
         raise UserError(f"{out_dir} holds no finished branch yet: run its compare.py budgets command")
     all_arms = sorted({s.arm for s in scores}, key=lambda a: (a != reference, a))
@@ -262,18 +280,12 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
         common = sorted(set.intersection(*(set(seeds[a]) for a in readable)))  # one set of seeds for every row
         means = {a: _means(here, a, own[a], common) for a in [reference, *readable]} if common else {}
         row = BudgetRow(lab, tokens, {a: seeds[a] for a in readable}, means, common)
-        for a in readable:
-            used = [s for s in here if s.seed in seeds[a] and s.arm in (a, reference)]
-            row.best[a] = best_vs_best(used, a, reference, margin)
-            row.grid[a] = best_vs_best(used, a, reference, margin, fit=False)
-            row.shared[a] = {r: c for r in rates if (c := shared_rate(used, a, reference, r, margin)) is not None}
+        _read_arms(row, here, own=own, rates=rates, reference=reference, margin=margin)
         rows.append(row)
     for a in arms:
-        holm_verdicts([row.best[a] for row in rows if a in row.best], len(budgets))
-        for row in rows:  # the edge rule: a best at the grid's end may sit past it, so its Δ is not read
-            if a in row.best and at_edge(row.means, [a, reference], rates):
-                row.best[a].verdict = EDGE
-        holm_verdicts([row.grid[a] for row in rows if a in row.grid], len(budgets))
+        read = [row for row in rows if a in row.best]
+        verdicts([row.best[a] for row in read], [row.edge[a] for row in read], len(budgets))
+        verdicts([row.grid[a] for row in read], [row.edge[a] for row in read], len(budgets))
         for r in rates:
             family = [row for row in rows if r in row.shared.get(a, {})]
             for row, adjusted in zip(family, stats.holm([row.shared[a][r] for row in family], family=len(budgets))):
@@ -297,6 +309,28 @@ def readout(out_dir: Path, budgets: list[int], reference: str, margin: float, ar
         diverged=diverged,
         no_rate=no_rate,
     )
+
+
+def _read_arms(
+    row: BudgetRow, here: list[Score], *, own: dict[str, list[float]], rates: list[float], reference: str, margin: float
+) -> None:
+    """Fill ``row``'s readouts and edge flags for each arm it reads (``row.seeds``) against ``reference``.
+
+    ``here``: the budget's scores, diverged rates out; ``own``: each arm's rates left there.
+    """
+    for a, seeds in row.seeds.items():
+        used = [s for s in here if s.seed in seeds and s.arm in (a, reference)]
+        # The edge rule on the seeds this arm is read on (the means table's may be fewer, or none).
+        on_seeds = {x: _means(here, x, own[x], seeds) for x in (a, reference)}
+        row.edge[a] = at_edge(on_seeds, [a, reference], rates)
+        # A quadratic needs 3 rates on each side: where a diverged rate left fewer, both bests are the
+        # lowest means, as a fitted minimum (never above the lowest mean) against a plain one is unfair.
+        fit = min(len(own[a]), len(own[reference])) >= 3
+        if not fit and len(rates) >= 3:
+            row.unfitted.append(a)
+        row.best[a] = best_vs_best(used, a, reference, margin, fit=fit)
+        row.grid[a] = best_vs_best(used, a, reference, margin, fit=False)
+        row.shared[a] = {r: c for r in rates if (c := shared_rate(used, a, reference, r, margin)) is not None}
 
 
 def _means(scores: list[Score], arm: str, rates: list[float], seeds: list[int]) -> dict[float, float]:
