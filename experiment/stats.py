@@ -29,6 +29,11 @@ Verdict rule (alpha = 0.05 unless told otherwise), per comparison:
   the margin with 80% power, and the range the spread's own uncertainty allows (:func:`seeds_figure`).
 
 With fewer than 2 seeds the verdict is always inconclusive (seeds_needed None).
+
+A verdict the data cannot support is **barred** (``Comparison.barred``, :func:`barred_by_misses`):
+it reads inconclusive instead.  With a target outcome, a run that never reached the target has no
+value and its seed leaves the pairing; were that the arm's seed alone, the arm would lose its worst
+seed, so better is barred, and symmetrically worse; equivalence is barred by any such seed.
 """
 
 from __future__ import annotations
@@ -84,6 +89,8 @@ class Comparison:
     p_holm: float
     verdict: str
     plan_alpha: float = 0.05  # the level the seeds figure plans at (alpha over the family: Holm's strictest step)
+    barred: tuple[str, ...] = ()  # verdicts read as inconclusive whatever the numbers (:func:`barred_by_misses`)
+    seeds: tuple[int, ...] = ()  # the seed of each of ``diffs``, where the caller names them
 
     @property
     def seeds_needed(self) -> SeedsFigure | None:
@@ -92,6 +99,31 @@ class Comparison:
         if self.verdict != "inconclusive" or len(self.diffs) < 2:
             return None
         return seeds_figure(self.sd, len(self.diffs), self.margin, self.plan_alpha)
+
+
+def barred_by_misses(arm_missed: set[int], ref_missed: set[int]) -> tuple[str, ...]:
+    """The verdicts a target outcome cannot give when runs missed the target (seeds in each set).
+
+    A seed where one run missed leaves the pairing, and the missing value is at least that run's
+    whole length, so the pairing kept is biased toward the arm that missed: better is barred when the
+    arm missed where the reference reached, worse when the reference missed where the arm reached,
+    and equivalent when either missed (the dropped difference may be any size).  Seeds where both
+    missed bar equivalence only.  The other verdicts stay as the t test gives them: the seeds
+    dropped can only have made them harder to reach.
+    """
+    out = []
+    if arm_missed - ref_missed:
+        out.append("better")
+    if ref_missed - arm_missed:
+        out.append("worse")
+    if arm_missed | ref_missed:
+        out.append("equivalent")
+    return tuple(out)
+
+
+def _allowed(verdict: str, barred: tuple[str, ...]) -> str:
+    """``verdict``, or inconclusive when it is barred."""
+    return "inconclusive" if verdict in barred else verdict
 
 
 def _check_inputs(
@@ -171,6 +203,8 @@ def compare_paired(
     ref_values: Sequence[float],
     margin: float,
     descriptive: bool = True,
+    barred: tuple[str, ...] = (),
+    seeds: Sequence[int] = (),
 ) -> Comparison:
     """Compare ``arm`` with ``reference`` from final val losses (nats/token) paired by seed.
 
@@ -183,7 +217,9 @@ def compare_paired(
     else 1.0.  The verdict uses the unadjusted p_t; :func:`holm` re-derives it for a family.
 
     ``descriptive=False`` leaves out the Wilcoxon and sign tests (None and 1.0), which the verdict does not
-    read: for simulations that call this thousands of times (tests/test_aa.py).
+    read: for simulations that call this thousands of times (tests/test_aa.py).  ``barred``: verdicts
+    that read inconclusive whatever the numbers (:func:`barred_by_misses`); ``seeds``: the seed of each pair, for
+    the record.
 
     Raises UserError when the sequences differ in length, are empty, hold a NaN/inf, or when
     margin <= 0.
@@ -212,7 +248,7 @@ def compare_paired(
     negative = int(np.sum(diffs < 0))
     p_sign = float(stats.binomtest(negative, nonzero, 0.5).pvalue) if nonzero and descriptive else 1.0
     d_z = mean / sd if (not math.isnan(sd) and sd > 0) else nan
-    verdict = decide(ci, p_t, p_tost, n, alpha=0.05)
+    verdict = _allowed(decide(ci, p_t, p_tost, n, alpha=0.05), barred)
     return Comparison(
         arm=arm,
         reference=reference,
@@ -230,6 +266,8 @@ def compare_paired(
         p_tost=p_tost,
         p_holm=p_t,
         verdict=verdict,
+        barred=tuple(barred),
+        seeds=tuple(seeds),
     )
 
 
@@ -266,7 +304,7 @@ def holm(comparisons: list[Comparison], alpha: float = 0.05, family: int | None 
     adjusted = holm_adjust(p)
     out = []
     for c, p_holm in zip(comparisons, adjusted):
-        verdict = decide(c.ci, float(p_holm), c.p_tost, len(c.diffs), alpha)
+        verdict = _allowed(decide(c.ci, float(p_holm), c.p_tost, len(c.diffs), alpha), c.barred)
         # The seeds figure plans at alpha over the family (Bonferroni, Holm's strictest step): conservative.
         out.append(replace(c, p_holm=float(p_holm), verdict=verdict, plan_alpha=alpha / size))
     return out

@@ -21,6 +21,7 @@ from experiment.runs import launch
 from experiment.ab import run as ab_run
 from experiment.runs.plan import Plan
 from experiment.arms import define_arms, parse_arm
+from experiment.best import EDGE
 from experiment.stats import look_alpha, sequential_looks
 
 REPO = Path(__file__).resolve().parent.parent
@@ -301,6 +302,57 @@ def test_an_arm_that_never_reaches_the_target_leaves_the_others_seeds_alone(tmp_
     record = json.loads((tmp_path / "verdict.json").read_text())
     assert record["never_reached"] == {"model.dropout=0.2": [1337, 1338, 1339]}
     assert [(c["arm"], len(c["delta_per_seed"])) for c in record["comparisons"]] == [("model.dropout=0.1", 3)]
+    (c,) = record["comparisons"]  # the arm without a verdict still counts in Holm's family, as p = 1
+    assert c["p_holm"] == pytest.approx(min(1.0, 2 * c["p_t"])) and c["p_holm"] > c["p_t"]
+
+
+def _race(tmp_path, drop_finals: list[float]) -> dict:
+    """tokens-to:3.25 between base (final 3.0 on every seed) and drop (``drop_finals``; above 3.25 misses):
+    verdict.json's one comparison."""
+    paths = [
+        fake_run(tmp_path, f"{arm}-s{s}", True, 1337 + s, final, settings={"model.dropout": p})
+        for s, drop in enumerate(drop_finals)
+        for arm, p, final in (("base", 0.0, 3.0), ("drop", 0.1, drop))
+    ]
+    assert compare.main([str(x) for x in paths] + ["--outcome", "tokens-to:3.25", "--margin", "0.05"]) == 0
+    (c,) = json.loads((tmp_path / "verdict.json").read_text())["comparisons"]
+    return c
+
+
+def test_an_arm_that_missed_where_the_reference_reached_cannot_read_better(tmp_path):
+    """Dropping the seed drop missed would drop its worst: on the other three it reaches 3.25 sooner every time
+    (better when it also reaches it on the fourth), but with the miss the verdict is inconclusive, the report
+    says better was barred, and verdict.json names the seed of each difference it kept."""
+    assert _race(tmp_path / "all", [2.8, 2.79, 2.81, 2.8])["verdict"] == "better"
+    c = _race(tmp_path / "miss", [2.8, 2.79, 2.81, 3.3])
+    assert c["verdict"] == "inconclusive" and c["p_holm"] < 0.05 and c["ci95"][1] < 0
+    assert c["delta_seeds"] == [1337, 1338, 1339]
+    md = (tmp_path / "miss" / "report.md").read_text()
+    assert "**inconclusive** (better and equivalent barred by runs that missed)" in md
+
+
+def test_a_verdict_json_is_strict_json_and_an_unread_verdict_fails_the_gate(tmp_path, capsys):
+    """One seed gives no interval: verdict.json writes null, never NaN, so strict parsers read it.  A verdict
+    that is none of the four ("not read" at a grid's edge) is no verdict to gate on: --fail-on exits 1."""
+    from experiment.ab.readout import gate
+
+    paths = [
+        fake_run(tmp_path, f"{arm}-s0", tied, 1337, final) for arm, tied, final in (("t", True, 3.0), ("u", False, 2.9))
+    ]
+    assert compare.main([str(x) for x in paths]) == 0
+
+    def refuse(constant):
+        raise ValueError(f"{constant} in verdict.json")
+
+    (c,) = json.loads((tmp_path / "verdict.json").read_text(), parse_constant=refuse)["comparisons"]
+    assert c["ci95"] == [None, None] and c["p_t"] is None
+    record = {
+        "arms": {"tied": {}, "untied": {}},
+        "comparisons": [{"arm": "untied", "reference": "tied", "verdict": EDGE}],
+    }
+    (tmp_path / "edge.json").write_text(json.dumps(record))
+    assert gate(tmp_path / "edge.json", "worse") == 1
+    assert "untied has no verdict to gate on (not read" in capsys.readouterr().err
 
 
 def test_a_bad_outcome_is_one_error_line(capsys):

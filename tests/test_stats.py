@@ -206,3 +206,20 @@ def test_holm_adjust_gives_statsmodels_numbers():
     rng = np.random.default_rng(0)
     for p in ([0.01, 0.04, 0.03, 0.005], [0.2, 0.2, 1.0, 0.001, 0.049], list(rng.uniform(0, 0.1, 9)), [0.3]):
         assert np.allclose(holm_adjust(p), multipletests(p, method="holm")[1], rtol=0, atol=1e-12), p
+
+
+def test_missed_runs_bar_the_verdicts_the_pairing_would_favour():
+    """A seed the arm alone missed bars better (its worst seed left the pairing), one the reference alone missed
+    bars worse, and any miss bars equivalence; both missing on a seed bars equivalence only.  A barred verdict
+    reads inconclusive, from compare_paired and again after Holm."""
+    assert stats.barred_by_misses({3}, set()) == ("better", "equivalent")
+    assert stats.barred_by_misses(set(), {3}) == ("worse", "equivalent")
+    assert stats.barred_by_misses({3}, {3}) == ("equivalent",)
+    assert stats.barred_by_misses(set(), set()) == ()
+    arm, ref = [2.0, 2.01, 1.99, 2.0], [3.0, 3.0, 3.01, 2.99]
+    assert stats.compare_paired("a", "r", arm, ref, 0.05).verdict == "better"
+    c = stats.compare_paired("a", "r", arm, ref, 0.05, barred=("better", "equivalent"))
+    assert c.verdict == "inconclusive" and stats.holm([c])[0].verdict == "inconclusive"
+    near = [3.001, 2.999, 3.011, 2.9885]  # within ±0.002 of ref, either way
+    assert stats.compare_paired("a", "r", ref, near, 0.05).verdict == "equivalent"
+    assert stats.compare_paired("a", "r", ref, near, 0.05, barred=("equivalent",)).verdict == "inconclusive"

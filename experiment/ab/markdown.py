@@ -108,6 +108,8 @@ def _target_line(c: stats.Comparison, outcome: str) -> str:
     n = len(c.diffs)
     ci = "n/a" if not all(map(math.isfinite, c.ci)) else f"[{pct(c.ci[0])}, {pct(c.ci[1])}]"
     verdict = f"**{c.verdict}**" + (f" within ±{100 * c.margin:g}%" if c.verdict == "equivalent" else "")
+    if c.barred:  # missed runs: say which verdicts the numbers could not give
+        verdict += f" ({' and '.join(c.barred)} barred by runs that missed)"
     what = "training seconds" if outcome.startswith("time-to:") else "tokens"
     return (
         f"{_head(c)}{verdict} — {what} to reach val loss {target_of(outcome):g} {pct(c.mean)} (95% CI {ci}; "
@@ -146,9 +148,16 @@ def _never_reached_line(exp: Experiment) -> str | None:
     return (
         f"**Never reached val loss {exp.outcome.split(':')[1]}:** {who}. Each comparison below leaves out the "
         "seeds where its arm or the reference missed, and an arm with no seed left has no verdict; a "
-        "run that never reached it needed more tokens than any that did, so the comparison on the other seeds "
-        "may favour the arm that missed more. Train longer or choose a higher target."
+        "run that never reached it needed more than its whole run, so the comparison on the other seeds "
+        "favours the arm that missed. So an arm that missed where the reference reached it cannot read better, "
+        "one that reached it where the reference missed cannot read worse, and a missed seed bars equivalence "
+        "(docs/experiment.md). Train longer or choose a higher target."
     )
+
+
+def _tost_level(alpha: float) -> str:
+    """The interval that lies inside ±margin exactly when both one-sided tests at ``alpha`` pass: "90%" at 0.05."""
+    return f"{100 * (1 - 2 * alpha):g}%"
 
 
 def _within(verdict: str, ci: tuple[float, float], margin: float) -> str:
@@ -327,9 +336,9 @@ def _best_verdict_section(exp: Experiment, margin_bpb: float | None, warned: boo
         "Each verdict reads the arm's best against the reference's, each the minimum of a quadratic of the mean "
         "against log10 rate through the lowest mean and its neighbours (clamped to the grid); its interval refits "
         "without each seed in turn (jackknife, t on seeds − 1 df); better or worse when the Holm-adjusted p over the "
-        "arms is below 0.05 and the 95% interval excludes 0, equivalent when the 90% interval lies inside "
-        "the margin. Calibrated: every rate on every seed, no pick on one seed (docs/experiment.md, "
-        '"What α means here").',
+        f"arms is below {exp.alpha:g} and the 95% interval excludes 0, equivalent when the "
+        f"{_tost_level(exp.alpha)} interval lies inside the margin. Every rate on every seed, no pick on one "
+        'seed (docs/experiment.md, "What α means here").',
         "",
     ]
 
@@ -390,7 +399,10 @@ def _bpb_section(exp: Experiment, margin_bpb: float) -> list[str]:
     """
     others = [a for a in exp.arms if a != exp.reference]
     found = {
-        c.arm: c for c in stats.holm([c for c in (bpb_comparison(exp, a, margin_bpb) for a in others) if c], exp.alpha)
+        c.arm: c
+        for c in stats.holm(
+            [c for c in (bpb_comparison(exp, a, margin_bpb) for a in others) if c], exp.alpha, family=len(others)
+        )
     }
     lines = [
         f"## In bits per byte, at ±{margin_bpb:g} bpb (`--margin-bpb {margin_bpb:g}`)",
@@ -410,9 +422,10 @@ def _bpb_section(exp: Experiment, margin_bpb: float) -> list[str]:
     return lines + [
         "",
         "Δ = arm − reference in final val bits per byte (the loss over the same val windows, per byte of text), "
-        "paired by seed. Better or worse when the Holm-adjusted paired t p is below 0.05 and the 95% interval "
-        f"excludes 0, as for the verdicts in nats; equivalent when the 90% interval lies inside ±{margin_bpb:g} bpb "
-        "(two one-sided tests, statsmodels' `ttost_paired`); otherwise inconclusive. A margin in bits per byte "
+        f"paired by seed. Better or worse when the Holm-adjusted paired t p is below {exp.alpha:g} and the 95% "
+        f"interval excludes 0, as for the verdicts in nats; equivalent when the {_tost_level(exp.alpha)} interval "
+        f"lies inside ±{margin_bpb:g} bpb (two one-sided tests, statsmodels' `ttost_paired`); otherwise "
+        "inconclusive. A margin in bits per byte "
         "means the same across tokenizers; unlike the nats margin it is not recorded in the experiment folder.",
         "",
     ]

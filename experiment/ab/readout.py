@@ -109,22 +109,34 @@ def comparisons(exp: Experiment) -> list[stats.Comparison]:
 
     With a ``tokens-to`` or ``time-to`` outcome a run that never reached the target has no value: each arm
     is compared with the reference on the seeds where both runs reached it, an arm with no such seed has
-    no verdict, and the report names the runs that missed
-    (:func:`never_reached`) first, as a pairing on the runs that reached it may favour either arm.
+    no verdict, and the report names the runs that missed (:func:`never_reached`) first.  A pairing on
+    the runs that reached it favours the arm that missed, so the verdicts it would favour are barred
+    (:func:`experiment.stats.barred_by_misses`).  The Holm family is every arm, an arm without a verdict
+    counting as p = 1.
     """
     ref = {r.seed: outcome_value(r, exp.outcome) for r in exp.runs[exp.reference]}
+    ref_missed = {s for s in exp.seeds if not math.isfinite(ref.get(s, math.inf))}
     found = []
     for arm, members in exp.runs.items():
         if arm == exp.reference:
             continue
         values = {r.seed: outcome_value(r, exp.outcome) for r in members}
-        seeds = [s for s in exp.seeds if math.isfinite(values.get(s, math.inf)) and math.isfinite(ref.get(s, math.inf))]
+        missed = {s for s in exp.seeds if not math.isfinite(values.get(s, math.inf))}
+        seeds = [s for s in exp.seeds if s not in missed | ref_missed]
         if not seeds:
             continue
         found.append(
-            stats.compare_paired(arm, exp.reference, [values[s] for s in seeds], [ref[s] for s in seeds], exp.margin)
+            stats.compare_paired(
+                arm,
+                exp.reference,
+                [values[s] for s in seeds],
+                [ref[s] for s in seeds],
+                exp.margin,
+                barred=stats.barred_by_misses(missed, ref_missed),
+                seeds=tuple(seeds),
+            )
         )
-    return stats.holm(found, exp.alpha)
+    return stats.holm(found, exp.alpha, family=len(exp.runs) - 1)
 
 
 def bpb_comparison(exp: Experiment, arm: str, margin_bpb: float) -> stats.Comparison | None:
@@ -138,7 +150,7 @@ def bpb_comparison(exp: Experiment, arm: str, margin_bpb: float) -> stats.Compar
     ref, mine = [r.bpb for r in exp.runs[exp.reference]], [r.bpb for r in exp.runs[arm]]
     if any(v is None for v in ref + mine):
         return None
-    return stats.compare_paired(arm, exp.reference, mine, ref, margin_bpb)
+    return stats.compare_paired(arm, exp.reference, mine, ref, margin_bpb, seeds=exp.seeds)
 
 
 def best_table(exp: Experiment, bpb: bool = False) -> best.Table | None:
@@ -189,6 +201,18 @@ def _best_record(b: best.BestVsBest, reference: str, margin: float) -> dict:
 VERDICT_SCHEMA = 2  # docs/experiment.md, "A verdict a script can read"
 
 
+def strict_json(value):
+    """``value`` with every non-finite float (an interval of one seed, a p-value not read) as None, so that
+    ``verdict.json`` is strict JSON (RFC 8259 has no NaN or Infinity, and JavaScript's and Go's parsers refuse them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
 def _comparison_record(c: stats.Comparison) -> dict:
     """One comparison's numbers for ``verdict.json``."""
     return {
@@ -196,6 +220,7 @@ def _comparison_record(c: stats.Comparison) -> dict:
         "reference": c.reference,
         "delta": c.mean,
         "delta_per_seed": c.diffs,
+        "delta_seeds": list(c.seeds) or None,  # the seed of each delta_per_seed (seeds a missed run dropped are out)
         "ci95": list(c.ci),
         "ci90": list(c.ci90),
         "margin": c.margin,
@@ -271,7 +296,7 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
     if margin_bpb is not None:
         found = [bpb_comparison(exp, arm, margin_bpb) for arm in exp.arms if arm != exp.reference]
         record["comparisons_bpb"] = [
-            _comparison_record(c) for c in stats.holm([c for c in found if c is not None], exp.alpha)
+            _comparison_record(c) for c in stats.holm([c for c in found if c is not None], exp.alpha, family=len(found))
         ]
     return record
 
@@ -393,7 +418,14 @@ def gate(verdict_path: Path, fail_on: str | None) -> int:
     if len(found) < len(record["arms"]) - 1:  # an arm with no verdict at all (every seed missed a target)
         print(f"[compare] --fail-on {fail_on}: an arm has no verdict to gate on", file=sys.stderr)
         return 1
-    failing = [c for c in found if c["verdict"] == "worse" or (fail_on == "not-better" and c["verdict"] != "better")]
+    unread = [c for c in found if c["verdict"] not in stats.VERDICTS]  # "not read: best at the grid's edge"
+    for c in unread:
+        print(f"[compare] --fail-on {fail_on}: {c['arm']} has no verdict to gate on ({c['verdict']})", file=sys.stderr)
+    failing = [
+        c
+        for c in found
+        if c not in unread and (c["verdict"] == "worse" or (fail_on == "not-better" and c["verdict"] != "better"))
+    ]
     for c in failing:
         print(f"[compare] --fail-on {fail_on}: {c['arm']} is {c['verdict']} against {c['reference']}", file=sys.stderr)
-    return 1 if failing else 0
+    return 1 if failing or unread else 0

@@ -255,7 +255,8 @@ def write_report(
         names = figures.plot_all(exp, out_dir)
         texts = folders.samples(exp, prompts) if prompts else {}
         md = markdown.render_markdown(exp, names, texts, title, command, out_dir, margin_bpb)
-        record = json.dumps(readout.verdict_record(exp, margin_declared, margin_bpb), indent=2) + "\n"
+        record = readout.verdict_record(exp, margin_declared, margin_bpb)
+        record = json.dumps(readout.strict_json(record), indent=2, allow_nan=False) + "\n"
     except BaseException:  # a report that failed leaves no earlier verdict standing for a script to read
         path.unlink(missing_ok=True)
         verdict.unlink(missing_ok=True)
