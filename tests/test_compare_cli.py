@@ -7,6 +7,7 @@ test that trains two tiny runs through compare.py in-process).
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import signal
 import sys
@@ -172,6 +173,40 @@ def test_seeds_added_after_a_verdict_count_as_a_look_and_are_not_calibrated(tmp_
     assert "**Not calibrated:** seeds added after a verdict was read at 3 seeds" in md
     assert "this report at 5 seeds is look 2, tested at α = 0.025" in md
     assert [look["seeds"] for look in json.loads((exp / "experiment.json").read_text())["looks"]] == [3, 5]
+
+
+def test_a_subset_read_after_the_whole_is_a_look_too(tmp_path):
+    """Reported at 5 seeds, then at 3 (two seeds' runs moved out): the second report is look 2 as well, tested
+    at 0.025 and not calibrated, since a subset chosen after the whole was read is one more look."""
+    exp = tmp_path / "exp"
+    _grown_folder(exp, range(5))
+    (exp / "experiment.json").write_text(json.dumps({"margin": 0.01}))
+    assert compare.main([str(exp)]) == 0
+    for s in (3, 4):
+        for arm in ("tied", "untied"):
+            shutil.move(exp / f"{arm}-s{s}", tmp_path / f"{arm}-s{s}")
+    assert compare.main([str(exp)]) == 0
+    second = json.loads((exp / "verdict.json").read_text())
+    assert second["alpha"] == 0.025 and second["calibrated"] is False
+    assert second["not_calibrated"][0].startswith("a verdict was read before at 5 seeds")
+
+
+def test_a_sequential_folder_read_between_its_looks_is_not_calibrated(tmp_path):
+    """A --seeds auto folder (max_seeds 8: looks at 3, 5, 7, 8) reported at 4 seeds reads an extra look its
+    level does not cover: not calibrated, saying so; at 5 seeds, a declared look, it is calibrated."""
+    exp = tmp_path / "exp"
+    _grown_folder(exp, range(4))
+    (exp / "experiment.json").write_text(json.dumps({"margin": 0.01, "max_seeds": 8}))
+    assert compare.main([str(exp)]) == 0
+    record = json.loads((exp / "verdict.json").read_text())
+    assert record["alpha"] == 0.0125 and record["calibrated"] is False
+    assert record["not_calibrated"] == [
+        "read at 4 seeds, none of the looks declared before the runs (3, 5, 7, 8): an extra look, which the level "
+        "per look does not cover; report when a declared look's seeds have all finished"
+    ]
+    _grown_folder(exp, range(5))
+    assert compare.main([str(exp)]) == 0
+    assert json.loads((exp / "verdict.json").read_text())["calibrated"] is True
 
 
 def test_compare_speaks_of_arms_in_general(capsys):

@@ -243,13 +243,22 @@ ONE_SEED_TUNING = (
 
 def not_calibrated(exp: Experiment) -> list[str]:
     """Why ``exp``'s verdicts do not hold their 5% error rate, in words (empty: they do): rates picked on one
-    tuning seed, or seeds added to the folder after a verdict was read (``exp.looks`` not declared)."""
+    tuning seed, a verdict read before at another seed count (``exp.looks`` not declared), or a sequential
+    experiment read at a seed count none of its declared looks is."""
     reasons = [ONE_SEED_TUNING] if exp.tuning else []
-    if exp.looks is not None and exp.looks.get("declared") is False:
+    looks = exp.looks
+    if looks is not None and looks.get("declared") is False:
+        earlier, read = looks["looks"][:-1], looks["looks"][-1]
+        what = "seeds added after a verdict was read" if max(earlier) < read else "a verdict was read before"
         reasons.append(
-            f"seeds added after a verdict was read at {', '.join(map(str, exp.looks['looks'][:-1]))} seeds: that "
-            "look spent the whole 5%, so no later look can stay within it; declare the looks before the runs "
-            "(--seeds auto --max-seeds N)"
+            f"{what} at {', '.join(map(str, earlier))} seeds: that look spent the whole 5%, so no later look can "
+            "stay within it; declare the looks before the runs (--seeds auto --max-seeds N)"
+        )
+    elif looks is not None and looks.get("seeds_read") not in (None, *looks["looks"]):
+        reasons.append(
+            f"read at {looks['seeds_read']} seeds, none of the looks declared before the runs "
+            f"({', '.join(map(str, looks['looks']))}): an extra look, which the level per look does not cover; "
+            "report when a declared look's seeds have all finished"
         )
     return reasons
 

@@ -263,20 +263,22 @@ def _declared_sequential(record: ExperimentRecord | None) -> tuple[float, str, d
 
 
 def counted_looks(out_dir: Path, seeds: int) -> tuple[float, str, dict | None] | None:
-    """For a report at ``seeds`` seeds on a fixed-seed experiment folder that gave verdicts at fewer seeds before
-    (experiment.json's ``looks``): ``(alpha, words, looks as data)``, this look tested at 0.05 over the looks so
-    far (Bonferroni, as ``--seeds auto`` does) and marked undeclared; None for a first look, a sequential
-    folder (its looks were declared) or no experiment folder."""
+    """For a report at ``seeds`` seeds on a fixed-seed experiment folder that gave verdicts at other seed counts
+    before (experiment.json's ``looks``): ``(alpha, words, looks as data)``, this look tested at 0.05 over the
+    looks so far (Bonferroni, as ``--seeds auto`` does) and marked undeclared; None for a first look (or the
+    same seed count again), a sequential folder (its looks were declared) or no experiment folder.  Fewer
+    seeds than a look before count too: a subset read after the whole is another look."""
     record = ExperimentRecord.read(out_dir)
     if record is None or record.max_seeds:
         return None
-    earlier = sorted({look["seeds"] for look in record.looks if look.get("seeds", seeds) < seeds})
+    earlier = sorted({look["seeds"] for look in record.looks if look.get("seeds", seeds) != seeds})
     if not earlier:
         return None
     k = len(earlier) + 1
     alpha = 0.05 / k
+    what = "seeds added after verdicts were read" if max(earlier) < seeds else "verdicts were read before"
     words = (
-        f"seeds added after verdicts were read at {', '.join(map(str, earlier))} seeds: this report at {seeds} "
+        f"{what} at {', '.join(map(str, earlier))} seeds: this report at {seeds} "
         f"seeds is look {k}, tested at α = {alpha:.4g} (0.05 over {k} looks, Bonferroni, as --seeds auto does)"
     )
     return alpha, words, {**looks_record([*earlier, seeds], seeds, alpha), "declared": False}
