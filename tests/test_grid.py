@@ -14,7 +14,7 @@ from fake_runs import arm_run
 import compare
 from experiment.runs.cli import SET_PER_RUN
 from core.errors import UserError
-from experiment.grid.run import cell_name, cells_of, gap_rows, load_grid, parse_axes
+from experiment.grid.run import cell_name, cells_of, gap_rows, in_recorded_order, load_grid, parse_axes
 from experiment.grid.model import cross_cell_models
 
 NOT_ALLOWED = SET_PER_RUN
@@ -49,6 +49,32 @@ def test_bad_axes_are_one_line_errors(text, match):
     """A malformed, unknown, experiment-owned, mistyped or repeated axis is refused before anything runs."""
     with pytest.raises(UserError, match=match):
         parse_axes([text], NOT_ALLOWED)
+
+
+def test_the_same_axes_in_another_order_find_the_same_cells(tmp_path):
+    """A grid folder made with n_embd then tokenizer, given the axes the other way round, takes them in its
+    recorded order: the same cell folders, not a second grid of renamed ones."""
+    first = parse_axes(["model.n_embd=64,128", "data.tokenizer=char,bpe:4096"], NOT_ALLOWED)
+    (tmp_path / "grid.json").write_text(json.dumps({"axes": {a.key: list(a.values) for a in first}}))
+    swapped = parse_axes(["data.tokenizer=char,bpe:4096", "model.n_embd=64,128"], NOT_ALLOWED)
+    ordered = in_recorded_order(swapped, tmp_path)
+    assert [c.name for c in cells_of(ordered, tmp_path)] == [c.name for c in cells_of(first, tmp_path)]
+    other = parse_axes(["model.n_layer=2,4"], NOT_ALLOWED)
+    assert in_recorded_order(other, tmp_path) == other  # other keys: left for the settings check to refuse
+
+
+def test_two_values_that_would_share_a_cell_folder_are_refused(tmp_path):
+    """'a/b.txt' and 'a-b.txt' name the same folder: refused, naming both, before anything trains."""
+    axes = parse_axes(["data.source=a/b.txt,a-b.txt"], NOT_ALLOWED)
+    with pytest.raises(UserError, match="would share the folder source-a-b.txt"):
+        cells_of(axes, tmp_path)
+
+
+def test_an_infinite_margin_in_bits_per_byte_is_refused(capsys):
+    """--margin-bpb inf would read every cell equivalent: one line, exit 2, before anything runs."""
+    argv = ["grid", "--config", "configs/debug.toml", "--axis", "model.n_embd=32,64", "--margin-bpb", "inf"]
+    assert compare.main(argv) == 2
+    assert "--margin-bpb must be a finite number > 0 bits per byte, got inf" in capsys.readouterr().err
 
 
 def test_an_axis_the_arms_set_is_refused_before_any_training(tmp_path, capsys):

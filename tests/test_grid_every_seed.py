@@ -85,13 +85,15 @@ def test_an_every_seed_cell_reads_best_against_best_in_nats_and_bits_per_byte(tm
 
 
 def test_the_pseudo_values_carry_the_jackknifes_standard_error(tmp_path):
-    """The seed-level Δ a swept cell hands the model across cells are the jackknife's pseudo-values: their
-    standard error is the interval's exactly, and their mean is Δ's bias-corrected jackknife estimate."""
+    """The seed-level Δ a swept cell hands the model across cells are the jackknife's pseudo-values centred on
+    the table's Δ: their standard error is the interval's exactly, and their mean is Δ itself (the pseudo-
+    values' own mean is Δ's bias-corrected jackknife estimate, which no table shows)."""
     grid = _swept_grid(tmp_path, [("n_embd-64", 64, -0.05, 1.0, 1000)])
     _, (cell,) = load_grid(grid)
     (b,) = readout.best_comparisons(cell.exp)
     (row,) = gap_rows([cell])
-    assert row["diffs_bpb"] == pytest.approx(b.pseudo) and len(b.pseudo) == SEEDS
+    assert statistics.fmean(row["diffs_bpb"]) == pytest.approx(b.delta) == pytest.approx(row["delta_bpb"])
+    assert statistics.stdev(row["diffs_bpb"]) == pytest.approx(statistics.stdev(b.pseudo)) and len(b.pseudo) == SEEDS
     assert statistics.stdev(b.pseudo) / SEEDS**0.5 == pytest.approx(b.se, rel=1e-9)
     table = readout.best_table(cell.exp)
     leave_out = [
@@ -101,6 +103,16 @@ def test_the_pseudo_values_carry_the_jackknifes_standard_error(tmp_path):
     ]
     corrected = SEEDS * b.delta - (SEEDS - 1) * statistics.fmean(leave_out)
     assert statistics.fmean(b.pseudo) == pytest.approx(corrected, abs=1e-12)
+
+
+def test_a_swept_cell_with_one_seed_at_every_rate_is_in_progress(tmp_path):
+    """Best against best needs 2 seeds at every rate: a cell whose other seeds have not finished every rate is
+    reported in progress, and the report of the grid is still written."""
+    grid = _swept_grid(tmp_path, [("n_embd-64", 64, -0.05, 1.0, 1000)])
+    for run in grid.glob("n_embd-64/*-s[123]"):
+        (run / "summary.json").unlink()
+    _, (cell,) = load_grid(grid)
+    assert cell.exp is None and cell.cell.error.startswith("in progress: 1 seed has every rate of every arm")
 
 
 def test_the_model_across_swept_cells_recovers_a_known_trend(tmp_path):

@@ -111,6 +111,19 @@ def test_a_cell_with_one_paired_seed_is_left_out_of_the_models():
     assert arm.left_out == {"young": "1 paired seed(s)"} and arm.cells == ["a", "b", "c"]
 
 
+def test_a_cell_whose_best_sits_at_its_grids_edge_enters_no_comparison_across_cells():
+    """A cell's Δ that its own report does not read (best at the grid's edge) stays out of the models, the
+    contrasts and the slope, each saying why."""
+    edge = {**_row("edge", 0.3, share=0.9), "edge": True}
+    rows = [_row("a", 0.0, share=0.2), _row("b", 0.02, share=0.5), _row("c", -0.01, share=0.7), edge]
+    (arm,) = cross_cell_models(rows)
+    assert arm.left_out == {"edge": "best at its grid's edge (not read)"} and arm.cells == ["a", "b", "c"]
+    (c,) = contrasts(rows, "a", "edge")
+    assert c.missing == "edge: best at its grid's edge (not read)"
+    (s,) = slope(rows, ["a", "b", "c", "edge"])
+    assert [u[0] for u in s.cells] == ["a", "b", "c"]
+
+
 def test_a_contrast_is_the_welch_difference_of_two_cells():
     """C = Δ(A) − Δ(B) with Welch's interval: mean difference ± t_{0.975, ν} × √(s_A²/n_A + s_B²/n_B), ν the
     Welch–Satterthwaite df (unequal seeds and spreads)."""

@@ -10,7 +10,6 @@ folders that exist already (:func:`given_runs`, then :func:`report`) is ``compar
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,10 +86,7 @@ def check_readout(args: argparse.Namespace) -> None:
         raise UserError(
             f"--margin-bpb adds verdicts on the loss in bits per byte: drop it with --outcome {args.outcome}"
         )
-    if args.margin_bpb is not None and not (math.isfinite(args.margin_bpb) and args.margin_bpb > 0):
-        raise UserError(
-            f"--margin-bpb must be a finite number > 0 bits per byte, got {args.margin_bpb}: e.g. --margin-bpb 0.02"
-        )
+    cli.check_margin_bpb(args.margin_bpb)
 
 
 def _check(args: argparse.Namespace) -> None:

@@ -57,8 +57,7 @@ def main(argv: list[str], command: str) -> int:
     args, overrides = cli.parse(parser(), argv)
     cli.check_shared(args)
     axes = parse_axes(args.axis, (*cli.SET_PER_RUN, "train.out_dir"))
-    if args.margin_bpb is not None and not args.margin_bpb > 0:
-        raise UserError(f"--margin-bpb must be > 0 bits per byte, got {args.margin_bpb}: e.g. --margin-bpb 0.02")
+    cli.check_margin_bpb(args.margin_bpb)
     plan = cli.plan_of(args, overrides)
     armed = sorted({a.key for a in axes} & {k for arm in plan.arms for k in plan.arm_set.settings[arm]})
     if armed:  # an arm's own value would win over the cell's: the axis would change nothing in that arm

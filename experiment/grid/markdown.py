@@ -90,7 +90,8 @@ def _tally(rows: list[dict]) -> list[str]:
     lines = []
     for arm in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == arm]
-        counts = {v: sum(r["verdict"] == v for r in mine) for v in ("better", "worse", "equivalent", "inconclusive")}
+        kinds = dict.fromkeys(["better", "worse", "equivalent", "inconclusive", *(r["verdict"] for r in mine)])
+        counts = {v: sum(r["verdict"] == v for r in mine) for v in kinds}  # "not read", "no bpb" too
         said = ", ".join(f"{v} in {n}" for v, n in counts.items() if n)
         lines.append(f"- **{arm}** against {mine[0]['reference']}, over {len(mine)} cells: {said}.")
     return lines
@@ -163,12 +164,13 @@ def render_grid(
     if command:
         lines += ["```bash", command, "```", ""]
     swept = lr_tuning(settings) == EVERY_SEED
-    rates = ", ".join(f"{v:g}" for v in settings["lr_grid"]) or "no grid (the config’s)"
-    tuned = (
-        f"every rate of {rates} trained by every arm on every seed"
-        if swept
-        else f"learning rate tuned per arm and cell on {rates}{_widen_words(settings.get('lr_widen', 0))}"
-    )
+    rates = ", ".join(f"{v:g}" for v in settings["lr_grid"])
+    if swept:
+        tuned = f"every rate of {rates} trained by every arm on every seed"
+    elif rates:
+        tuned = f"learning rate tuned per arm and cell on {rates}{_widen_words(settings.get('lr_widen', 0))}"
+    else:
+        tuned = "every arm at the config’s learning rate (none tuned)"
     lines += [
         f"Grid: {axes}. Arms: {', '.join(settings['arms'])}, each against `{settings['reference']}`, "
         f"{_seed_words(settings, rows)}, {tuned}; {_margin_words(settings, readout, swept)}",

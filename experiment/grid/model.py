@@ -256,21 +256,30 @@ def fit_model(moderator: str, rows: list[dict]) -> Model | str:
     return model
 
 
+def _unreadable(row: dict) -> str | None:
+    """Why a cell's Δ cannot enter a comparison across cells (None: it can)."""
+    if row["delta_bpb"] is None:
+        return "no bits per byte"
+    if row.get("edge"):
+        return "best at its grid's edge (not read)"
+    if row["seeds"] < MIN_SEEDS:
+        return f"{row['seeds']} paired seed(s)"
+    if not se_bpb(row) > 0:
+        return "no spread between seeds (no standard error)"
+    return None
+
+
 def cross_cell_models(rows: list[dict]) -> list[ArmModels]:
     """Per non-reference arm: every moderator's model (:data:`MODERATORS`) over the cells with ≥ 2 paired seeds.
 
-    ``rows`` are :func:`experiment.grid.run.gap_rows`; a cell without bits per byte or with fewer
-    than 2 paired seeds is left out (and said so).  Raises nothing: a model that cannot be fitted is
-    recorded in ``not_fitted`` with the reason.
+    ``rows`` are :func:`experiment.grid.run.gap_rows`; a cell without bits per byte, with fewer than 2
+    paired seeds, with no spread or whose best sits at its grid's edge (Δ not read) is left out, and
+    said so.  Raises nothing: a model that cannot be fitted is recorded in ``not_fitted`` with the reason.
     """
     out = []
     for arm in dict.fromkeys(r["arm"] for r in rows):
         mine = [r for r in rows if r["arm"] == arm]
-        left_out = {
-            r["cell"]: ("no bits per byte" if r["delta_bpb"] is None else f"{r['seeds']} paired seed(s)")
-            for r in mine
-            if r["delta_bpb"] is None or r["seeds"] < MIN_SEEDS or not se_bpb(r) > 0
-        }
+        left_out = {r["cell"]: why for r in mine if (why := _unreadable(r))}
         used = [r for r in mine if r["cell"] not in left_out]
         result = ArmModels(
             arm,
@@ -394,8 +403,11 @@ def contrasts(rows: list[dict], a: str, b: str) -> list[Contrast]:
     for arm in dict.fromkeys(r["arm"] for r in rows):
         found = {r["cell"]: r for r in rows if r["arm"] == arm and r["cell"] in (a, b)}
         lacking = [n for n in (a, b) if n not in found or found[n]["diffs_bpb"] is None or found[n]["seeds"] < 2]
-        if lacking:
-            out.append(Contrast(arm, a, b, missing=f"{', '.join(lacking)}: not finished with ≥ 2 paired seeds in bpb"))
+        edge = [n for n in (a, b) if n in found and found[n].get("edge")]
+        if lacking or edge:
+            why = [f"{', '.join(lacking)}: not finished with ≥ 2 paired seeds in bpb"] if lacking else []
+            why += [f"{', '.join(edge)}: best at its grid's edge (not read)"] if edge else []
+            out.append(Contrast(arm, a, b, missing="; ".join(why)))
             continue
         da, db = np.array(found[a]["diffs_bpb"]), np.array(found[b]["diffs_bpb"])
         res = scipy_stats.ttest_ind(da, db, equal_var=False)
@@ -432,7 +444,7 @@ class Slope:
 def slope(rows: list[dict], names: list[str]) -> list[Slope]:
     """Per non-reference arm: Δ bpb ~ 1 + (10 × embedding share) over the cells ``names``, weights 1/SE².
 
-    Cells without bits per byte or with fewer than 2 paired seeds are left out; a Slope with
+    Cells without bits per byte, with fewer than 2 paired seeds or a best at the grid's edge are left out; a Slope with
     ``missing`` set when fewer than 3 cells remain or their shares do not differ.
     """
     import statsmodels.api as sm
@@ -446,6 +458,7 @@ def slope(rows: list[dict], names: list[str]) -> list[Slope]:
                 if r["arm"] == arm
                 and r["cell"] in names
                 and r["delta_bpb"] is not None
+                and not r.get("edge")
                 and r["seeds"] >= 2
                 and se_bpb(r) > 0
             ),

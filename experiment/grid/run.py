@@ -38,6 +38,7 @@ from experiment import stats
 from experiment.ab import readout
 from experiment.runs import folders
 from experiment.arms import with_recorded
+from experiment.best import EDGE
 from experiment.grid.model import cell_vocab_use
 from experiment.runs.plan import best_lr, score as tuning_score
 from experiment.runs.folders import Experiment
@@ -115,12 +116,36 @@ def parse_axes(texts: list[str], not_allowed: tuple[str, ...]) -> list[Axis]:
 
 
 def cells_of(axes: list[Axis], grid_dir: Path) -> list[Cell]:
-    """Every combination of the axes' values, the first axis outermost."""
+    """Every combination of the axes' values, the first axis outermost.
+
+    Raises :class:`UserError` when two cells would share a folder (``a/b`` and ``a-b`` name alike).
+    """
     combos = itertools.product(*(a.values for a in axes))
-    return [
+    cells = [
         Cell(values, grid_dir / cell_name(values))
         for values in ({a.key: v for a, v in zip(axes, combo)} for combo in combos)
     ]
+    seen: dict[str, Cell] = {}
+    for cell in cells:
+        if cell.name in seen:
+            raise UserError(
+                f"grid cells {seen[cell.name].values} and {cell.values} would share the folder {cell.name}: "
+                "give values that differ in more than '/' against '-' or ':'"
+            )
+        seen[cell.name] = cell
+    return cells
+
+
+def in_recorded_order(axes: list[Axis], grid_dir: Path) -> list[Axis]:
+    """``axes`` in the key order the grid folder's ``grid.json`` recorded, when it names the same keys: a
+    cell's folder name follows the order, so the same axes typed in another order find the same cells."""
+    path = grid_dir / GRID_FILE
+    if not path.is_file():
+        return axes
+    order = list(read_json(path, "grid settings").get("axes", {}))
+    if sorted(order) != sorted(a.key for a in axes):
+        return axes  # other keys: _remember_grid refuses them
+    return sorted(axes, key=lambda a: order.index(a.key))
 
 
 def cell_overrides(overrides: dict, values: dict) -> dict:
@@ -157,6 +182,7 @@ def run_grid(plan: Plan, axes: list[Axis], prompts: list[str], command: str) -> 
     that cell missing and the grid goes on; :class:`core.errors.Interrupted` stops it.
     """
     grid_dir = grid_dir_of(plan)
+    axes = in_recorded_order(axes, grid_dir)
     cells = cells_of(axes, grid_dir)
     _check_cells(plan, cells)
     _remember_grid(grid_dir, plan, axes)
@@ -303,6 +329,9 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
     except UserError as e:
         cell.error = str(e)
         return GridCell(cell, None)
+    if exp.swept and len(exp.seeds) < 2:  # best against best's interval leaves a seed out: it needs two
+        cell.error = f"in progress: {len(exp.seeds)} seed has every rate of every arm; best against best reads 2"
+        return GridCell(cell, None)
     return GridCell(cell, exp)
 
 
@@ -425,8 +454,11 @@ def _paired_gaps(exp: Experiment, margin_bpb: float | None) -> list[dict]:
 
 def _swept_gaps(exp: Experiment, margin_bpb: float | None) -> list[dict]:
     """An every-seed cell's Δ of fitted bests per arm (nats), its jackknife interval and verdict
-    (:func:`experiment.ab.readout.best_comparisons`); ``diffs``: the jackknife's pseudo-values, the seed-level
-    Δ the model across cells reads.  With ``margin_bpb`` the verdicts are read in bits per byte."""
+    (:func:`experiment.ab.readout.best_comparisons`); ``diffs``: the jackknife's pseudo-values centred on Δ
+    (their mean is the bias-corrected Δ, which no table shows; centred, their standard error is still the
+    jackknife's), the seed-level Δ the model across cells reads.  ``edge``: a best at the grid's edge, whose
+    Δ is not read, so the model across cells leaves the cell out.  With ``margin_bpb`` the verdicts are read
+    in bits per byte."""
     in_nats = readout.best_comparisons(exp)
     verdicts = {b.arm: b.verdict for b in readout.best_comparisons(exp, margin_bpb)} if margin_bpb else {}
     return [
@@ -437,7 +469,8 @@ def _swept_gaps(exp: Experiment, margin_bpb: float | None) -> list[dict]:
             "lr_arm": b.best_lr[b.arm],
             "delta": b.delta,
             "ci": b.ci,
-            "diffs": b.pseudo,
+            "diffs": [p - statistics.fmean(b.pseudo) + b.delta for p in b.pseudo],
+            "edge": b.verdict == EDGE,
             "verdict": verdicts.get(b.arm, "no bpb") if margin_bpb else b.verdict,
             "seeds": b.seeds,
             "seeds_needed": None,

@@ -167,6 +167,14 @@ def check_shared(args: argparse.Namespace) -> None:
         raise UserError(f"--reference {args.reference} is not among --arms {','.join(args.arms)}: add it")
 
 
+def check_margin_bpb(margin_bpb: float | None) -> None:
+    """Refuse a ``--margin-bpb`` that is not a finite number > 0 (an infinite one reads every cell equivalent)."""
+    if margin_bpb is not None and not (math.isfinite(margin_bpb) and margin_bpb > 0):
+        raise UserError(
+            f"--margin-bpb must be a finite number > 0 bits per byte, got {margin_bpb}: e.g. --margin-bpb 0.02"
+        )
+
+
 def check_arms(args: argparse.Namespace) -> None:
     """``args.arm_set`` (:class:`experiment.arms.ArmSet`), ``args.arms`` (its names) and ``args.reference``
     from --arms, --arm and --arms-file; UserError for a bad definition or an arm defined twice."""
