@@ -225,3 +225,58 @@ def test_a_trunk_trained_in_stages_keeps_the_state_of_one_trained_in_one_go(tmp_
     assert run(capsys, "--resume", "--run-name", "staged", f"--train.out_dir={runs}", "--train.max_iters=16") == 0
     whole, staged = (load_checkpoint(runs / n / "ckpt_step16.pt") for n in ("whole", "staged"))
     assert branch.state_digest(whole) == branch.state_digest(staged)
+
+
+def test_a_branch_point_a_kill_kept_from_being_written_is_written_on_resume(tmp_path, corpus, capsys):
+    """A stage killed after ckpt_last.pt reached its branch point but before ckpt_step8.pt was written: the
+    resume starts past step 8 and never trains it again, so it writes the branch point from the state it
+    restored, the same state as an uninterrupted trunk's; and the stage's summary of step 8 is gone while
+    the trunk is extended, so a kill then leaves it resumable, not finished."""
+    base = [*tiny_args(tmp_path, corpus, *WSD), "--train.lr_decay_iters=32", "--train.save_at=8,16"]
+    runs = tmp_path / "runs"
+    assert run(capsys, *base, "--train.max_iters=16", "--run-name", "whole") == 0
+    assert run(capsys, *base, "--train.max_iters=8", "--run-name", "killed") == 0
+    (runs / "killed" / "ckpt_step8.pt").unlink()  # the write the kill cut short
+    extend = ["--resume", "--run-name", "killed", f"--train.out_dir={runs}", "--train.max_iters=16"]
+    assert run(capsys, *extend) == 0
+    whole, killed = (load_checkpoint(runs / n / "ckpt_step8.pt") for n in ("whole", "killed"))
+    assert branch.state_digest(whole) == branch.state_digest(killed)
+
+
+def test_a_run_extended_past_its_end_is_unfinished_until_it_ends_again(tmp_path, corpus, capsys, monkeypatch):
+    """Resuming a finished 8-step run to 12 drops its summary of step 8 first: stopped at step 10 (ckpt kept),
+    the folder reads unfinished and resumable, and the next --resume ends it at 12 with a new summary."""
+    from training import report
+    from training.run_files import RunFolder
+
+    base = [*tiny_args(tmp_path, corpus, *WSD), "--train.lr_decay_iters=32"]
+    runs = tmp_path / "runs"
+    assert run(capsys, *base, "--train.max_iters=8", "--train.checkpoint_interval=2", "--run-name", "r") == 0
+    assert RunFolder(runs / "r").finished
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the process dies in its final evaluation, after ckpt_last.pt at step 12
+
+    monkeypatch.setattr(report, "summarize", killed)
+    extend = ["--resume", "--run-name", "r", f"--train.out_dir={runs}", "--train.max_iters=12"]
+    assert train.main(extend) != 0  # ends as a second Ctrl-C would
+    capsys.readouterr()
+    folder = RunFolder(runs / "r")
+    assert not folder.finished and folder.resumable and load_checkpoint(folder.last_ckpt)["step"] == 12
+    monkeypatch.undo()
+    assert run(capsys, *extend) == 0
+    assert RunFolder(runs / "r").summary["step"] == 12
+
+
+def test_a_branch_that_would_move_an_untie_at_a_fraction_is_refused(tmp_path, corpus, capsys):
+    """A trunk that unties at half its 32-step horizon (step 16), branched at 12 to a 16-step budget, would untie
+    at step 8 of the branch's own horizon, before the branch point: no single run; refused in one line."""
+    base = tiny_args(tmp_path, corpus, *WSD)
+    runs = tmp_path / "runs"
+    trunk = [*base, "--train.max_iters=20", "--train.lr_decay_iters=32", "--train.save_at=12", "--train.untie_at=0.5"]
+    trunk += ["--model.tie_embeddings=true"]
+    assert run(capsys, *trunk, "--run-name", "trunk") == 0
+    argv = ["--branch-from", f"{runs / 'trunk'}@12", "--train.max_iters=16", f"--train.out_dir={runs}"]
+    assert train.main([*argv, "--run-name", "b"]) == 2
+    assert "the trunk unties at step 16 and its branch at 8" in error_line(capsys)
+    assert not (runs / "b").exists()

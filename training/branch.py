@@ -94,6 +94,16 @@ def branch_config(trunk_dir: Path, step: int, overrides: dict) -> RunConfig:
                 f"{name}'s cooldown starts at step {c.train.cooldown_start()}, before the branch step {step}: a branch "
                 "must start while both still train at the stable rate; branch earlier, or give a longer budget"
             )
+    # A branch's horizon is its own budget, which moves an untie at a fraction of it (train.untie_at). The
+    # branch is its budget's single run when both untie at one step, or when neither had untied by the branch
+    # point (the trunk's checkpoint is tied there, as the single run is).
+    untie_t, untie_b = trunk.untie_step(), cfg.untie_step()
+    tied_at_step = all(u is None or u >= step for u in (untie_t, untie_b))
+    if untie_t != untie_b and not tied_at_step:
+        raise UserError(
+            f"the trunk unties at step {untie_t} and its branch at {untie_b} (train.untie_at of each horizon), "
+            f"so the branch from step {step} is no single run: branch before both, or use train.untie_at_cooldown"
+        )
     return cfg
 
 

@@ -27,7 +27,7 @@ from training.config import RunConfig
 from training.schedule import get_lr
 from training.setup import Progress, build, restore
 from training.step import StepResult, evaluate, evaluate_windows, train_step
-from training.run_files import BEST_CKPT, LAST_CKPT, METRICS
+from training.run_files import BEST_CKPT, LAST_CKPT, METRICS, SUMMARY
 
 PLOT_EVERY_S = 30.0  # seconds between redraws of loss.png during a run (and once at the end)
 
@@ -171,10 +171,21 @@ class Trainer:
     # ------------------------------------------------------------------ before the first step
 
     def restore_progress(self) -> None:
-        """A resume takes back weights, optimizer, RNG states, data position and counters from ckpt_last.pt."""
-        if self.resume:
-            self.progress = restore(self.setup, self.cfg, self.last_path, self.saved_vocab_size)
-            self.saved_step = self.progress.step
+        """A resume takes back weights, optimizer, RNG states, data position and counters from ckpt_last.pt.
+
+        A run extended past an earlier end loses that end's summary.json now: until it ends again it is
+        unfinished, and a kill on the way leaves it resumable, never read as the old run.  A branch point
+        at the resumed step whose checkpoint a kill kept from being written is written from this state,
+        which is the state it would have held (the loop never trains that step again).
+        """
+        if not self.resume:
+            return
+        self.progress = restore(self.setup, self.cfg, self.last_path, self.saved_vocab_size)
+        self.saved_step = step = self.progress.step
+        if step < self.cfg.train.max_iters and self.main:
+            (self.run_dir / SUMMARY).unlink(missing_ok=True)
+        if step in self.cfg.train.save_at and not step_checkpoint(self.run_dir, step).is_file():
+            self.save(step_checkpoint(self.run_dir, step), with_optimizer=True)  # every rank: a collective
 
     def open_logs(self) -> None:
         """metrics.jsonl (a resume drops rows past its checkpoint and records itself) and the wandb logger (rank 0)."""
@@ -224,11 +235,12 @@ class Trainer:
                 )
             if self.progress.step % tc.eval_interval == 0 or self.progress.step == tc.max_iters:
                 self.evaluate()
+            # A branch point first, kept once (a resume that trains this step again writes the same state):
+            # were ckpt_last.pt written first, a kill between the two would resume past the branch point.
+            if self.progress.step in tc.save_at and not step_checkpoint(self.run_dir, self.progress.step).is_file():
+                self.save(step_checkpoint(self.run_dir, self.progress.step), with_optimizer=True)
             if self.progress.step % checkpoint_interval == 0 or self.progress.step == tc.max_iters:
                 self.save_last()
-            if self.progress.step in tc.save_at and not step_checkpoint(self.run_dir, self.progress.step).is_file():
-                # A branch point, kept once: a resume that trains this step again writes the same state.
-                self.save(step_checkpoint(self.run_dir, self.progress.step), with_optimizer=True)
             if self.progress.step % tc.log_interval == 0:
                 window_t, window_tokens = time.perf_counter(), 0  # eval and checkpoint time stay out of tokens/s
         pbar.close()

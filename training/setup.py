@@ -285,8 +285,11 @@ def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int,
                     f"{saved.get(section, {}).get(key)!r}: restore config.json, or start a new run"
                 )
     # A run stopped after its last step (in its final evaluation, say) resumes to its end: no step to train,
-    # then the final evaluation and the summary.  Only a finished run is refused.
-    if ckpt["step"] > cfg.train.max_iters or (ckpt["step"] == cfg.train.max_iters and RunFolder(path.parent).finished):
+    # then the final evaluation and the summary.  Only a finished run is refused: one whose summary is of
+    # this checkpoint's step (a summary of an earlier end, left by a kill while the run was extended, is not).
+    run = RunFolder(path.parent)
+    ended = run.finished and run.summary.get("step", ckpt["step"]) == ckpt["step"]
+    if ckpt["step"] > cfg.train.max_iters or (ckpt["step"] == cfg.train.max_iters and ended):
         raise UserError(
             f"{path} is at step {ckpt['step']}, already >= train.max_iters={cfg.train.max_iters}: "
             f"pass --train.max_iters=N with N > {ckpt['step']} to train further"
