@@ -260,6 +260,29 @@ def test_a_run_stopped_in_its_final_evaluation_resumes_to_its_summary(tmp_path, 
     assert summary["final_val_loss"] == ref["final_val_loss"] and load_checkpoint(cut / "ckpt_last.pt")["step"] == 8
 
 
+def test_metrics_rows_reach_the_disk_before_each_checkpoint(tmp_path, corpus, monkeypatch):
+    """Every ckpt_last.pt is written after an fsync of metrics.jsonl, so a power cut never keeps a checkpoint
+    newer than the rows that led to it (a resume drops rows past its checkpoint, but cannot add missing ones)."""
+    from training import faults, runs
+
+    events = []
+    sync, write = runs.MetricsLog.sync, faults.write_checkpoint
+
+    def synced(self):
+        events.append(("sync", self.path.name))
+        sync(self)
+
+    def written(path, *args, **kwargs):
+        events.append(("write", path.name))
+        return write(path, *args, **kwargs)
+
+    monkeypatch.setattr(runs.MetricsLog, "sync", synced)
+    monkeypatch.setattr(faults, "write_checkpoint", written)
+    assert train.main([*tiny_args(tmp_path, corpus, "--train.max_iters=8", "--train.checkpoint_interval=4")]) == 0
+    lasts = [i for i, e in enumerate(events) if e == ("write", "ckpt_last.pt")]
+    assert len(lasts) == 3 and all(events[i - 1] == ("sync", "metrics.jsonl") for i in lasts)
+
+
 def test_second_ctrl_c_aborts_at_once_keeping_the_last_checkpoint(tmp_path, corpus, monkeypatch, capsys):
     """Two Ctrl-Cs abort without waiting (exit 130); ckpt_last.pt still holds the last interval's step."""
     signal_at_call(monkeypatch, call=6, times=2)

@@ -379,7 +379,8 @@ class Trainer:
         ddp.on_main(write, self.dist)  # a failed write (full disk) stops every rank, not just rank 0
 
     def save_last(self) -> None:
-        """ckpt_last.pt: everything a resume needs, optimizer included."""
+        """ckpt_last.pt: everything a resume needs, optimizer included (metrics.jsonl's rows on disk first)."""
+        self.metrics.sync()
         self.save(self.last_path, with_optimizer=True)
         self.saved_step = self.progress.step
         if self.main:  # a resume that got past the step a non-finite loss stopped it at

@@ -91,6 +91,12 @@ class MetricsLog:
         self._f.write(json.dumps(clean, allow_nan=False) + "\n")
         self._f.flush()
 
+    def sync(self) -> None:
+        """Put every row written so far on disk (``os.fsync``), as a checkpoint is: called before each
+        ``ckpt_last.pt``, so a power cut never leaves a checkpoint newer than the rows that led to it."""
+        if not self._f.closed:
+            os.fsync(self._f.fileno())
+
     def close(self) -> None:
         """Close the file (again is fine)."""
         self._f.close()
@@ -232,6 +238,9 @@ class NullLogger:
         """Do nothing."""
 
     def finish(self) -> None:
+        """Do nothing."""
+
+    def sync(self) -> None:
         """Do nothing."""
 
     def close(self) -> None:
