@@ -106,6 +106,9 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(pair):
     w2, w1 = assert_same_losses(pair)
     for key in w1:
         torch.testing.assert_close(w2[key], w1[key], rtol=1e-3, atol=1e-5)
+    # The final score covers every val window on 2 ranks too (an odd count here: none is cut).
+    two, one = (json.loads((pair / r / "summary.json").read_text()) for r in ("two-ranks", "one"))
+    assert two["final_val_bpb"] == pytest.approx(one["final_val_bpb"], rel=1e-5)
 
 
 @pytest.mark.slow

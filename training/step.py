@@ -237,14 +237,15 @@ def evaluate_windows(
 ) -> Score:
     """Mean val loss (nats/token) and bits per byte over the val windows at ``positions`` ``(N,)``: a run's final score.
 
-    The windows are cut to a multiple of ``world_size`` and dealt out round-robin, so every
-    rank scores as many.  With fewer windows than ranks, every rank scores all of them.
+    The windows are dealt out round-robin, every one of them (a rank may score one more than
+    another: :func:`_score` sums before it divides, so the ratios are those of all windows, as
+    on one process).  With fewer windows than ranks, every rank scores all of them.
     ``progress`` shows a tqdm bar on stderr (the whole val split takes about 40 s on the
     default run), redrawn as rarely as the training bar when stderr is not a terminal.
     """
     model.eval()
     if len(positions) >= dist.world_size:
-        kept = positions[: len(positions) - len(positions) % dist.world_size][dist.rank :: dist.world_size]
+        kept = positions[dist.rank :: dist.world_size]
     else:  # fewer windows than ranks: every rank scores them all (the mean over ranks is then the same)
         kept = positions
     batches = kept.split(cfg.train.batch_size)
