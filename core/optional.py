@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from core.errors import UserError
 
+TRANSFORMERS_MAJOR = 5  # the oldest major version whose config.json layout our Llama and Qwen3 folders use
+
 
 def transformers():
     """The ``transformers`` module, or a one-line :class:`UserError` saying how to install it."""
@@ -17,6 +19,14 @@ def transformers():
         raise UserError(
             "GPT-2 import/export needs Hugging Face transformers: pip install transformers safetensors"
         ) from None
+    # Version 5 keeps a model's rotary base in config.json's rope_parameters, where our Llama and Qwen3
+    # folders write it; 4.x would read 10,000 instead, silently, and has no Qwen3 before 4.51.
+    major = int(transformers.__version__.split(".")[0])
+    if major < TRANSFORMERS_MAJOR:
+        raise UserError(
+            f"Hugging Face import/export needs transformers {TRANSFORMERS_MAJOR} or newer, this is "
+            f"{transformers.__version__}: pip install 'transformers>={TRANSFORMERS_MAJOR}'"
+        )
     transformers.logging.set_verbosity_error()  # its notices and progress bars would break our one-line output
     transformers.logging.disable_progress_bar()
     import huggingface_hub.utils

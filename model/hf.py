@@ -405,6 +405,17 @@ def load_into(model: GPT, source) -> dict:
             f"{config.gelu_approximate!r}; the model to fill differs: take its shape from them"
         )
     state = state_from_hf(hf_model.state_dict(), config)
+    # The shape matches, but the block may not be GPT-2's (no biases, rotary positions, another MLP): a
+    # weight GPT-2 has that the model lacks, or the reverse, would be dropped or missing without a word.
+    mine = model.state_dict()
+    extra, missing = sorted(state.keys() - mine.keys()), sorted(mine.keys() - state.keys())
+    if extra or missing:
+        name = (extra or missing)[0]
+        raise UserError(
+            f"the model to fill is not GPT-2's block: {name} is {'in' if extra else 'missing from'} the GPT-2 "
+            f"weights in {source} {'but not in the model' if extra else 'though the model has it'}; give it GPT-2's "
+            "choices (learned positions, LayerNorm, GELU, biases)"
+        )
     with torch.no_grad():
         for name, tensor in model.state_dict(keep_vars=True).items():
             tensor.copy_(state[name])  # a tied matrix is one Parameter under two names: copied twice, same values

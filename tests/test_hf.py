@@ -256,6 +256,18 @@ def test_missing_transformers_or_safetensors_is_a_one_line_install_hint(monkeypa
         optional.huggingface_hub()  # the model card's
 
 
+def test_a_transformers_too_old_for_our_config_layout_is_one_line(monkeypatch):
+    """transformers 4.x would read a Llama or Qwen3 folder's rotary base as 10,000 without a word: refused in one
+    line naming the version and the install command."""
+    import transformers
+
+    monkeypatch.setattr(transformers, "__version__", "4.57.1")
+    with pytest.raises(
+        UserError, match=r"needs transformers 5 or newer, this is 4.57.1: pip install 'transformers>=5'"
+    ):
+        optional.transformers()
+
+
 def test_gpt2_tokenizer_files_load_in_transformers_and_encode_as_tiktoken(tmp_path):
     """vocab.json / merges.txt rebuilt from gpt2.tiktoken: 50,000 merges, and AutoTokenizer gives tiktoken's ids."""
     ours = build_tokenizer("gpt2")
@@ -408,6 +420,15 @@ def test_init_from_refuses_conflicting_settings(tmp_path, gpt2_folder, capsys, e
     assert train.main(init_args(tmp_path, gpt2_folder, *extra, "--run-name", "bad")) == 2
     assert match in error_line(capsys)
     assert not (tmp_path / "runs" / "bad").exists()
+
+
+@pytest.mark.parametrize("choice", [{"bias": False}, {"position": "rope"}, {"mlp": "swiglu"}])
+def test_gpt2_weights_into_a_model_of_another_block_are_refused(gpt2_folder, choice):
+    """load_into a model of GPT-2's shape but another block (no biases, rotary positions, SwiGLU): one
+    UserError naming a weight one side lacks, never a weight dropped without a word or a KeyError."""
+    shape = dict(vocab_size=hf.GPT2_VOCAB_SIZE, block_size=32, n_layer=2, n_head=2, n_embd=32)
+    with pytest.raises(UserError, match="the model to fill is not GPT-2's block: "):
+        hf.load_into(GPT(GPTConfig(**shape, **choice)), str(gpt2_folder))
 
 
 def test_init_from_with_resume_or_a_missing_folder_is_refused(tmp_path, capsys):
