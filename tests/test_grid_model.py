@@ -259,3 +259,14 @@ def test_bad_report_options_are_one_line_errors(argv, match, capsys):
     assert compare.main(argv) == 2
     err = capsys.readouterr().err
     assert match in err and err.count("\n") == 1
+
+
+def test_an_interval_that_is_not_a_number_is_said_to_be_missing_not_to_cover_0():
+    """A fit whose standard errors came out NaN has no interval: the line says so, never 'covers 0'."""
+    from experiment.grid import markdown
+    from experiment.grid.model import Contrast
+
+    line = markdown._contrast_line(Contrast("untied", "a", "b", c=0.1, ci=(math.nan, math.nan), df=math.nan), "tied")
+    assert "no interval: its standard error could not be computed" in line and "covers 0" not in line
+    line = markdown._contrast_line(Contrast("untied", "a", "b", c=0.1, ci=(-0.1, 0.3), df=4.0), "tied")
+    assert "covers 0" in line

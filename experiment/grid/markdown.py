@@ -20,6 +20,8 @@ non-embedding parameters on a log-x axis.
 
 from __future__ import annotations
 
+import math
+
 import statistics
 from pathlib import Path
 
@@ -267,7 +269,7 @@ def _model_rows(m: Model) -> list[str]:
     note = "" if m.converged else " (did not converge)"
     lines = []
     for i, t in enumerate(shown):
-        sign = "supported" if excludes_zero(*t.ci) else "covers 0"
+        sign = _support(t.ci, "supported")
         name = "intercept (the mean Δ)" if t.name == "intercept" else t.name
         loo = (
             f"{signed(t.loo_range[0])} to {signed(t.loo_range[1])}, supported in {t.loo_supported} of {m.loo_fits}"
@@ -326,11 +328,19 @@ def model_section(arms: list[ArmModels]) -> list[str]:
     return lines
 
 
+def _support(ci: tuple[float, float], word: str) -> str:
+    """``word`` when a 95% interval lies on one side of 0, "covers 0" when it spans it, and "no interval"
+    when it is not a number (a fit whose standard errors could not be computed)."""
+    if not all(map(math.isfinite, ci)):
+        return "no interval: its standard error could not be computed"
+    return word if excludes_zero(*ci) else "covers 0"
+
+
 def _contrast_line(c: Contrast, reference: str) -> str:
     head = f"- **{c.arm} − {reference}**: "
     if c.missing:
         return head + f"not available ({c.missing})."
-    sign = "excludes 0" if excludes_zero(*c.ci) else "covers 0"
+    sign = _support(c.ci, "excludes 0")
     return (
         head + f"C = {signed(c.c)} {interval(c.ci)} (Welch, df {c.df:.1f}; {sign}); Δ(`{c.a}`) = {signed(c.delta_a)} "
         f"({c.n_a} seeds), Δ(`{c.b}`) = {signed(c.delta_b)} ({c.n_b} seeds)."
@@ -342,7 +352,7 @@ def _slope_line(s: Slope, reference: str) -> str:
     cells = ", ".join(f"`{c}` (share {sh:.1%}, Δ {signed(d)})" for c, sh, d, _ in s.cells)
     if s.missing:
         return head + f"not available ({s.missing})" + (f"; cells: {cells}." if cells else ".")
-    sign = "supported" if excludes_zero(*s.ci) else "covers 0"
+    sign = _support(s.ci, "supported")
     return (
         head
         + f"{signed(s.slope)} bpb per 10 percentage points {interval(s.ci)} (t on {s.df} df; {sign}), over {cells}."
