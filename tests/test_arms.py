@@ -273,6 +273,17 @@ def test_a_resume_may_not_move_the_untie_step(tmp_path, corpus, capsys):
     assert code == 2 and "lr_decay_iters cannot change on --resume of a tie-then-untie run" in capsys.readouterr().err
 
 
+def test_a_resume_may_not_move_the_untie_at_the_cooldown(tmp_path, corpus, capsys):
+    """An untie at the cooldown's first step moves with lr_decay_iters as an untie at a fraction does: a resume
+    that changes it is refused, naming the cooldown."""
+    wsd = ["--train.lr_schedule=wsd", "--train.cooldown_frac=0.25", "--train.untie_at_cooldown=true"]
+    args = tiny_args(tmp_path, corpus, "--train.max_iters=8", *wsd, "--run-name", "r")
+    assert train.main([*args, "--model.tie_embeddings=true"]) == 0
+    resume = [f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r", "--train.max_iters=12"]
+    assert train.main([*resume, "--train.lr_decay_iters=12"]) == 2
+    assert "its switch step (the cooldown's first step) would move" in capsys.readouterr().err
+
+
 def test_extending_a_finished_run_keeps_one_final_score(tmp_path, corpus):
     """A finished run extended with --resume scores once more at its new end; the old final_eval row is dropped."""
     assert (

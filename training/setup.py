@@ -98,12 +98,13 @@ def _setup_resume(args: argparse.Namespace, overrides: dict, dist: ddp.Dist) -> 
                 )
             changes.setdefault(section, {})[key] = value
     if (
-        cfg.train.untie_at
+        (cfg.train.untie_at or cfg.train.untie_at_cooldown)
         and overrides.get("train", {}).get("lr_decay_iters", cfg.train.lr_decay_iters) != saved_horizon
     ):
+        switch = "train.untie_at of the horizon" if cfg.train.untie_at else "the cooldown's first step"
         raise UserError(
-            "--train.lr_decay_iters cannot change on --resume of a tie-then-untie run: its switch step "
-            "(train.untie_at of the horizon) would move; start a new run instead"
+            f"--train.lr_decay_iters cannot change on --resume of a tie-then-untie run: its switch step "
+            f"({switch}) would move; start a new run instead"
         )
     # The overrides, and the folder the run lives in now (even if it was moved), in one validated copy.
     changes.setdefault("train", {})["out_dir"] = str(out_dir)
