@@ -97,10 +97,9 @@ def _setup_resume(args: argparse.Namespace, overrides: dict, dist: ddp.Dist) -> 
                     f"start a new run instead; resumable options: {', '.join(sorted(RESUME_OVERRIDABLE))}"
                 )
             changes.setdefault(section, {})[key] = value
-    if (
-        (cfg.train.untie_at or cfg.train.untie_at_cooldown)
-        and overrides.get("train", {}).get("lr_decay_iters", cfg.train.lr_decay_iters) != saved_horizon
-    ):
+    if (cfg.train.untie_at or cfg.train.untie_at_cooldown) and overrides.get("train", {}).get(
+        "lr_decay_iters", cfg.train.lr_decay_iters
+    ) != saved_horizon:
         switch = "train.untie_at of the horizon" if cfg.train.untie_at else "the cooldown's first step"
         raise UserError(
             f"--train.lr_decay_iters cannot change on --resume of a tie-then-untie run: its switch step "
