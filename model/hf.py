@@ -144,15 +144,21 @@ def config_from_hf(hf_config, tie_embeddings: bool | None = None, block_size: in
     )
 
 
-def config_to_hf(config: GPTConfig):
+GUESS_EOT = -1  # export's eot when the tokenizer is not known: <|endoftext|> guessed from a 50,257-token vocabulary
+
+
+def config_to_hf(config: GPTConfig, eot: int | None = GUESS_EOT):
     """The ``transformers`` config of our ``config``, for the class :func:`architecture` picks (``architectures``).
 
     GPT-2's block gives a ``GPT2Config`` (``UserError`` for ``bias=False`` or ``lm_head_bias=True``);
-    Llama's and Qwen3's come from :func:`model.hf_llama.config_to_hf`.  Raises :class:`UserError`
-    as :func:`architecture` does for a set no architecture expresses.
+    Llama's and Qwen3's come from :func:`model.hf_llama.config_to_hf`.  ``eot``: the tokenizer's
+    end-of-text id, written as bos and eos (None: it has none); :data:`GUESS_EOT` guesses
+    ``<|endoftext|>`` from a 50,257-token vocabulary, which a ``bpe:50257`` run also has.  Raises
+    :class:`UserError` as :func:`architecture` does for a set no architecture expresses.
     """
     arch = architecture(config)
-    eot = GPT2_VOCAB_SIZE - 1 if config.vocab_size == GPT2_VOCAB_SIZE else None  # <|endoftext|> for gpt2
+    if eot == GUESS_EOT:
+        eot = GPT2_VOCAB_SIZE - 1 if config.vocab_size == GPT2_VOCAB_SIZE else None  # <|endoftext|> for gpt2
     if arch != GPT2:
         return hf_llama.config_to_hf(config, arch, eot)
     if not config.bias:
@@ -443,13 +449,16 @@ def load_into(model: GPT, source) -> dict:
 # ----------------------------------------------------------------------------- export
 
 
-def export(model: GPT, out_dir: Path, write_more: Callable[[Path], None] | None = None) -> Path:
+def export(
+    model: GPT, out_dir: Path, write_more: Callable[[Path], None] | None = None, *, eot: int | None = GUESS_EOT
+) -> Path:
     """Write ``model`` as a folder the ``from_pretrained`` of its :func:`architecture` loads; returns ``out_dir``.
 
     ``config.json`` (:func:`config_to_hf`) and ``model.safetensors`` (:func:`state_to_hf`: a
     tied matrix once, reloaded tied because ``tie_word_embeddings=True``; an untied model
     adds ``lm_head.weight`` and ``tie_word_embeddings=False``); then ``write_more(folder)``
     adds files of the caller's (the tokenizer's: :func:`data.hf_tokenizer.write_tokenizer_files`).
+    ``eot``: the tokenizer's end-of-text id for bos and eos (:func:`config_to_hf`).
     The folder is built under a temporary name and swapped in whole
     (:func:`core.files.swap_in_folder`), so a failed export leaves nothing half-written.
     Raises :class:`UserError` if ``out_dir`` exists and is not empty, or no architecture expresses the model.
@@ -457,7 +466,7 @@ def export(model: GPT, out_dir: Path, write_more: Callable[[Path], None] | None 
     out_dir = Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise UserError(f"{out_dir} already exists and is not empty: give a new --out folder")
-    hf_config = config_to_hf(model.config)
+    hf_config = config_to_hf(model.config, eot)
     save_file = optional.safetensors_torch().save_file
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))

@@ -14,6 +14,7 @@ import hf as hf_cli
 import train
 from core.errors import UserError
 from data.hf_tokenizer import write_tokenizer_files
+from data.bpe import BPETokenizer
 from data.tokenizers import CharTokenizer
 from model import hf
 from model.config import GPTConfig
@@ -218,6 +219,15 @@ def test_bos_and_eos_are_endoftext_with_the_gpt2_vocabulary_and_none_otherwise(t
     folder = hf.export(GPT(GPTConfig(vocab_size=vocab_size, n_layer=1, n_head=2, n_embd=8, **LLAMA)), tmp_path / "hf")
     config = json.loads((folder / "config.json").read_text())
     assert config.get("bos_token_id") == eot and config.get("eos_token_id") == eot
+
+
+def test_a_bpe_vocabulary_of_gpt2s_size_has_no_endoftext(tmp_path):
+    """A bpe:50257 run has 50,257 tokens and no <|endoftext|>: exported with its tokenizer's end-of-text id (none),
+    no bos or eos is written, so generate would not stop at id 50256, an ordinary merge."""
+    model = GPT(GPTConfig(vocab_size=50257, n_layer=1, n_head=2, n_embd=8, **LLAMA))
+    folder = hf.export(model, tmp_path / "hf", eot=getattr(BPETokenizer, "eot_token", None))
+    config = json.loads((folder / "config.json").read_text())
+    assert config.get("bos_token_id") is None and config.get("eos_token_id") is None
 
 
 def test_an_incomplete_llama_folder_is_refused_by_the_weight_it_lacks(tmp_path):

@@ -108,4 +108,5 @@ def export_run(run_dir: Path, which: str, out_dir: Path, hub_id: str | None = No
         )
         card.save(folder / CARD_FILE)
 
-    return hf.export(model, out_dir, write_more)
+    # The run's tokenizer says which id ends a text: a bpe:50257 vocabulary has the size of gpt2's, not its ids.
+    return hf.export(model, out_dir, write_more, eot=getattr(tokenizer, "eot_token", None))
