@@ -272,8 +272,10 @@ class TokenData:
         """Positions of non-overlapping windows from the start of ``split``, shape (N,), int64 (for :meth:`batch_at`).
 
         Every ``block_size``-th position, at most ``max_tokens // block_size`` of them (at least
-        one): the same windows for every run on this data, so a final score compares runs on
-        identical tokens.  With one shard they tile the split exactly.
+        one): the same windows for every run on this data and ``block_size``, so a final score
+        compares such runs on identical tokens.  The cap counts tokens, so runs whose tokenizers
+        differ score different stretches of text once the split is longer than the cap; and up to
+        ``block_size - 1`` tokens at the split's end, past the last whole window, are not scored.  With one shard they tile the split exactly.
         """
         n = self.num_positions(split, block_size)
         count = min(-(-n // block_size), max(1, max_tokens // block_size))

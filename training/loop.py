@@ -458,7 +458,7 @@ class Trainer:
         if self.main:
             tqdm.write(
                 f"final val loss {score.loss:.4f}, {score.bpb:.4f} bits per byte, on {scored:,} val tokens "
-                "(the same windows for every run)"
+                "(the same windows for every run of this data and block_size)"
             )
         return {**final, "final_val_tokens": scored}
 
