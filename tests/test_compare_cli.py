@@ -209,6 +209,17 @@ def test_a_sequential_folder_read_between_its_looks_is_not_calibrated(tmp_path):
     assert json.loads((exp / "verdict.json").read_text())["calibrated"] is True
 
 
+def test_a_one_seed_tuned_folder_without_its_tuning_runs_is_refused(tmp_path, capsys):
+    """A folder whose rates were picked on one tuning seed, reported with its tune-* runs removed, would lose its
+    not-calibrated label: refused in one line instead."""
+    exp = tmp_path / "exp"
+    _grown_folder(exp, range(3))
+    (exp / "experiment.json").write_text(json.dumps({"margin": 0.01, "lr_grid": [1e-3, 2e-3], "lr_tuning": "one-seed"}))
+    assert compare.main([str(exp)]) == 2
+    assert "picked each arm's rate on one tuning seed" in error_line(capsys)
+    assert not (exp / "verdict.json").exists()
+
+
 def test_compare_speaks_of_arms_in_general(capsys):
     """The help opens on the A/B question and its default prompt is a newline; a new experiment of the user's
     own arms is named by them (<config>-base-vs-drop), while the tying presets keep <config>-tied-vs-untied."""

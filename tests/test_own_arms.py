@@ -319,6 +319,21 @@ def _race(tmp_path, drop_finals: list[float]) -> dict:
     return c
 
 
+def test_a_race_to_a_val_loss_refuses_arms_that_evaluate_at_other_intervals(tmp_path, capsys):
+    """The crossing is read between evals, so an arm evaluating more often would read sooner by that alone:
+    refused before anything trains, and in a report of runs trained so."""
+    argv = [*tiny_compare_args(tmp_path), "--seeds", "2", "--arm", "base:", "--arm", "dense:train.eval_interval=1"]
+    assert compare.main([*argv, "--outcome", "tokens-to:3.0"]) == 2
+    assert "arm dense evaluates every 1 steps and base every" in error_line(capsys)
+    paths = [
+        fake_run(tmp_path / "runs", f"{arm}-s{s}", True, 1337 + s, 2.8, settings={"train.eval_interval": every})
+        for s in range(2)
+        for arm, every in (("base", 250), ("dense", 50))
+    ]
+    assert compare.main([str(x) for x in paths] + ["--outcome", "tokens-to:3.25"]) == 2
+    assert "give every arm one train.eval_interval" in error_line(capsys)
+
+
 def test_an_arm_that_missed_where_the_reference_reached_cannot_read_better(tmp_path):
     """Dropping the seed drop missed would drop its worst: on the other three it reaches 3.25 sooner every time
     (better when it also reaches it on the fourth), but with the miss the verdict is inconclusive, the report

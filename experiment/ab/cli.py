@@ -180,6 +180,13 @@ def given_runs(
     tuning = [p for p in runs if Path(p).name.startswith("tune-")]
     reported = [p for p in runs if p not in tuning]
     where = folder or Path(runs[0]).resolve().parent
+    record = ExperimentRecord.read(where)
+    if record and record.lr_tuning == ONE_SEED and len(record.lr_grid) > 1 and not tuning:
+        # Without its tune-* runs the report could not know the rates were picked on one seed, nor say so.
+        raise UserError(
+            f"{where} picked each arm's rate on one tuning seed (experiment.json: lr_tuning one-seed), but no "
+            "tune-* run is given: report the experiment folder whole, tuning runs included"
+        )
     margin, declared, outcome, sequential = declared_settings(where, margin, outcome)
     arm_set, reference = arms_of_runs([*reported, *tuning], declared_reference(where, reference))
     return Compared(
