@@ -224,3 +224,21 @@ def test_a_learning_rate_flag_moves_every_optimizer_group_by_one_factor():
     assert plan.lr_flags(adamw, 2e-3) == ["--train.learning_rate=0.002", "--train.min_lr=0.0002"]
     muon = TrainConfig(learning_rate=1e-3, min_lr=1e-4, optimizer="muon", muon_learning_rate=0.01)
     assert plan.lr_flags(muon, 2e-3)[2] == "--train.muon_learning_rate=0.02"
+
+
+def test_a_rerun_may_add_arms_to_a_folder_but_never_drop_one(tmp_path):
+    """experiment.json records every arm compared (the Holm family): a re-run with another arm adds it; one
+    without an arm is refused by name, as fewer arms would ease the others' adjustment."""
+    from core.errors import UserError
+    from experiment.runs import record
+    from experiment.runs.plan import Plan
+    from training.config import RunConfig
+
+    def plan(*arms):
+        return Plan(config=None, overrides={}, arms=list(arms), seeds=2)
+
+    assert record.remember_settings(tmp_path, RunConfig(), plan("tied", "untied")).compared == ["tied", "untied"]
+    grown = record.remember_settings(tmp_path, RunConfig(), plan("tied", "untied", "tied-bias"))
+    assert grown.compared == ["tied", "untied", "tied-bias"]
+    with pytest.raises(UserError, match=r"arms \(without tied-bias: fewer arms would ease"):
+        record.remember_settings(tmp_path, RunConfig(), plan("tied", "untied"))

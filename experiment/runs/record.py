@@ -78,6 +78,7 @@ class ExperimentRecord:
     arms: dict = field(default_factory=dict)  # arms defined by settings: {name: {key: value}}
     checkout: str | None = None  # the commit the arms without code of their own trained with
     looks: list[dict] = field(default_factory=list)  # the seed counts verdicts were read at, and when
+    compared: list[str] = field(default_factory=list)  # every arm the folder trains, reference included ([]: older)
 
     @property
     def path(self) -> Path:
@@ -127,6 +128,7 @@ def _settings(cfg: config.RunConfig, plan) -> dict:
         "lr_widen": plan.lr_widen,
         "margin": plan.margin,
         "reference": plan.reference,  # the arm every verdict reads against, declared before the runs
+        "compared": list(plan.arms),  # its Holm family: a re-run may add arms, never drop one
     }
     if plan.lr_grid and not plan.budgets:  # how the grid is read, declared before the runs
         settings["lr_tuning"] = plan.lr_tuning
@@ -170,6 +172,16 @@ def _check_and_write_settings(out_dir: Path, cfg: config.RunConfig, plan) -> dic
         changed += [f"budgets (without {', '.join(map(str, gone))} tokens)"] if gone else []
         had = before.get("arms", {})
         changed += [f"the settings of arm {n}" for n, s in now.get("arms", {}).items() if had.get(n, s) != s]
+        dropped = [a for a in before.get("compared", []) if a not in plan.arms]
+        changed += (
+            [f"arms (without {', '.join(dropped)}: fewer arms would ease the others' Holm adjustment)"]
+            if dropped
+            else []
+        )
+        settings["compared"] = [
+            *before.get("compared", []),
+            *(a for a in plan.arms if a not in before.get("compared", [])),
+        ]
         if "seeds" in settings:
             settings["seeds"] = max(settings["seeds"], before.get("seeds", 0))
         if had or "arms" in settings:  # arms may be added, never redefined
