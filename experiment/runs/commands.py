@@ -166,7 +166,7 @@ def check_planned(plan: Plan, cmds: Commands) -> None:
     if folders.target_of(plan.outcome) is None:  # a race to a val loss lets each arm's recipe keep its own schedule
         schedules.check_planned({arm: cfg.train for arm, cfg in planned.items()}, plan.reference, own)
     else:
-        folders.check_eval_density({arm: cfg.train.eval_interval for arm, cfg in planned.items()}, plan.reference)
+        schedules.check_eval_density({arm: cfg.train.eval_interval for arm, cfg in planned.items()}, plan.reference)
 
 
 def _min_lr_flags(cfg: RunConfig, settings: dict, arm: str) -> list[str]:

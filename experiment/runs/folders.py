@@ -52,23 +52,6 @@ SIZE_KEYS = {"model.n_embd", "model.n_layer"}
 TARGETS = ("tokens-to", "time-to")  # the outcomes that read when a run reaches a val loss
 
 
-def check_eval_density(eval_interval: dict[str, int], reference: str) -> None:
-    """Refuse a race to a val loss (``tokens-to``, ``time-to``) whose arms evaluate at other intervals.
-
-    The crossing is read between evaluations: on a falling, convex curve a chord over sparse evals lies
-    above the curve and reads late, and denser evals give a noisy loss more chances to dip under the
-    target first, so an arm that evaluates more often would win by that alone.
-    """
-    other = sorted(a for a, every in eval_interval.items() if every != eval_interval[reference])
-    if other:
-        a = other[0]
-        raise UserError(
-            f"arm {a} evaluates every {eval_interval[a]} steps and {reference} every {eval_interval[reference]}: a race "
-            "to a val loss reads each crossing between evaluations, so the denser arm would read sooner by that "
-            "alone; give every arm one train.eval_interval"
-        )
-
-
 def target_of(outcome: str) -> float | None:
     """The val loss a ``tokens-to:`` or ``time-to:`` outcome reads the runs' way to; None for the others."""
     head, _, target = outcome.partition(":")
@@ -412,7 +395,7 @@ def check_experiment(
     else:  # the arms race to a val loss, each on its own recipe: every seed of an arm follows the arm's schedule
         for members in arms.values():
             schedules.check_schedules(members)
-        check_eval_density({a: m[0].config["train"]["eval_interval"] for a, m in arms.items()}, reference)
+        schedules.check_eval_density({a: m[0].config["train"]["eval_interval"] for a, m in arms.items()}, reference)
     grid = _check_tuning(tuning or [], seeds, arms)
     return Experiment(
         runs=arms,

@@ -175,3 +175,20 @@ def check_planned(planned: dict[str, TrainConfig], reference: str, own: dict[str
             "the peak rate (its train.min_lr then follows it), not the schedule's shape or length; drop "
             f"{', '.join(keys) or 'the setting'} from the arm, or compare the schedules with compare.py budgets or a compare.py grid axis"
         )
+
+
+def check_eval_density(eval_interval: dict[str, int], reference: str) -> None:
+    """Refuse a race to a val loss (``tokens-to``, ``time-to``) whose arms evaluate at other intervals.
+
+    The crossing is read between evaluations: on a falling, convex curve a chord over sparse evals lies
+    above the curve and reads late, and denser evals give a noisy loss more chances to dip under the
+    target first, so an arm that evaluates more often would win by that alone.
+    """
+    other = sorted(a for a, every in eval_interval.items() if every != eval_interval[reference])
+    if other:
+        a = other[0]
+        raise UserError(
+            f"arm {a} evaluates every {eval_interval[a]} steps and {reference} every {eval_interval[reference]}: a race "
+            "to a val loss reads each crossing between evaluations, so the denser arm would read sooner by that "
+            "alone; give every arm one train.eval_interval"
+        )
