@@ -219,9 +219,10 @@ def test_the_report_says_how_many_seeds_each_cell_holds(tmp_path):
 
 @pytest.mark.slow
 def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
-    """2 sizes × 2 tokenizers (char, bpe:N) × 2 seeds × 2 arms: every cell a full tied-vs-untied experiment
+    """1 size × 2 tokenizers (char, bpe:N) × 2 seeds × 2 arms: every cell a full tied-vs-untied experiment
     (paired seeds, its report with verdict, samples and command), the grid's report with val bpb for every
-    cell, and a second invocation that trains nothing and overwrites nothing."""
+    cell, and a second invocation that trains nothing and overwrites nothing.  (Two axes keep the cell names
+    of more than one key; a one-value axis keeps this test at 8 tiny runs.)"""
     corpus = tmp_path / "c.txt"
     corpus.write_text("ROMEO:\nWhat light through yonder window breaks?\n\nJULIET:\nO Romeo, Romeo!\n\n" * 200)
     argv = [
@@ -240,7 +241,7 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
         "--seeds",
         "2",
         "--axis",
-        "model.n_embd=16,32",
+        "model.n_embd=24",
         "--axis",
         "data.tokenizer=char,bpe:300",
         "--prompt",
@@ -248,11 +249,11 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
     ]
     assert compare.main(argv) == 0
     grid = tmp_path / "g"
-    for cell, n_embd in (("n_embd-16_tokenizer-char", 16), ("n_embd-32_tokenizer-bpe300", 32)):
+    for cell, tokenizer in (("n_embd-24_tokenizer-char", "char"), ("n_embd-24_tokenizer-bpe300", "bpe:300")):
         runs = sorted(p.name for p in (grid / cell).iterdir() if p.is_dir() and not p.name.startswith("."))
         assert runs == ["tied-s0", "tied-s1", "untied-s0", "untied-s1"] and (grid / cell / "report.md").is_file()
         cfg = json.loads((grid / cell / "tied-s0" / "config.json").read_text())
-        assert cfg["model"]["n_embd"] == n_embd
+        assert cfg["model"]["n_embd"] == 24 and cfg["data"]["tokenizer"] == tokenizer
         summary = json.loads((grid / cell / "untied-s1" / "summary.json").read_text())
         assert math.isfinite(summary["final_val_bpb"]) and summary["final_val_bpb"] > 0
         seeds = {
@@ -266,10 +267,10 @@ def test_a_grid_runs_end_to_end_and_reuses_its_runs(tmp_path):
         assert "| tied | untied |" in md and "RO" in md  # side-by-side samples from the prompt
         assert "python compare.py grid --config configs/debug.toml" in md  # the command that made it
     md = (grid / "report.md").read_text()
-    assert "4 of 4 cells" in md and md.count("| untied |") == 4 and (grid / "loss_vs_params.png").is_file()
-    stamp = (grid / "n_embd-16_tokenizer-char" / "tied-s0" / "ckpt_best.pt").stat().st_mtime_ns
+    assert "2 of 2 cells" in md and md.count("| untied |") == 2 and (grid / "loss_vs_params.png").is_file()
+    stamp = (grid / "n_embd-24_tokenizer-char" / "tied-s0" / "ckpt_best.pt").stat().st_mtime_ns
     assert compare.main(argv) == 0
-    assert (grid / "n_embd-16_tokenizer-char" / "tied-s0" / "ckpt_best.pt").stat().st_mtime_ns == stamp
+    assert (grid / "n_embd-24_tokenizer-char" / "tied-s0" / "ckpt_best.pt").stat().st_mtime_ns == stamp
 
 
 def test_a_grid_folder_takes_a_wider_learning_rate_grid_and_refuses_a_narrower_one(tmp_path):
