@@ -116,7 +116,7 @@ def test_seeds_added_by_hand_count_the_first_look_and_label_the_rest():
     rng, n = np.random.default_rng(11), 1000
     first = [one_rate(null_runs(rng, "normal", 2, 9)[:, :3]) for _ in range(n)]
     assert false_rate(first, "seeds added by hand: the first look (calibrated), normal") <= ceiling(ALPHA, n)
-    exp = type("Exp", (), {"tuning": {}, "looks": {"looks": [3, 5], "declared": False}})()
+    exp = type("Exp", (), {"tuning": {}, "looks": {"looks": [3, 5], "declared": False}, "provenance": []})()
     assert readout.not_calibrated(exp)[0].startswith("seeds added after a verdict was read at 3 seeds")
 
 
@@ -198,5 +198,5 @@ def test_rates_picked_on_one_seed_miss_5_percent_which_is_why_they_are_labelled(
     assert false_rate(verdicts, "rates picked on one seed, 5 seeds, normal (labelled not calibrated)") > ceiling(
         ALPHA, n
     )
-    exp = type("Exp", (), {"tuning": {"tied": ["a run"]}, "looks": None})()
+    exp = type("Exp", (), {"tuning": {"tied": ["a run"]}, "looks": None, "provenance": []})()
     assert readout.not_calibrated(exp) == [readout.ONE_SEED_TUNING]

@@ -27,7 +27,7 @@ from experiment.budget import readout as budget_readout
 from experiment.budget import run as budget_run
 from experiment.best import EDGE
 from experiment.budget.readout import Score
-from experiment.runs import record
+from experiment.runs import ledger, record
 from training.config import RunConfig
 
 
@@ -578,3 +578,21 @@ def test_a_best_at_the_grids_edge_is_not_read():
     assert not at_edge(interior, ["untied", "tied"], rates)
     edge = {**interior, "untied": {1e-3: 1.62, 2e-3: 1.55, 4e-3: 1.5}}
     assert at_edge(edge, ["untied", "tied"], rates) and not at_edge(edge, ["untied", "tied"], rates[:2])
+
+
+def test_a_branch_trained_again_after_it_finished_labels_the_report(tmp_path):
+    """experiment.json notes the branches compare.py trained (experiment.runs.ledger): one noted as a second
+    draw is named at the top of the report; the others, noted as they finished, are not."""
+    for lr in (1e-3, 2e-3, 4e-3):
+        for s in range(2):
+            _branch(tmp_path, "0.5M", "tied", lr, 1337 + s, 3.0 + s / 100)
+            _branch(tmp_path, "0.5M", "untied", lr, 1337 + s, 2.9 + s / 100)
+    runs = sorted(p for p in (tmp_path / "0.5M").iterdir())
+    trained = {f"0.5M/{p.name}": {"summary": ledger.summary_digest(p)} for p in runs}
+    trained["0.5M/untied-lr0.002-s1"]["redrawn"] = True
+    record = {"budgets": [500_000], "margin": 0.01, "trained": trained}
+    (tmp_path / "experiment.json").write_text(json.dumps(record))
+    md = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
+    (line,) = [line for line in md.splitlines() if line.startswith("**Not calibrated:**")]
+    assert line.startswith("**Not calibrated:** 1 run (0.5M/untied-lr0.002-s1) trained again from scratch")
+    assert md.index(line) < md.index("## Verdicts")

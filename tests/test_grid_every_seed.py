@@ -207,3 +207,15 @@ def test_a_margin_in_bits_per_byte_reads_swept_cells_best_against_best(tmp_path)
     assert compare.main([str(grid), "--margin-bpb", "0.02"]) == 0
     md = (grid / "report.md").read_text()
     assert "the 95% jackknife interval of the bests' Δ bpb excludes 0 (Holm-adjusted across arms)" in md
+
+
+def test_a_cell_holding_runs_it_did_not_train_is_labelled_in_the_grids_report(tmp_path):
+    """A cell whose experiment.json notes the runs it trained (experiment.runs.ledger) and holds others (copied
+    in): the grid's report says which cell's verdict is not calibrated, and why."""
+    grid = _swept_grid(tmp_path, [("n_embd-64", 64, -0.05, 0.5, 1000)])
+    (grid / "n_embd-64" / "experiment.json").write_text(json.dumps({"config": {}, "margin": 0.01, "trained": {}}))
+    _, (cell,) = load_grid(grid)
+    (why,) = cell.exp.provenance
+    assert why.startswith(f"{SEEDS * len(RATES) * 2} runs (") and "not trained by this experiment" in why
+    assert compare.main([str(grid)]) == 0
+    assert "**Not calibrated:** cell n_embd-64: " in (grid / "report.md").read_text()

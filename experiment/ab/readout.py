@@ -243,8 +243,9 @@ ONE_SEED_TUNING = (
 
 def not_calibrated(exp: Experiment) -> list[str]:
     """Why ``exp``'s verdicts do not hold their 5% error rate, in words (empty: they do): rates picked on one
-    tuning seed, a verdict read before at another seed count (``exp.looks`` not declared), or a sequential
-    experiment read at a seed count none of its declared looks is."""
+    tuning seed, a verdict read before at another seed count (``exp.looks`` not declared), a sequential
+    experiment read at a seed count none of its declared looks is, or runs other than the ones its declaration
+    drew (``exp.provenance``: :func:`experiment.runs.ledger.problems`)."""
     reasons = [ONE_SEED_TUNING] if exp.tuning else []
     looks = exp.looks
     if looks is not None and looks.get("declared") is False:
@@ -260,7 +261,7 @@ def not_calibrated(exp: Experiment) -> list[str]:
             f"({', '.join(map(str, looks['looks']))}): an extra look, which the level per look does not cover; "
             "report when a declared look's seeds have all finished"
         )
-    return reasons
+    return reasons + exp.provenance
 
 
 def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | None = None) -> dict:

@@ -21,7 +21,7 @@ from data.loader import TokenData
 from experiment import stats
 from experiment.runs import adopt
 from experiment.ab import figures
-from experiment.runs import launch
+from experiment.runs import launch, ledger
 from experiment.ab import readout
 from experiment.runs import folders
 from experiment.ab import markdown
@@ -70,7 +70,7 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     bar = _announce(plan, cmds, data, adopting)
     try:
         tuning, best = _tune(plan, out_dir, cmds.grid_point, cfg.train.seed + TUNING_SEED_OFFSET, bar)
-        if plan.one_seed and ExperimentRecord.read(out_dir) != settings:
+        if plan.one_seed and ExperimentRecord.read(out_dir).declared != settings.declared:
             raise UserError(
                 f"another compare.py changed {settings.path} (a wider grid or --lr-widen) while "
                 "this one tuned, so their best rates may differ: run the same command as that one"
@@ -250,7 +250,8 @@ def write_report(
         )
         alpha, words, looks = sequential
         looks = None if looks is None else {**looks, "seeds_read": len(exp.seeds)}
-        exp = dataclasses.replace(exp, alpha=alpha, sequential=words, looks=looks)
+        provenance = run_provenance([*paths, *tuning], read_whole=not exp.tuning)
+        exp = dataclasses.replace(exp, alpha=alpha, sequential=words, looks=looks, provenance=provenance)
         out_dir.mkdir(parents=True, exist_ok=True)
         names = figures.plot_all(exp, out_dir)
         texts = folders.samples(exp, prompts) if prompts else {}
@@ -301,6 +302,18 @@ def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[floa
             )
             return reported, tuning, out_dir, (alpha, words, looks_record(looks, n, alpha))
     raise AssertionError("unreachable: the last look returns")
+
+
+def run_provenance(runs: list[Path], read_whole: bool) -> list[str]:
+    """:func:`ledger.problems` of ``runs`` when they all lie in one experiment folder (experiment.json), else [].
+
+    ``read_whole``: the design reads every finished run of the folder (every seed, and with a learning-rate
+    grid every rate); rates picked on one tuning seed leave the other rates' runs out by design."""
+    parents = {Path(r).resolve().parent for r in runs}
+    if len(parents) != 1:
+        return []
+    (folder,) = parents
+    return ledger.reported(folder, runs, read_whole=read_whole)
 
 
 def experiment_runs(out_dir: Path) -> list[Path]:

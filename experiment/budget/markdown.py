@@ -27,6 +27,8 @@ from experiment.budget.run import Compute, compute_used, label
 
 from experiment.style import interval, p_value, save_figure, signed
 from experiment.runs.record import EXPERIMENT_FILE, ExperimentRecord
+from experiment.runs import ledger
+from training.run_files import runs_in
 
 matplotlib.use("Agg")
 
@@ -444,11 +446,14 @@ def render(
     declared_seeds: int | None = None,
     trunks: str | None = None,
     beside: tuple[str, list[str]] | None = None,
+    provenance: list[str] | tuple = (),
 ) -> str:
-    """The budget report in Markdown: how many seeds (interim or not), disagreements, the verdicts, the
+    """The budget report in Markdown: runs not as declared (``provenance``: :func:`experiment.runs.ledger.problems`),
+    how many seeds (interim or not), disagreements, the verdicts, the
     figure, the tables, the other records beside this one (``beside``: their figure and names), the
     trunks' figure, what finished, the compute, how to rebuild."""
-    md = [f"# {title}", "", *_seeds_note(ro, declared_seeds), *_disagreement_lines(ro), *_diverged_lines(ro)]
+    md = [f"# {title}", "", *(f"**Not calibrated:** {why}." for why in provenance), *([""] if provenance else [])]
+    md += [*_seeds_note(ro, declared_seeds), *_disagreement_lines(ro), *_diverged_lines(ro)]
     if ro.waiting:
         md += ["Not read yet: " + "; ".join(f"{b} ({why})" for b, why in ro.waiting.items()) + ".", ""]
     if ro.rows:  # before the first budget is read there is no verdict, figure or mean to show
@@ -533,5 +538,8 @@ def write_budget_report(out_dir: Path, reference: str, command: str, beside: lis
     trunks = save_figure(trunk_figure(curves, ro.train_tokens, reference), out_dir, TRUNK_FIGURE)
     names = [name if other.rows else f"{name} (no budget read yet: not drawn)" for name, other in others]
     side = (shown, names) if shown else None
-    write_text_atomic(path, render(ro, title, command, figure, compute, record.seeds, trunks, beside=side))
+    branches = [f.path for b in record.budgets for f in runs_in(out_dir / label(b), finished_only=True)]
+    provenance = ledger.reported(out_dir, branches, read_whole=False)  # a budget report reads every branch
+    md = render(ro, title, command, figure, compute, record.seeds, trunks, beside=side, provenance=provenance)
+    write_text_atomic(path, md)
     return path

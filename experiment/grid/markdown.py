@@ -203,6 +203,9 @@ def render_grid(
     ]
     if any(gc.exp.tuning for gc in done):  # the cells' verdicts rest on rates picked on one seed
         lines += [f"**Not calibrated:** every cell's verdict: {ONE_SEED_TUNING}.", ""]
+    for gc in done:  # runs a cell did not draw as its declaration did (experiment.runs.ledger)
+        lines += [f"**Not calibrated:** cell {gc.cell.name}: {why}." for why in gc.exp.provenance]
+        lines += [""] if gc.exp.provenance else []
     lines += _tally(rows) + [""]
     for name in figures:
         lines += [f"![{name}]({name})", "", f"*{caption(name, readout.margin_bpb)}*", ""]

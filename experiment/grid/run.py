@@ -36,7 +36,7 @@ from core.files import read_json, write_json
 from core.settings import field_types, merge, parse_cli_value
 from experiment import stats
 from experiment.ab import readout
-from experiment.runs import folders
+from experiment.runs import folders, ledger
 from experiment.arms import with_recorded
 from experiment.best import EDGE
 from experiment.grid.model import cell_vocab_use
@@ -332,6 +332,8 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
     if exp.swept and len(exp.seeds) < 2:  # best against best's interval leaves a seed out: it needs two
         cell.error = f"in progress: {len(exp.seeds)} seed has every rate of every arm; best against best reads 2"
         return GridCell(cell, None)
+    # The cell reads every finished run it holds, so only runs it did not draw as declared can be wrong here.
+    exp.provenance = ledger.problems(cell.folder, finished, read_whole=False)
     return GridCell(cell, exp)
 
 

@@ -31,7 +31,7 @@ import filelock
 
 from core.errors import UserError
 from core.files import file_lock, read_json, write_json
-from experiment.runs import folders
+from experiment.runs import folders, ledger
 from experiment.runs import schedules
 from experiment.arms import PRESETS, ArmSet
 from experiment.runs.record import config_changes, flatten
@@ -187,7 +187,9 @@ def copy_in(c: Candidate, out_dir: Path, name: str) -> Path:
     try:
         if target.exists() and settled(c, out_dir, name):  # made meanwhile by another compare.py (else it raises)
             return target
-        return _copy(c, target)
+        copied = _copy(c, target)
+        ledger.note_adopted(out_dir, name)
+        return copied
     finally:
         claim.release()
 

@@ -22,6 +22,7 @@ import filelock
 
 from core.errors import Interrupted, UserError
 from core.files import REPO_ROOT, acquire_or_wait, file_lock
+from experiment.runs import ledger
 from experiment.runs.plan import RunsBar
 from training import faults
 from training.branch import check_trunk
@@ -102,9 +103,11 @@ def run_arm(
         busy.release()
     cmd = arm_command(base_argv, out_dir, name, extra, resume_argv, train_py)
     if cmd is None:
+        ledger.note_finished(out_dir, name)  # (if a kill came between its end and the note)
         print(f"[compare] {run_dir}: finished earlier, reused", flush=True)
         return run_dir
     print(f"[compare] {run_dir}: {'resuming' if '--resume' in cmd else 'training'}", flush=True)
+    ledger.note_start(out_dir, name, fresh="--resume" not in cmd)
     returncode, signum = run_forwarding_signals(cmd)
     if signum is not None:  # the user asked to stop: never go on to the next arm, however the child ended
         raise Interrupted(
@@ -117,6 +120,7 @@ def run_arm(
             f"training {run_dir} failed (exit {returncode}; see its output above): "
             "fix the cause and run the same compare.py command again to continue"
         )
+    ledger.note_finished(out_dir, name)
     return run_dir
 
 
@@ -243,6 +247,8 @@ def run_parallel(out_dir: Path, jobs: list[Job], n: int, threads: int, bar: Runs
                 if r.proc.poll() is None:
                     continue
                 del running[name]
+                if r.proc.returncode == 0:
+                    ledger.note_finished(out_dir, r.job.folder)
                 r.claim.release()
                 done[name] = r.proc.returncode == 0
                 _report_end(out_dir, r, n)
@@ -291,8 +297,10 @@ def _start(out_dir: Path, job: Job, n: int, threads: int) -> _Running | bool | N
         print(f"[compare] {out_dir / job.folder}: {e}", flush=True)
         return False
     if cmd is None:
+        ledger.note_finished(out_dir, job.folder)
         claim.release()
         return True
+    ledger.note_start(out_dir, job.folder, fresh="--resume" not in cmd)
     log = out_dir / "logs" / f"{job.folder.replace('/', '_')}.log" if n > 1 else None
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     if log is not None:

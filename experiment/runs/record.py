@@ -79,11 +79,17 @@ class ExperimentRecord:
     checkout: str | None = None  # the commit the arms without code of their own trained with
     looks: list[dict] = field(default_factory=list)  # the seed counts verdicts were read at, and when
     compared: list[str] = field(default_factory=list)  # every arm the folder trains, reference included ([]: older)
+    trained: dict | None = None  # the runs compare.py trained here (experiment.runs.ledger; None: older folders)
 
     @property
     def path(self) -> Path:
         """The file itself."""
         return self.folder / EXPERIMENT_FILE
+
+    @property
+    def declared(self) -> ExperimentRecord:
+        """The record less what its runs add as they train (``trained``): what a rerun may not change."""
+        return dataclasses.replace(self, trained=None)
 
     @property
     def kind(self) -> str:
@@ -114,9 +120,14 @@ def remember_settings(out_dir: Path, cfg: config.RunConfig, plan) -> ExperimentR
     Arms, seeds, the lr grid and ``lr_widen`` may grow.  The check and the write happen under a
     lock, so two ``compare.py`` starting at once cannot both pass it with different settings.
     """
-    (out_dir / ".claims").mkdir(parents=True, exist_ok=True)
-    with file_lock(out_dir / ".claims" / f"{EXPERIMENT_FILE}.lock"):
+    with record_lock(out_dir):
         return ExperimentRecord.from_json(out_dir, _check_and_write_settings(out_dir, cfg, plan))
+
+
+def record_lock(out_dir: Path):
+    """The lock every read-modify-write of ``out_dir``'s experiment.json holds (a file lock in ``.claims/``)."""
+    (out_dir / ".claims").mkdir(parents=True, exist_ok=True)
+    return file_lock(out_dir / ".claims" / f"{EXPERIMENT_FILE}.lock")
 
 
 def _settings(cfg: config.RunConfig, plan) -> dict:
@@ -153,7 +164,9 @@ def _check_and_write_settings(out_dir: Path, cfg: config.RunConfig, plan) -> dic
     # continues it -- with more seeds or arms, another device or wandb mode -- but never mixes settings.
     settings = _settings(cfg, plan)
     saved = out_dir / EXPERIMENT_FILE
+    settings["trained"] = {}  # a new folder notes every run it trains from its first (experiment.runs.ledger)
     if saved.is_file():
+        settings.pop("trained")
         before = read_json(saved, "experiment settings")
         now = json.loads(json.dumps(settings))
         changed = config_changes(before.get("config", {}), settings["config"])
@@ -188,6 +201,8 @@ def _check_and_write_settings(out_dir: Path, cfg: config.RunConfig, plan) -> dic
             settings["arms"] = {**had, **now.get("arms", {})}
         if before.get("looks"):  # the verdicts read so far (record_look): kept, so that added seeds count as looks
             settings["looks"] = before["looks"]
+        if "trained" in before:  # the runs trained here (experiment.runs.ledger); older folders have no note
+            settings["trained"] = before["trained"]
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if changed:
             raise UserError(
@@ -302,8 +317,7 @@ def record_look(out_dir: Path, seeds: int) -> None:
     saved = out_dir / EXPERIMENT_FILE
     if not saved.is_file():
         return
-    (out_dir / ".claims").mkdir(exist_ok=True)
-    with file_lock(out_dir / ".claims" / f"{EXPERIMENT_FILE}.lock"):
+    with record_lock(out_dir):
         # Read and written as raw JSON under the lock: keys this version does not know are kept.
         data = read_json(saved, "experiment settings")
         looks = data.get("looks", [])

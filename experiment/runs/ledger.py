@@ -1,0 +1,143 @@
+"""Which runs an experiment folder trained itself, and whether each finished run stayed as it finished.
+
+A verdict holds its 5% error rate for runs drawn once, under the experiment's declaration, and read
+whole.  Three ways round that leave a folder looking ordinary:
+
+- copying finished runs into a new experiment folder, and declaring its margin or outcome after
+  seeing them (``compare.py`` reuses a finished run it finds under the name it would train);
+- deleting a finished run and training it again: a second draw of a seed already read, kept if
+  it reads better (on a GPU the same command gives other numbers; on a CPU a bookkeeping change does);
+- reading a hand-picked subset of the folder's finished runs (some arms, seeds or rates) as run folders.
+
+``compare.py`` notes in experiment.json's ``trained`` every run it starts (:func:`note_start`; fresh or
+resumed) and adopts (:func:`note_adopted`), and the digest of the run's ``summary.json`` once it has
+finished (:func:`note_finished`).  A report reads the note (:func:`problems`) and labels a verdict
+over any other runs not calibrated (``verdict.json``'s ``not_calibrated``; ``--fail-on`` will not
+gate on it).  Folders made before the note existed hold no ``trained`` and are not checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from core.files import read_json, write_json
+from experiment.runs.record import EXPERIMENT_FILE, record_lock
+from training.run_files import RunFolder, runs_in
+
+TRAINED = "trained"  # experiment.json's key: {run folder, relative: {"summary": digest or None, ...}}
+
+
+def summary_digest(run_dir: Path) -> str | None:
+    """The first 16 hex digits of the SHA-256 of ``run_dir/summary.json``, or None while it has none."""
+    path = RunFolder(run_dir).summary_path
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
+
+
+def _update(out_dir: Path, name: str, change) -> None:
+    """Apply ``change(entry) -> entry`` to run ``name``'s note (``{}`` if none), under the record's lock;
+    nothing for a folder without experiment.json or whose record keeps no note (an older folder)."""
+    saved = Path(out_dir) / EXPERIMENT_FILE
+    if not saved.is_file():
+        return
+    with record_lock(Path(out_dir)):
+        data = read_json(saved, "experiment settings")
+        if not isinstance(data.get(TRAINED), dict):
+            return
+        entry = change(dict(data[TRAINED].get(name, {})))
+        if entry is not None and entry != data[TRAINED].get(name):
+            data[TRAINED][name] = entry
+            write_json(saved, data)
+
+
+def note_start(out_dir: Path, name: str, *, fresh: bool) -> None:
+    """Note that ``compare.py`` starts the run ``out_dir/name``: from scratch (``fresh``) or resumed.
+
+    A fresh start of a run noted finished before is a second draw (``redrawn``), which stays noted."""
+
+    def start(entry: dict) -> dict:
+        if fresh and entry.get("summary"):
+            entry["redrawn"] = True
+        return {**entry, "summary": None}  # a resumed run may finish with another summary (a trunk's next stage)
+
+    _update(out_dir, name, start)
+
+
+def note_finished(out_dir: Path, name: str) -> None:
+    """Note the digest of the finished run ``out_dir/name``'s summary.json, if ``compare.py`` started it and
+    has not noted it finished yet (a run found finished and never started here stays un-noted)."""
+
+    def finish(entry: dict) -> dict | None:
+        if not entry or entry.get("summary"):
+            return None
+        return {**entry, "summary": summary_digest(Path(out_dir) / name)}
+
+    _update(out_dir, name, finish)
+
+
+def note_adopted(out_dir: Path, name: str) -> None:
+    """Note the run ``out_dir/name`` as adopted (``--adopt``: checked equal to the run the experiment would train)."""
+    _update(out_dir, name, lambda entry: {"adopted": True, "summary": summary_digest(Path(out_dir) / name)})
+
+
+def reported(folder: Path, runs: list[Path], *, read_whole: bool) -> list[str]:
+    """:func:`problems` of the ``runs`` a report reads, after noting each finished one that ``compare.py``
+    started and never saw finish (killed in between) as it is now."""
+    for run in runs:
+        note_finished(folder, os.path.relpath(Path(run).resolve(), Path(folder).resolve()))
+    return problems(folder, runs, read_whole=read_whole)
+
+
+def problems(folder: Path, runs: list[Path], *, read_whole: bool) -> list[str]:
+    """Why the ``runs`` a report reads from the experiment folder ``folder`` may not be the runs its declaration
+    drew, in words (empty: nothing found): finished runs of the folder left out (when ``read_whole``, a design
+    that reads every finished run), runs it did not train, runs trained again from scratch after they had
+    finished, and runs whose summary.json changed after they finished."""
+    saved = Path(folder) / EXPERIMENT_FILE
+    if not saved.is_file():
+        return []
+    given = {Path(r).resolve() for r in runs}
+    out = []
+    if read_whole:
+        left = [r.path.name for r in runs_in(folder, finished_only=True) if r.path.resolve() not in given]
+        if left:
+            out.append(
+                f"{_runs(left)} of the experiment finished but left out of the report ({_names(left)}): a "
+                "subset of its arms, seeds or rates picked by hand can pick the verdict; report the experiment "
+                "folder whole"
+            )
+    trained = read_json(saved, "experiment settings").get(TRAINED)
+    if not isinstance(trained, dict):
+        return out
+    names = sorted(os.path.relpath(r, Path(folder).resolve()) for r in given)
+    kinds = {
+        "not trained by this experiment (copied in, or trained by hand): a run drawn before the declaration "
+        "lets the declaration be fitted to it; train it here or adopt it (--adopt)": [
+            n for n in names if n not in trained
+        ],
+        "trained again from scratch after it had finished: a second draw of a seed lets the better draw be "
+        "kept; report with the first draws or start a new experiment folder": [
+            n for n in names if trained.get(n, {}).get("redrawn")
+        ],
+        "changed after it finished (its summary.json is not the one compare.py saw): report the runs as "
+        "they finished": [
+            n
+            for n in names
+            if trained.get(n, {}).get("summary") not in (None, summary_digest(Path(folder) / n))
+            and not trained[n].get("redrawn")
+        ],
+    }
+    out += [f"{_runs(ns)} ({_names(ns)}) {why}" for why, ns in kinds.items() if ns]
+    return out
+
+
+def _runs(names: list[str]) -> str:
+    """``"1 run"``, ``"3 runs"``."""
+    return f"{len(names)} run{'' if len(names) == 1 else 's'}"
+
+
+def _names(names: list[str], most: int = 4) -> str:
+    """The first ``most`` names, and how many more."""
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
