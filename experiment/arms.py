@@ -400,6 +400,19 @@ def changed_files(before: str, after: str) -> list[str] | None:
     return done.stdout.split() if done.returncode == 0 else None
 
 
+# The files train.py runs: two commits that agree on these train alike (configs are compared resolved, per run).
+TRAINING_CODE = ("train.py", "model", "training", "data", "core")
+
+
+def same_training_code(before: str, after: str) -> bool | None:
+    """Whether two commits hold the same :data:`TRAINING_CODE` (``git diff --quiet``); None when git cannot tell."""
+    try:
+        done = _git("diff", "--quiet", before, after, "--", *TRAINING_CODE)
+    except UserError:  # no git here: nothing can be told
+        return None
+    return {0: True, 1: False}.get(done.returncode)
+
+
 def check_clean() -> None:
     """Refuse a checkout with uncommitted changes or untracked files (``results/`` and what ``.gitignore``
     keeps out aside): a run records only the commit it trained from."""

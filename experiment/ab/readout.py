@@ -24,6 +24,7 @@ from core.errors import UserError
 from core.files import read_json
 from experiment import best, stats
 from experiment.runs.folders import TARGETS, Experiment, Run, code_versions, target_of
+from experiment.runs.seeds import seeds_apart
 from training.run_files import RunFolder
 
 # What a verdict may read, declared before the runs (``compare.py --outcome``): the final val loss
@@ -244,8 +245,9 @@ ONE_SEED_TUNING = (
 def not_calibrated(exp: Experiment) -> list[str]:
     """Why ``exp``'s verdicts do not hold their 5% error rate, in words (empty: they do): rates picked on one
     tuning seed, a verdict read before at another seed count (``exp.looks`` not declared), a sequential
-    experiment read at a seed count none of its declared looks is, or runs other than the ones its declaration
-    drew (``exp.provenance``: :func:`experiment.runs.ledger.problems`)."""
+    experiment read at a seed count none of its declared looks is, runs other than the ones its declaration
+    drew (``exp.provenance``: :func:`experiment.runs.ledger.problems`), or pairs whose runs differ in more
+    than their arm (:func:`experiment.runs.seeds.seeds_apart`: code, or a timed outcome's machine)."""
     reasons = [ONE_SEED_TUNING] if exp.tuning else []
     looks = exp.looks
     if looks is not None and looks.get("declared") is False:
@@ -261,7 +263,7 @@ def not_calibrated(exp: Experiment) -> list[str]:
             f"({', '.join(map(str, looks['looks']))}): an extra look, which the level per look does not cover; "
             "report when a declared look's seeds have all finished"
         )
-    return reasons + exp.provenance
+    return reasons + exp.provenance + seeds_apart(exp)
 
 
 def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | None = None) -> dict:
