@@ -582,7 +582,8 @@ def test_a_best_at_the_grids_edge_is_not_read():
 
 def test_a_branch_trained_again_after_it_finished_labels_the_report(tmp_path):
     """experiment.json notes the branches compare.py trained (experiment.runs.ledger): one noted as a second
-    draw is named at the top of the report; the others, noted as they finished, are not."""
+    draw is named at the top of the report; the others, noted as they finished, are not, nor is a trunk
+    deleted after its branches finished."""
     for lr in (1e-3, 2e-3, 4e-3):
         for s in range(2):
             _branch(tmp_path, "0.5M", "tied", lr, 1337 + s, 3.0 + s / 100)
@@ -590,6 +591,7 @@ def test_a_branch_trained_again_after_it_finished_labels_the_report(tmp_path):
     runs = sorted(p for p in (tmp_path / "0.5M").iterdir())
     trained = {f"0.5M/{p.name}": {"summary": ledger.summary_digest(p)} for p in runs}
     trained["0.5M/untied-lr0.002-s1"]["redrawn"] = True
+    trained["trunks/tied-lr0.001-s0"] = {"summary": "0123456789abcdef"}  # a trunk gone since: no report reads it
     record = {"budgets": [500_000], "margin": 0.01, "trained": trained}
     (tmp_path / "experiment.json").write_text(json.dumps(record))
     md = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()

@@ -136,3 +136,14 @@ def test_compare_notes_its_runs_and_labels_a_retrained_or_copied_one(tmp_path):
     assert _verdict(exp)["not_calibrated"][0].startswith("1 run (untied-s1) trained again from scratch")
     assert compare.main([*argv[:-4], "--name", "exp2", *argv[-4:]]) == 0  # trains nothing: all four finished
     assert _verdict(copy)["not_calibrated"][0].startswith("4 runs (tied-s0, tied-s1, untied-s0, untied-s1) not")
+
+
+def test_a_finished_run_deleted_from_the_folder_is_named(tmp_path):
+    """Both runs of seed 2 deleted after they finished: the folder reads as 2 paired seeds, and the report names
+    the runs gone (a seed that read badly, dropped)."""
+    folder, _ = _experiment(tmp_path)
+    for name in ("tied-s2", "untied-s2"):
+        shutil.rmtree(folder / name)
+    assert compare.main([str(folder)]) == 0
+    (why,) = _verdict(folder)["not_calibrated"]
+    assert why.startswith("2 runs (tied-s2, untied-s2) finished here and gone from the folder since")

@@ -23,7 +23,7 @@ from core.files import write_text_atomic
 from experiment import stats
 from experiment.arms import with_recorded
 from experiment.budget.readout import BestVsBest, BudgetReadout, TrunkCurve, readout, trunk_curves
-from experiment.budget.run import Compute, compute_used, label
+from experiment.budget.run import TRUNKS, Compute, compute_used, label
 
 from experiment.style import interval, p_value, save_figure, signed
 from experiment.runs.record import EXPERIMENT_FILE, ExperimentRecord
@@ -539,7 +539,8 @@ def write_budget_report(out_dir: Path, reference: str, command: str, beside: lis
     names = [name if other.rows else f"{name} (no budget read yet: not drawn)" for name, other in others]
     side = (shown, names) if shown else None
     branches = [f.path for b in record.budgets for f in runs_in(out_dir / label(b), finished_only=True)]
-    provenance = ledger.reported(out_dir, branches, read_whole=False)  # a budget report reads every branch
+    # A budget report reads every branch and no trunk (a trunk may go once its branches have finished).
+    provenance = ledger.reported(out_dir, branches, read_whole=False, reads=lambda name: not name.startswith(TRUNKS))
     md = render(ro, title, command, figure, compute, record.seeds, trunks, beside=side, provenance=provenance)
     write_text_atomic(path, md)
     return path

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from core.files import read_json, write_json
@@ -27,6 +28,11 @@ from experiment.runs.record import EXPERIMENT_FILE, record_lock
 from training.run_files import RunFolder, runs_in
 
 TRAINED = "trained"  # experiment.json's key: {run folder, relative: {"summary": digest or None, ...}}
+
+
+def every_run(name: str) -> bool:
+    """True: every run a folder trained is one its report reads (an A/B or grid cell folder)."""
+    return True
 
 
 def summary_digest(run_dir: Path) -> str | None:
@@ -81,19 +87,24 @@ def note_adopted(out_dir: Path, name: str) -> None:
     _update(out_dir, name, lambda entry: {"adopted": True, "summary": summary_digest(Path(out_dir) / name)})
 
 
-def reported(folder: Path, runs: list[Path], *, read_whole: bool) -> list[str]:
+def reported(
+    folder: Path, runs: list[Path], *, read_whole: bool, reads: Callable[[str], bool] = every_run
+) -> list[str]:
     """:func:`problems` of the ``runs`` a report reads, after noting each finished one that ``compare.py``
     started and never saw finish (killed in between) as it is now."""
     for run in runs:
         note_finished(folder, os.path.relpath(Path(run).resolve(), Path(folder).resolve()))
-    return problems(folder, runs, read_whole=read_whole)
+    return problems(folder, runs, read_whole=read_whole, reads=reads)
 
 
-def problems(folder: Path, runs: list[Path], *, read_whole: bool) -> list[str]:
+def problems(
+    folder: Path, runs: list[Path], *, read_whole: bool, reads: Callable[[str], bool] = every_run
+) -> list[str]:
     """Why the ``runs`` a report reads from the experiment folder ``folder`` may not be the runs its declaration
     drew, in words (empty: nothing found): finished runs of the folder left out (when ``read_whole``, a design
     that reads every finished run), runs it did not train, runs trained again from scratch after they had
-    finished, and runs whose summary.json changed after they finished."""
+    finished, runs whose summary.json changed after they finished, and runs noted finished that are gone
+    from the folder (of those the design reads: ``reads(name)``; a budget design does not read its trunks)."""
     saved = Path(folder) / EXPERIMENT_FILE
     if not saved.is_file():
         return []
@@ -127,6 +138,10 @@ def problems(folder: Path, runs: list[Path], *, read_whole: bool) -> list[str]:
             if trained.get(n, {}).get("summary") not in (None, summary_digest(Path(folder) / n))
             and not trained[n].get("redrawn")
         ],
+        "finished here and gone from the folder since: deleting finished runs (a seed that reads badly) "
+        "can pick the verdict; put them back, or start a new experiment folder": sorted(
+            n for n, e in trained.items() if reads(n) and e.get("summary") and not summary_digest(Path(folder) / n)
+        ),
     }
     out += [f"{_runs(ns)} ({_names(ns)}) {why}" for why, ns in kinds.items() if ns]
     return out
