@@ -23,6 +23,7 @@ from experiment import best, stats
 from experiment.budget import readout as budget_readout
 from experiment.ab import readout
 from experiment.budget.readout import Score
+from experiment.runs.folders import Experiment
 
 ALPHA = 0.05
 SD = 0.01  # per-seed noise of one run's final loss, nats (the budget record: 0.005-0.02)
@@ -116,7 +117,7 @@ def test_seeds_added_by_hand_count_the_first_look_and_label_the_rest():
     rng, n = np.random.default_rng(11), 1000
     first = [one_rate(null_runs(rng, "normal", 2, 9)[:, :3]) for _ in range(n)]
     assert false_rate(first, "seeds added by hand: the first look (calibrated), normal") <= ceiling(ALPHA, n)
-    exp = type("Exp", (), {"tuning": {}, "looks": {"looks": [3, 5], "declared": False}, "provenance": []})()
+    exp = Experiment(runs={}, seeds=[], reference="tied", margin=0.01, looks={"looks": [3, 5], "declared": False})
     assert readout.not_calibrated(exp)[0].startswith("seeds added after a verdict was read at 3 seeds")
 
 
@@ -198,5 +199,5 @@ def test_rates_picked_on_one_seed_miss_5_percent_which_is_why_they_are_labelled(
     assert false_rate(verdicts, "rates picked on one seed, 5 seeds, normal (labelled not calibrated)") > ceiling(
         ALPHA, n
     )
-    exp = type("Exp", (), {"tuning": {"tied": ["a run"]}, "looks": None, "provenance": []})()
+    exp = Experiment(runs={}, seeds=[], reference="tied", margin=0.01, tuning={"tied": ["a run"]})
     assert readout.not_calibrated(exp) == [readout.ONE_SEED_TUNING]
