@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -199,6 +200,10 @@ def recorded_argv(argv: list[str]) -> list[str]:
     return [first, *argv[1:]]
 
 
+# The files train.py runs: two commits that agree on these train alike (a run's config is recorded whole).
+TRAINING_CODE = ("train.py", "model", "training", "data", "core")
+
+
 def environment(device: torch.device) -> dict:
     """What a reader needs to reproduce a run: git commit, versions, hardware (modded-nanogpt style)."""
     try:
@@ -219,8 +224,14 @@ def environment(device: torch.device) -> dict:
                 timeout=10,
             ).stdout.strip()
         )
+        # What a commit does not say: the uncommitted changes to the code train.py runs, as a digest
+        # (experiment.runs.seeds compares runs by it; docs or tests edited meanwhile leave it None).
+        diff = subprocess.run(
+            ["git", "diff", "HEAD", "--", *TRAINING_CODE], cwd=REPO_ROOT, capture_output=True, timeout=10
+        ).stdout
+        code_diff = hashlib.sha256(diff).hexdigest()[:16] if diff.strip() else None
     except (OSError, subprocess.SubprocessError):
-        commit, dirty = None, None
+        commit, dirty, code_diff = None, None, None
     versions = {"python": platform.python_version(), "torch": torch.__version__}
     # Read from the installed packages' metadata: importing datasets and wandb only to ask would cost
     # seconds and over 100 MiB per run (measured on a 2-core CPU, 2026-11-23).
@@ -232,6 +243,7 @@ def environment(device: torch.device) -> dict:
     env = {
         "git_commit": commit,
         "git_dirty": dirty,
+        "training_code_diff": code_diff,
         "versions": versions,
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device)

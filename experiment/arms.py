@@ -36,6 +36,7 @@ import difflib
 import math
 import re
 import shutil
+import functools
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from pathlib import Path
 
 from core.errors import UserError
 from core.files import REPO_ROOT, file_lock
+from core.hardware import TRAINING_CODE
 from core.settings import field_types, load_toml, overrides_to_argv, parse_cli_value
 from training.config import BOOKKEEPING, DERIVED, RESOLVED_AT_START, SECTIONS, RunConfig
 
@@ -400,10 +402,7 @@ def changed_files(before: str, after: str) -> list[str] | None:
     return done.stdout.split() if done.returncode == 0 else None
 
 
-# The files train.py runs: two commits that agree on these train alike (configs are compared resolved, per run).
-TRAINING_CODE = ("train.py", "model", "training", "data", "core")
-
-
+@functools.lru_cache(maxsize=256)  # a report asks for the same pair of commits once per seed and section
 def same_training_code(before: str, after: str) -> bool | None:
     """Whether two commits hold the same :data:`TRAINING_CODE` (``git diff --quiet``); None when git cannot tell."""
     try:

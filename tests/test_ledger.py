@@ -147,3 +147,42 @@ def test_a_finished_run_deleted_from_the_folder_is_named(tmp_path):
     assert compare.main([str(folder)]) == 0
     (why,) = _verdict(folder)["not_calibrated"]
     assert why.startswith("2 runs (tied-s2, untied-s2) finished here and gone from the folder since")
+
+
+def test_adopting_a_run_where_one_had_finished_is_a_second_draw(tmp_path):
+    """A finished run deleted, and another run of the same arm and seed adopted in its place: the adoption keeps
+    the note that a draw had finished there, so the verdict names it; adopting the same run again changes nothing."""
+    folder, _ = _experiment(tmp_path)
+    ledger.note_adopted(folder, "tied-s0")
+    assert _noted(folder)["tied-s0"] == {
+        "summary": ledger.summary_digest(folder / "tied-s0"),
+        "adopted": True,
+        "redrawn": True,
+    }
+    before = (folder / EXPERIMENT_FILE).read_text()
+    ledger.note_adopted(folder, "tied-s0")
+    assert (folder / EXPERIMENT_FILE).read_text() == before
+    assert ledger.problems(folder, [folder / "tied-s0"], read_whole=False)[0].startswith(
+        "1 run (tied-s0) trained again"
+    )
+
+
+def test_runs_gathered_from_several_folders_are_named(tmp_path):
+    """Seeds 0-1 from one folder and seed 2 from another: which runs each folder left out, nothing records."""
+    folder, paths = _experiment(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("tied-s2", "untied-s2"):
+        shutil.move(str(folder / name), other / name)
+    given = [p for p in paths if not p.name.endswith("-s2")] + [other / "tied-s2", other / "untied-s2"]
+    assert compare.main([str(p) for p in given]) == 0
+    (why,) = _verdict(folder)["not_calibrated"]
+    assert why.startswith("runs gathered from 2 folders (exp, other)")
+
+
+def test_a_hidden_folder_beside_the_runs_is_not_a_run_left_out(tmp_path):
+    """An interrupted adoption's staging folder (.adopting-<name>, with a summary.json) is no run of the folder."""
+    folder, _ = _experiment(tmp_path)
+    shutil.copytree(folder / "tied-s0", folder / ".adopting-tied-s3")
+    assert compare.main([str(folder)]) == 0
+    assert _verdict(folder)["calibrated"] is True

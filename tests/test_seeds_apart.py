@@ -81,3 +81,36 @@ def test_same_training_code_reads_git():
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
     assert same_training_code(head, head) is True
     assert same_training_code(head, "0" * 40) is None
+
+
+def test_a_run_resumed_from_other_training_code_is_named(tmp_path, monkeypatch):
+    """untied-s0 started at the tied run's commit and was resumed at another whose training code differs
+    (env-resume-step<N>.json): its pair compares code."""
+    paths = fake_experiment(tmp_path / "runs", FINALS)
+    _with_env(paths, lambda name: {"git_commit": "a" * 40, "training_code_diff": None})
+    resumed = tmp_path / "runs" / "untied-s0" / "env-resume-step10.json"
+    resumed.write_text(json.dumps({"git_commit": "b" * 40, "training_code_diff": None}))
+    monkeypatch.setattr(seeds, "same_training_code", lambda x, y: False)
+    (why,) = _not_calibrated(tmp_path)
+    assert "(seed 0: tied at aaaaaaa, untied at bbbbbbb)" in why
+
+
+def test_uncommitted_changes_count_only_in_the_training_code(tmp_path):
+    """At one commit: two runs whose uncommitted training-code changes differ (their digests) are named;
+    runs whose checkout was dirty elsewhere (docs, tests: no training-code digest) are not."""
+    paths = fake_experiment(tmp_path / "runs", FINALS)
+    _with_env(paths, lambda name: {"git_commit": "a" * 40, "git_dirty": True, "training_code_diff": None})
+    assert _not_calibrated(tmp_path) == []
+    _with_env(
+        paths, lambda name: {"git_commit": "a" * 40, "training_code_diff": "d2" * 8 if name == "tied-s1" else "d1" * 8}
+    )
+    (why,) = _not_calibrated(tmp_path)
+    assert "(seed 1: tied at aaaaaaa with uncommitted changes (digest d2d2d2d)" in why
+
+
+def test_commits_git_cannot_compare_here_are_not_named(tmp_path, monkeypatch):
+    """Commits this clone does not have (a shallow clone, a fork): nothing can be told, so nothing is said."""
+    paths = fake_experiment(tmp_path / "runs", FINALS)
+    _with_env(paths, lambda name: {"git_commit": ("b" if name == "untied-s1" else "a") * 40, "git_dirty": False})
+    monkeypatch.setattr(seeds, "same_training_code", lambda x, y: None)
+    assert _not_calibrated(tmp_path) == []

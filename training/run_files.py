@@ -88,5 +88,7 @@ class RunFolder:
 
 def runs_in(folder: Path, finished_only: bool = False) -> list[RunFolder]:
     """The run folders directly inside ``folder``, sorted by name: every run that started (it holds its
-    config), or with ``finished_only`` every run that finished (it holds its summary).  [] for no folder."""
-    return [RunFolder(p.parent) for p in sorted(Path(folder).glob(f"*/{SUMMARY if finished_only else CONFIG}"))]
+    config), or with ``finished_only`` every run that finished (it holds its summary).  [] for no folder.
+    Hidden folders are none (an interrupted adoption's ``.adopting-<name>``, a branch being built)."""
+    paths = sorted(Path(folder).glob(f"*/{SUMMARY if finished_only else CONFIG}"))
+    return [RunFolder(p.parent) for p in paths if not p.parent.name.startswith(".")]

@@ -108,6 +108,7 @@ def _adopt(
         lr = best[c.arm] if best else None
         target = None if early else cmds.reported(c.arm, c.index, lr)[0]
         if adopt.settled(c, cmds.out_dir, target):  # adopted by an earlier run of the same command
+            ledger.note_adopted(cmds.out_dir, target)  # (if a kill came between the copy and its note)
             continue
         adopt.check(c, cmds.expected(c.arm, c.index, lr), sha, frozenset(folders.TUNED_KEYS) if early else frozenset())
         if not early:
@@ -305,13 +306,17 @@ def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[floa
 
 
 def run_provenance(runs: list[Path], read_whole: bool) -> list[str]:
-    """:func:`ledger.problems` of ``runs`` when they all lie in one experiment folder (experiment.json), else [].
+    """:func:`ledger.problems` of ``runs`` when they all lie in one folder; runs gathered from several folders
+    are named as such (which of each folder's runs were left out, nothing records).
 
     ``read_whole``: the design reads every finished run of the folder (every seed, and with a learning-rate
     grid every rate); rates picked on one tuning seed leave the other rates' runs out by design."""
-    parents = {Path(r).resolve().parent for r in runs}
-    if len(parents) != 1:
-        return []
+    parents = sorted({Path(r).resolve().parent for r in runs})
+    if len(parents) > 1:
+        return [
+            f"runs gathered from {len(parents)} folders ({', '.join(p.name for p in parents[:4])}): runs picked "
+            "from several folders can be picked after seeing them; report the runs of one experiment folder"
+        ]
     (folder,) = parents
     return ledger.reported(folder, runs, read_whole=read_whole)
 

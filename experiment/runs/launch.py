@@ -109,6 +109,7 @@ def run_arm(
     print(f"[compare] {run_dir}: {'resuming' if '--resume' in cmd else 'training'}", flush=True)
     ledger.note_start(out_dir, name, fresh="--resume" not in cmd)
     returncode, signum = run_forwarding_signals(cmd)
+    ledger.note_finished(out_dir, name)  # however it ended: a stop in its last step may leave it finished
     if signum is not None:  # the user asked to stop: never go on to the next arm, however the child ended
         raise Interrupted(
             signum,
@@ -120,7 +121,6 @@ def run_arm(
             f"training {run_dir} failed (exit {returncode}; see its output above): "
             "fix the cause and run the same compare.py command again to continue"
         )
-    ledger.note_finished(out_dir, name)
     return run_dir
 
 
@@ -247,8 +247,7 @@ def run_parallel(out_dir: Path, jobs: list[Job], n: int, threads: int, bar: Runs
                 if r.proc.poll() is None:
                     continue
                 del running[name]
-                if r.proc.returncode == 0:
-                    ledger.note_finished(out_dir, r.job.folder)
+                ledger.note_finished(out_dir, r.job.folder)  # however it ended (a stop in its last step)
                 r.claim.release()
                 done[name] = r.proc.returncode == 0
                 _report_end(out_dir, r, n)

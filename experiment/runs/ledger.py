@@ -83,8 +83,16 @@ def note_finished(out_dir: Path, name: str) -> None:
 
 
 def note_adopted(out_dir: Path, name: str) -> None:
-    """Note the run ``out_dir/name`` as adopted (``--adopt``: checked equal to the run the experiment would train)."""
-    _update(out_dir, name, lambda entry: {"adopted": True, "summary": summary_digest(Path(out_dir) / name)})
+    """Note the run ``out_dir/name`` as adopted (``--adopt``: checked equal to the run the experiment would train);
+    adopted where a run had finished before (deleted since) it is a second draw.  Noting it again is no change."""
+    digest = summary_digest(Path(out_dir) / name)
+
+    def adopt(entry: dict) -> dict | None:
+        if entry.get("adopted") and entry.get("summary") == digest:
+            return None
+        return {**entry, "adopted": True, "summary": digest, **({"redrawn": True} if entry.get("summary") else {})}
+
+    _update(out_dir, name, adopt)
 
 
 def reported(
@@ -121,6 +129,7 @@ def problems(
     trained = read_json(saved, "experiment settings").get(TRAINED)
     if not isinstance(trained, dict):
         return out
+    trained = {n: e for n, e in trained.items() if isinstance(e, dict)}  # (a hand-edited note: what is readable)
     names = sorted(os.path.relpath(r, Path(folder).resolve()) for r in given)
     kinds = {
         "not trained by this experiment (copied in, or trained by hand): a run drawn before the declaration "

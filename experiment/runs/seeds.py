@@ -35,7 +35,7 @@ SPEED_SETTINGS = ("train.compile", "train.head_loss", "train.device", "train.pad
 def seeds_apart(exp: Experiment) -> list[str]:
     """Why some seed's runs differ in more than their arm, in words (empty: none does)."""
     out = []
-    code = _apart(exp, lambda r: _code(r.path), _code_differs, [a for a in exp.arms if not exp.arm_set.code(a)])
+    code = _apart(exp, _codes, _code_differs, [a for a in exp.arms if not exp.arm_set.code(a)])
     if code:
         out.append(
             _reason(code, "trained from different code", lambda key, ids: f"at {_code_words(key)}")
@@ -60,43 +60,59 @@ def _reason(apart: tuple[list[int], dict[tuple, str]], what: str, words: Callabl
 
 
 def _apart(
-    exp: Experiment, identity: Callable[[Run], tuple], differ: Callable[[list], bool], arms: list[str]
+    exp: Experiment, identity: Callable[[Run], list[tuple]], differ: Callable[[list], bool], arms: list[str]
 ) -> tuple[list[int], dict[tuple, str]] | None:
-    """``(seeds whose runs of arms ``arms`` differ by ``differ`` over their ``identity``, {identity: its first
-    arm} on the first of them)``, or None when no seed's do."""
+    """``(seeds whose runs of arms ``arms`` differ by ``differ`` over their ``identity`` (one per segment: a
+    resumed run may have gone on from other code or on another machine), {identity: its first arm} on the
+    first of them)``, or None when no seed's do."""
     by_seed: dict[int, dict[tuple, str]] = {}
     for arm in arms:
         for r in [*exp.runs[arm], *(r for runs in exp.swept.get(arm, {}).values() for r in runs)]:
-            by_seed.setdefault(r.seed, {}).setdefault(identity(r), arm)
+            for key in identity(r):
+                by_seed.setdefault(r.seed, {}).setdefault(key, arm)
     seeds = sorted(seed for seed, ids in by_seed.items() if differ(list(ids)))
     if not seeds:
         return None
     return seeds, by_seed[seeds[0]]
 
 
-def _env(run: Path) -> dict:
-    """A run's ``env.json`` ({} where missing or unreadable)."""
-    path = RunFolder(run).env_path
-    try:
-        record = read_json(path, "run environment") if path.is_file() else {}
-    except UserError:
-        return {}
-    return record if isinstance(record, dict) else {}
+def _envs(run: Path) -> list[dict]:
+    """A run's environment records: ``env.json`` (its first segment) and each resume's
+    ``env-resume-step<N>.json`` (training.report); an unreadable one counts as {}."""
+    paths = [RunFolder(run).env_path, *sorted(Path(run).glob("env-resume-step*.json"))]
+    out = []
+    for path in paths:
+        try:
+            record = read_json(path, "run environment") if path.is_file() else {}
+        except UserError:
+            record = {}
+        out.append(record if isinstance(record, dict) else {})
+    return out
 
 
-def _code(run: Path) -> tuple:
-    """``(git commit, uncommitted changes)`` a run trained from (None where not recorded)."""
-    env = _env(run)
-    return env.get("git_commit"), env.get("git_dirty")
+def _codes(run: Run) -> list[tuple]:
+    """``(git commit, ("diff", digest) or ("dirty", flag))`` of each segment of a run: the digest of its
+    uncommitted changes to the training code (None: none), or for runs recorded before that digest, whether
+    the checkout had any uncommitted changes (None: not recorded)."""
+    return [
+        (
+            env.get("git_commit"),
+            ("diff", env["training_code_diff"]) if "training_code_diff" in env else ("dirty", env.get("git_dirty")),
+        )
+        for env in _envs(run.path)
+    ]
 
 
 def _code_differs(codes: list[tuple]) -> bool:
-    """Whether two ``(commit, uncommitted changes)`` differ in what train.py runs: changes on one side only, or
-    commits whose training code differs or cannot be compared (an unrecorded commit or flag matches any)."""
-    for (c1, d1), (c2, d2) in itertools.combinations(codes, 2):
-        if d1 is not None and d2 is not None and d1 != d2:
+    """Whether two codes (:func:`_codes`) differ in what train.py runs: other uncommitted changes (or changes
+    on one side only), or commits whose training code git says differs.  What cannot be told (an unrecorded
+    commit or flag, a commit git does not have here) is not counted as a difference."""
+    for (c1, (k1, v1)), (c2, (k2, v2)) in itertools.combinations(codes, 2):
+        if (k1 == k2 == "diff" and v1 != v2) or (k1 != k2 and None not in (v1, v2) and bool(v1) != bool(v2)):
             return True
-        if c1 and c2 and c1 != c2 and same_training_code(c1, c2) is not True:
+        if k1 == k2 == "dirty" and None not in (v1, v2) and v1 != v2:
+            return True
+        if c1 and c2 and c1 != c2 and same_training_code(c1, c2) is False:
             return True
     return False
 
@@ -105,16 +121,18 @@ def _machine(exp: Experiment) -> Callable[[Run], tuple]:
     """A run's machine and speed settings, as ``((name, value), ...)``; an arm's own settings left out."""
     own = {k for arm in exp.arms for k in exp.arm_set.settings.get(arm, {})}
 
-    def identity(r: Run) -> tuple:
-        env = _env(r.path)
-        hardware = [
-            ("device", env.get("device_name")),
-            ("cpu", env.get("cpu_model")),
-            ("threads", env.get("torch_threads")),
-        ]
-        hardware.append(("torch", (env.get("versions") or {}).get("torch")))
+    def identity(r: Run) -> list[tuple]:
         settings = [(k, r.config[k.split(".")[0]].get(k.split(".")[1])) for k in SPEED_SETTINGS if k not in own]
-        return tuple(hardware + settings)
+        return [
+            (
+                ("device", env.get("device_name")),
+                ("cpu", env.get("cpu_model")),
+                ("threads", env.get("torch_threads")),
+                ("torch", (env.get("versions") or {}).get("torch")),
+                *settings,
+            )
+            for env in _envs(r.path)
+        ]
 
     return identity
 
@@ -126,9 +144,10 @@ def _machine_words(key: tuple, keys: list[tuple]) -> str:
 
 
 def _code_words(key: tuple) -> str:
-    """A code ``(commit, uncommitted changes)`` in words."""
-    commit, dirty = key
-    return (commit[:7] if commit else "an unrecorded commit") + (" with uncommitted changes" if dirty else "")
+    """A code (:func:`_codes`) in words: ``"abc1234"``, ``"abc1234 with uncommitted changes (digest 9f2e…)"``."""
+    commit, (kind, value) = key
+    changes = "" if not value else " with uncommitted changes" + (f" (digest {value[:7]})" if kind == "diff" else "")
+    return (commit[:7] if commit else "an unrecorded commit") + changes
 
 
 def _seeds(seeds: list[int]) -> str:
