@@ -20,6 +20,7 @@ from experiment.grid.run import Axis, _remember_grid, gap_rows, load_grid, lr_tu
 from experiment.grid.model import cross_cell_models
 from experiment.runs.record import EVERY_SEED, ONE_SEED
 from experiment.runs.plan import Plan
+from experiment.runs import seeds
 
 RATES = (1e-3, 2e-3, 4e-3)
 SEEDS = 4
@@ -211,3 +212,18 @@ def test_a_cell_holding_runs_it_did_not_train_is_labelled_in_the_grids_report(tm
     assert why.startswith(f"{SEEDS * len(RATES) * 2} runs (") and "not trained by this experiment" in why
     assert compare.main([str(grid)]) == 0
     assert "**Not calibrated:** cell n_embd-64: " in (grid / "report.md").read_text()
+
+
+def test_a_cell_whose_pairs_trained_from_other_code_is_labelled_in_the_grids_report(tmp_path, monkeypatch):
+    """A cell's seed 0 runs of untied at another commit whose training code differs (experiment.runs.seeds):
+    the grid's report names the cell."""
+    grid = _swept_grid(tmp_path, [("n_embd-64", 64, -0.05, 0.5, 1000)])
+    for run in (grid / "n_embd-64").iterdir():
+        commit = ("b" if run.name.startswith("untied") and run.name.endswith("-s0") else "a") * 40
+        (run / "env.json").write_text(json.dumps({"git_commit": commit, "training_code_diff": None}))
+    monkeypatch.setattr(seeds, "same_training_code", lambda x, y: False)
+    assert compare.main([str(grid)]) == 0
+    assert (
+        "**Not calibrated:** cell n_embd-64: runs of 1 seed trained from different code"
+        in (grid / "report.md").read_text()
+    )

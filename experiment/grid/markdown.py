@@ -33,6 +33,7 @@ from core.files import write_text_atomic
 from experiment.style import interval, log_x, p_value, save_figure, signed
 from experiment.ab.readout import ONE_SEED_TUNING
 from experiment.runs.record import EVERY_SEED
+from experiment.runs.seeds import seeds_apart
 from experiment.grid.run import NOT_STARTED, GridCell, LrPick, cells_vocab_use, gap_rows, load_grid, lr_picks, lr_tuning
 from experiment.grid.model import (
     ArmModels,
@@ -203,9 +204,10 @@ def render_grid(
     ]
     if any(gc.exp.tuning for gc in done):  # the cells' verdicts rest on rates picked on one seed
         lines += [f"**Not calibrated:** every cell's verdict: {ONE_SEED_TUNING}.", ""]
-    for gc in done:  # runs a cell did not draw as its declaration did (experiment.runs.ledger)
-        lines += [f"**Not calibrated:** cell {gc.cell.name}: {why}." for why in gc.exp.provenance]
-        lines += [""] if gc.exp.provenance else []
+    for gc in done:  # runs a cell did not draw as declared, or pairs apart in more than their arm
+        reasons = [*gc.exp.provenance, *seeds_apart(gc.exp)]
+        lines += [f"**Not calibrated:** cell {gc.cell.name}: {why}." for why in reasons]
+        lines += [""] if reasons else []
     lines += _tally(rows) + [""]
     for name in figures:
         lines += [f"![{name}]({name})", "", f"*{caption(name, readout.margin_bpb)}*", ""]
