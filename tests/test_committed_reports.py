@@ -59,9 +59,15 @@ def test_a_committed_cell_report_re_renders_from_its_runs(tmp_path):
     _assert_same_figures(CELL, copy)
 
 
-def _differing_lines(committed: str, rendered: Path) -> list[str]:
-    """The rendered report's lines that differ from the committed report's (same line count asserted)."""
+def _differing_lines(committed: str, rendered: Path, label: str | None = None) -> list[str]:
+    """The rendered report's lines that differ from the committed report's (same line count asserted), with
+    ``label``'s lines (a "Not calibrated" reason the harness gives since, each with its blank line) taken out
+    of the rendered one first; ``label`` must then be there."""
     old, new = committed.splitlines(), rendered.read_text(encoding="utf-8").splitlines()
+    if label is not None:
+        at = [i for i, line in enumerate(new) if line.startswith(label)]
+        assert at, label
+        new = [line for i, line in enumerate(new) if i not in at and i - 1 not in at]
     assert len(old) == len(new)
     return [b for a, b in zip(old, new) if a != b]
 
@@ -111,7 +117,10 @@ def test_the_default_budget_reports_re_render_from_their_runs(tmp_path, report_d
         margin_bpb=margin_bpb,
     )
 
-    assert all(line.startswith(FROM_CHECKPOINTS) for line in _differing_lines(committed, path))
+    # The same-rate readout reads tied runs trained later into same-rate/ beside the experiment's untied runs: not
+    # declared before the runs (as the record's README says), which the harness now labels.
+    label = "**Not calibrated:** runs gathered from 2 folders" if report_dir.name == "same-rate" else None
+    assert all(line.startswith(FROM_CHECKPOINTS) for line in _differing_lines(committed, path, label))
     _assert_same_figures(report_dir, out)
 
 
