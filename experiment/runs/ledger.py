@@ -45,8 +45,8 @@ def _update(out_dir: Path, name: str, change) -> None:
     """Apply ``change(entry) -> entry`` to run ``name``'s note (``{}`` if none), under the record's lock;
     nothing for a folder without experiment.json or whose record keeps no note (an older folder)."""
     saved = Path(out_dir) / EXPERIMENT_FILE
-    if not saved.is_file():
-        return
+    if not saved.is_file() or not isinstance(read_json(saved, "experiment settings").get(TRAINED), dict):
+        return  # (no lock taken, nothing written: an older folder is only read)
     with record_lock(Path(out_dir)):
         data = read_json(saved, "experiment settings")
         if not isinstance(data.get(TRAINED), dict):
