@@ -27,7 +27,7 @@ from experiment.budget import readout as budget_readout
 from experiment.budget import run as budget_run
 from experiment.best import EDGE
 from experiment.budget.readout import Score
-from experiment.runs import ledger, record
+from experiment.runs import ledger, record, seeds
 from training.config import RunConfig
 
 
@@ -580,21 +580,25 @@ def test_a_best_at_the_grids_edge_is_not_read():
     assert at_edge(edge, ["untied", "tied"], rates) and not at_edge(edge, ["untied", "tied"], rates[:2])
 
 
-def test_a_branch_trained_again_after_it_finished_labels_the_report(tmp_path):
-    """experiment.json notes the branches compare.py trained (experiment.runs.ledger): one noted as a second
-    draw is named at the top of the report; the others, noted as they finished, are not, nor is a trunk
-    deleted after its branches finished."""
+def test_a_redrawn_branch_and_a_seed_of_other_code_label_the_report_and_a_gone_trunk_does_not(tmp_path, monkeypatch):
+    """experiment.json notes the runs compare.py trained (experiment.runs.ledger): a branch noted as a second
+    draw is named at the top of the report, a trunk deleted after its branches finished is not; and seed
+    1338's untied branch at 2e-3 from a commit whose training code differs names that seed and budget
+    (experiment.runs.seeds.branches_apart)."""
     for lr in (1e-3, 2e-3, 4e-3):
         for s in range(2):
             _branch(tmp_path, "0.5M", "tied", lr, 1337 + s, 3.0 + s / 100)
             _branch(tmp_path, "0.5M", "untied", lr, 1337 + s, 2.9 + s / 100)
-    runs = sorted(p for p in (tmp_path / "0.5M").iterdir())
-    trained = {f"0.5M/{p.name}": {"summary": ledger.summary_digest(p)} for p in runs}
-    trained["0.5M/untied-lr0.002-s1"]["redrawn"] = True
-    trained["trunks/tied-lr0.001-s0"] = {"summary": "0123456789abcdef"}  # a trunk gone since: no report reads it
-    record = {"budgets": [500_000], "margin": 0.01, "trained": trained}
-    (tmp_path / "experiment.json").write_text(json.dumps(record))
+    for run in (tmp_path / "0.5M").iterdir():
+        commit = ("b" if run.name == "untied-lr0.002-s1" else "a") * 40
+        (run / "env.json").write_text(json.dumps({**ENV, "git_commit": commit, "training_code_diff": None}))
+    monkeypatch.setattr(seeds, "same_training_code", lambda x, y: False)
+    trained = {f"0.5M/{p.name}": {"summary": ledger.summary_digest(p)} for p in (tmp_path / "0.5M").iterdir()}
+    trained["0.5M/untied-lr0.001-s0"]["redrawn"] = True
+    trained["trunks/tied-lr0.001-s0"] = {"summary": "0123456789abcdef"}  # gone since: no report reads a trunk
+    (tmp_path / "experiment.json").write_text(json.dumps({"budgets": [500_000], "margin": 0.01, "trained": trained}))
     md = budget_markdown.write_budget_report(tmp_path, "tied", "python compare.py exp").read_text()
-    (line,) = [line for line in md.splitlines() if line.startswith("**Not calibrated:**")]
-    assert line.startswith("**Not calibrated:** 1 run (0.5M/untied-lr0.002-s1) trained again from scratch")
-    assert md.index(line) < md.index("## Verdicts")
+    redrawn, code = [line for line in md.splitlines() if line.startswith("**Not calibrated:**")]
+    assert redrawn.startswith("**Not calibrated:** 1 run (0.5M/untied-lr0.001-s0) trained again from scratch")
+    assert code.startswith("**Not calibrated:** runs of 1 seed trained from different code (seed 1338 at 0.5M: ")
+    assert md.index(code) < md.index("## Verdicts")

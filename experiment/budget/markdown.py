@@ -26,8 +26,9 @@ from experiment.budget.readout import BestVsBest, BudgetReadout, TrunkCurve, rea
 from experiment.budget.run import TRUNKS, Compute, compute_used, label
 
 from experiment.style import interval, p_value, save_figure, signed
-from experiment.runs.record import EXPERIMENT_FILE, ExperimentRecord
+from experiment.runs.record import EXPERIMENT_FILE, ExperimentRecord, flatten
 from experiment.runs import ledger
+from experiment.runs.seeds import branches_apart
 from training.run_files import runs_in
 
 matplotlib.use("Agg")
@@ -538,9 +539,14 @@ def write_budget_report(out_dir: Path, reference: str, command: str, beside: lis
     trunks = save_figure(trunk_figure(curves, ro.train_tokens, reference), out_dir, TRUNK_FIGURE)
     names = [name if other.rows else f"{name} (no budget read yet: not drawn)" for name, other in others]
     side = (shown, names) if shown else None
-    branches = [f.path for b in record.budgets for f in runs_in(out_dir / label(b), finished_only=True)]
+    branches = [(label(b), f) for b in record.budgets for f in runs_in(out_dir / label(b), finished_only=True)]
     # A budget report reads every branch and no trunk (a trunk may go once its branches have finished).
-    provenance = ledger.reported(out_dir, branches, read_whole=False, reads=lambda name: not name.startswith(TRUNKS))
+    provenance = ledger.reported(
+        out_dir, [f.path for _, f in branches], read_whole=False, reads=lambda name: not name.startswith(TRUNKS)
+    )
+    provenance += branches_apart(
+        [(lab, f.config["train"]["seed"], arm_set.of(flatten(f.config), str(f.path)), f.path) for lab, f in branches]
+    )
     md = render(ro, title, command, figure, compute, record.seeds, trunks, beside=side, provenance=provenance)
     write_text_atomic(path, md)
     return path

@@ -146,6 +146,20 @@ def _margin_words(settings: dict, readout: Readout, swept: bool) -> str:
     )
 
 
+def _not_calibrated_lines(done: list[GridCell]) -> list[str]:
+    """The report's "Not calibrated" lines: every cell's verdict when rates were picked on one seed, and each
+    cell whose runs were not drawn as declared or whose pairs differ in more than their arm."""
+    lines = (
+        [f"**Not calibrated:** every cell's verdict: {ONE_SEED_TUNING}.", ""]
+        if any(gc.exp.tuning for gc in done)
+        else []
+    )
+    for gc in done:
+        reasons = [*gc.exp.provenance, *seeds_apart(gc.exp)]
+        lines += [f"**Not calibrated:** cell {gc.cell.name}: {why}." for why in reasons] + ([""] if reasons else [])
+    return lines
+
+
 def render_grid(
     settings: dict,
     cells: list[GridCell],
@@ -202,12 +216,7 @@ def render_grid(
         USE_WORDS,
         "",
     ]
-    if any(gc.exp.tuning for gc in done):  # the cells' verdicts rest on rates picked on one seed
-        lines += [f"**Not calibrated:** every cell's verdict: {ONE_SEED_TUNING}.", ""]
-    for gc in done:  # runs a cell did not draw as declared, or pairs apart in more than their arm
-        reasons = [*gc.exp.provenance, *seeds_apart(gc.exp)]
-        lines += [f"**Not calibrated:** cell {gc.cell.name}: {why}." for why in reasons]
-        lines += [""] if reasons else []
+    lines += _not_calibrated_lines(done)
     lines += _tally(rows) + [""]
     for name in figures:
         lines += [f"![{name}]({name})", "", f"*{caption(name, readout.margin_bpb)}*", ""]

@@ -35,15 +35,13 @@ SPEED_SETTINGS = ("train.compile", "train.head_loss", "train.device", "train.pad
 def seeds_apart(exp: Experiment) -> list[str]:
     """Why some seed's runs differ in more than their arm, in words (empty: none does)."""
     out = []
-    code = _apart(exp, _codes, _code_differs, [a for a in exp.arms if not exp.arm_set.code(a)])
+    coded = [(r.seed, arm, r) for arm in exp.arms if not exp.arm_set.code(arm) for r in _runs_of(exp, arm)]
+    code = _apart(coded, lambda r: _codes(r.path), _code_differs)
     if code:
-        out.append(
-            _reason(code, "trained from different code", lambda key, ids: f"at {_code_words(key)}")
-            + "each such pair compares the code as well as the arms; train every arm of a seed from one commit "
-            "(an arm from other code: --arm name@commit)"
-        )
+        out.append(_reason(code, "trained from different code", lambda key, ids: f"at {_code_words(key)}") + CODE_FIX)
     timed = exp.outcome == "tokens-per-s" or exp.outcome.startswith("time-to:")
-    machine = _apart(exp, _machine(exp), lambda keys: len(set(keys)) > 1, exp.arms) if timed else None
+    runs = [(r.seed, arm, r) for arm in exp.arms for r in _runs_of(exp, arm)]
+    machine = _apart(runs, _machine(exp), lambda keys: len(set(keys)) > 1) if timed else None
     if machine:
         out.append(
             _reason(machine, "timed on different machines or settings", lambda k, ids: f"with {_machine_words(k, ids)}")
@@ -52,28 +50,49 @@ def seeds_apart(exp: Experiment) -> list[str]:
     return out
 
 
-def _reason(apart: tuple[list[int], dict[tuple, str]], what: str, words: Callable[[tuple, list], str]) -> str:
-    """``"runs of 2 seeds <what> (seed 1337: tied <words>, untied <words>): "``, from :func:`_apart`'s answer."""
-    seeds, ids = apart
+def branches_apart(branches: list[tuple[str, int, str, Path]]) -> list[str]:
+    """:func:`seeds_apart`'s code check for a budget experiment's ``(budget label, seed, arm, branch folder)``:
+    a budget's branches of one seed (every arm, every rate) trained from different code, in words."""
+    code = _apart([((seed, lab), arm, path) for lab, seed, arm, path in branches], _codes, _code_differs)
+    if not code:
+        return []
+    return [_reason(code, "trained from different code", lambda key, ids: f"at {_code_words(key)}") + CODE_FIX]
+
+
+CODE_FIX = (
+    "each such pair compares the code as well as the arms; train every arm of a seed from one commit (an arm "
+    "from other code: --arm name@commit)"
+)
+
+
+def _runs_of(exp: Experiment, arm: str) -> list[Run]:
+    """Every run of ``arm`` the verdict reads: its reported runs, and with every rate on every seed each rate's."""
+    return [*exp.runs[arm], *(r for runs in exp.swept.get(arm, {}).values() for r in runs)]
+
+
+def _reason(apart: tuple[list, dict[tuple, str]], what: str, words: Callable[[tuple, list], str]) -> str:
+    """``"runs of 2 seeds <what> (seed 1337: tied <words>, untied <words>): "``, from :func:`_apart`'s answer
+    (a group ``(seed, budget)`` reads ``seed 1337 at 4M``)."""
+    groups, ids = apart
     first = ", ".join(f"{arm} {words(key, list(ids))}" for key, arm in ids.items())
-    return f"runs of {_seeds(seeds)} {what} (seed {seeds[0]}: {first}): "
+    where = f"seed {groups[0][0]} at {groups[0][1]}" if isinstance(groups[0], tuple) else f"seed {groups[0]}"
+    return f"runs of {_seeds(groups)} {what} ({where}: {first}): "
 
 
 def _apart(
-    exp: Experiment, identity: Callable[[Run], list[tuple]], differ: Callable[[list], bool], arms: list[str]
-) -> tuple[list[int], dict[tuple, str]] | None:
-    """``(seeds whose runs of arms ``arms`` differ by ``differ`` over their ``identity`` (one per segment: a
-    resumed run may have gone on from other code or on another machine), {identity: its first arm} on the
-    first of them)``, or None when no seed's do."""
-    by_seed: dict[int, dict[tuple, str]] = {}
-    for arm in arms:
-        for r in [*exp.runs[arm], *(r for runs in exp.swept.get(arm, {}).values() for r in runs)]:
-            for key in identity(r):
-                by_seed.setdefault(r.seed, {}).setdefault(key, arm)
-    seeds = sorted(seed for seed, ids in by_seed.items() if differ(list(ids)))
-    if not seeds:
+    members: list[tuple], identity: Callable[[object], list[tuple]], differ: Callable[[list], bool]
+) -> tuple[list, dict[tuple, str]] | None:
+    """``(groups whose members differ by ``differ`` over their ``identity`` (one per segment: a resumed run may
+    have gone on from other code or on another machine), {identity: its first arm} in the first of them)``, or
+    None when no group's do.  ``members``: ``(group (a seed), arm, run)``."""
+    by_group: dict = {}
+    for group, arm, run in members:
+        for key in identity(run):
+            by_group.setdefault(group, {}).setdefault(key, arm)
+    groups = sorted(g for g, ids in by_group.items() if differ(list(ids)))
+    if not groups:
         return None
-    return seeds, by_seed[seeds[0]]
+    return groups, by_group[groups[0]]
 
 
 def _envs(run: Path) -> list[dict]:
@@ -90,7 +109,7 @@ def _envs(run: Path) -> list[dict]:
     return out
 
 
-def _codes(run: Run) -> list[tuple]:
+def _codes(run: Path) -> list[tuple]:
     """``(git commit, ("diff", digest) or ("dirty", flag))`` of each segment of a run: the digest of its
     uncommitted changes to the training code (None: none), or for runs recorded before that digest, whether
     the checkout had any uncommitted changes (None: not recorded)."""
@@ -99,7 +118,7 @@ def _codes(run: Run) -> list[tuple]:
             env.get("git_commit"),
             ("diff", env["training_code_diff"]) if "training_code_diff" in env else ("dirty", env.get("git_dirty")),
         )
-        for env in _envs(run.path)
+        for env in _envs(run)
     ]
 
 
@@ -150,6 +169,6 @@ def _code_words(key: tuple) -> str:
     return (commit[:7] if commit else "an unrecorded commit") + changes
 
 
-def _seeds(seeds: list[int]) -> str:
-    """``"1 seed"``, ``"3 seeds"``."""
-    return f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''}"
+def _seeds(groups: list) -> str:
+    """``"1 seed"``, ``"3 seeds"`` (a seed at each of several budgets counts once per budget)."""
+    return f"{len(groups)} seed{'s' if len(groups) > 1 else ''}"
