@@ -186,3 +186,18 @@ def test_a_hidden_folder_beside_the_runs_is_not_a_run_left_out(tmp_path):
     shutil.copytree(folder / "tied-s0", folder / ".adopting-tied-s3")
     assert compare.main([str(folder)]) == 0
     assert _verdict(folder)["calibrated"] is True
+
+
+def test_a_run_restarted_after_it_saved_a_checkpoint_is_a_second_draw(tmp_path):
+    """A run stopped with a checkpoint (its evals could be read), deleted and started from scratch is noted
+    redrawn; one that ended before any checkpoint (train.py removes such a folder) starts again as its first draw."""
+    folder, _ = _experiment(tmp_path)
+    for name, checkpoint in (("tied-s3", True), ("untied-s3", False)):
+        (folder / name).mkdir()
+        ledger.note_start(folder, name, fresh=True)
+        if checkpoint:
+            (folder / name / "ckpt_last.pt").write_bytes(b"a checkpoint")
+        ledger.note_finished(folder, name)  # the train.py ended, stopped
+        shutil.rmtree(folder / name)
+        ledger.note_start(folder, name, fresh=True)
+    assert _noted(folder)["tied-s3"].get("redrawn") is True and "redrawn" not in _noted(folder)["untied-s3"]

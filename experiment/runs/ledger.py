@@ -60,10 +60,12 @@ def _update(out_dir: Path, name: str, change) -> None:
 def note_start(out_dir: Path, name: str, *, fresh: bool) -> None:
     """Note that ``compare.py`` starts the run ``out_dir/name``: from scratch (``fresh``) or resumed.
 
-    A fresh start of a run noted finished before is a second draw (``redrawn``), which stays noted."""
+    A fresh start of a run noted finished, or noted to have reached a checkpoint (its evals could be read),
+    is a second draw (``redrawn``), which stays noted.  (A new run stopped before its first checkpoint
+    removes its own folder, so starting it again is no second draw.)"""
 
     def start(entry: dict) -> dict:
-        if fresh and entry.get("summary"):
+        if fresh and (entry.get("summary") or entry.get("checkpointed")):
             entry["redrawn"] = True
         return {**entry, "summary": None}  # a resumed run may finish with another summary (a trunk's next stage)
 
@@ -71,13 +73,17 @@ def note_start(out_dir: Path, name: str, *, fresh: bool) -> None:
 
 
 def note_finished(out_dir: Path, name: str) -> None:
-    """Note the digest of the finished run ``out_dir/name``'s summary.json, if ``compare.py`` started it and
-    has not noted it finished yet (a run found finished and never started here stays un-noted)."""
+    """After a ``train.py`` of the run ``out_dir/name`` ended, however: note the digest of its summary.json if it
+    finished, else that it holds a checkpoint (``checkpointed``), if ``compare.py`` started it and has not
+    noted either yet (a run found finished and never started here stays un-noted)."""
+    run = RunFolder(Path(out_dir) / name)
 
     def finish(entry: dict) -> dict | None:
         if not entry or entry.get("summary"):
             return None
-        return {**entry, "summary": summary_digest(Path(out_dir) / name)}
+        if run.summary_path.is_file():
+            return {**entry, "summary": summary_digest(run.path)}
+        return {**entry, "checkpointed": True} if run.last_ckpt.is_file() and not entry.get("checkpointed") else None
 
     _update(out_dir, name, finish)
 
@@ -110,8 +116,8 @@ def problems(
 ) -> list[str]:
     """Why the ``runs`` a report reads from the experiment folder ``folder`` may not be the runs its declaration
     drew, in words (empty: nothing found): finished runs of the folder left out (when ``read_whole``, a design
-    that reads every finished run), runs it did not train, runs trained again from scratch after they had
-    finished, runs whose summary.json changed after they finished, and runs noted finished that are gone
+    that reads every finished run), runs it did not train, runs trained again from scratch after an earlier
+    draw had finished or saved a checkpoint, runs whose summary.json changed after they finished, and runs noted finished that are gone
     from the folder (of those the design reads: ``reads(name)``; a budget design does not read its trunks)."""
     saved = Path(folder) / EXPERIMENT_FILE
     if not saved.is_file():
@@ -136,8 +142,8 @@ def problems(
         "lets the declaration be fitted to it; train it here or adopt it (--adopt)": [
             n for n in names if n not in trained
         ],
-        "trained again from scratch after it had finished: a second draw of a seed lets the better draw be "
-        "kept; report with the first draws or start a new experiment folder": [
+        "trained again from scratch after an earlier draw had finished or saved a checkpoint: a second draw of "
+        "a seed lets the better draw be kept; report with the first draws or start a new experiment folder": [
             n for n in names if trained.get(n, {}).get("redrawn")
         ],
         "changed after it finished (its summary.json is not the one compare.py saw): report the runs as "
