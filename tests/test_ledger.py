@@ -201,3 +201,14 @@ def test_a_run_restarted_after_it_saved_a_checkpoint_is_a_second_draw(tmp_path):
         shutil.rmtree(folder / name)
         ledger.note_start(folder, name, fresh=True)
     assert _noted(folder)["tied-s3"].get("redrawn") is True and "redrawn" not in _noted(folder)["untied-s3"]
+
+
+def test_run_folders_linked_into_the_experiment_folder_are_named_where_linked(tmp_path):
+    """A run folder that is a symbolic link (its files kept elsewhere) reads under its name in the folder."""
+    folder, _ = _experiment(tmp_path)
+    elsewhere = tmp_path / "store" / "untied-s1"
+    elsewhere.parent.mkdir()
+    shutil.move(str(folder / "untied-s1"), elsewhere)
+    (folder / "untied-s1").symlink_to(elsewhere, target_is_directory=True)
+    assert compare.main([str(folder)]) == 0
+    assert _verdict(folder)["calibrated"] is True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -311,7 +312,7 @@ def run_provenance(runs: list[Path], read_whole: bool) -> list[str]:
 
     ``read_whole``: the design reads every finished run of the folder (every seed, and with a learning-rate
     grid every rate); rates picked on one tuning seed leave the other rates' runs out by design."""
-    parents = sorted({Path(r).resolve().parent for r in runs})
+    parents = sorted({Path(os.path.abspath(r)).parent for r in runs})  # (links not followed: named where linked)
     if len(parents) > 1:
         return [
             f"runs gathered from {len(parents)} folders ({', '.join(p.name for p in parents[:4])}): runs picked "

@@ -107,7 +107,7 @@ def reported(
     """:func:`problems` of the ``runs`` a report reads, after noting each finished one that ``compare.py``
     started and never saw finish (killed in between) as it is now."""
     for run in runs:
-        note_finished(folder, os.path.relpath(Path(run).resolve(), Path(folder).resolve()))
+        note_finished(folder, _name(folder, run))
     return problems(folder, runs, read_whole=read_whole, reads=reads)
 
 
@@ -122,10 +122,10 @@ def problems(
     saved = Path(folder) / EXPERIMENT_FILE
     if not saved.is_file():
         return []
-    given = {Path(r).resolve() for r in runs}
+    given = {_absolute(r) for r in runs}
     out = []
     if read_whole:
-        left = [r.path.name for r in runs_in(folder, finished_only=True) if r.path.resolve() not in given]
+        left = [r.path.name for r in runs_in(folder, finished_only=True) if _absolute(r.path) not in given]
         if left:
             out.append(
                 f"{_runs(left)} of the experiment finished but left out of the report ({_names(left)}): a "
@@ -136,7 +136,7 @@ def problems(
     if not isinstance(trained, dict):
         return out
     trained = {n: e for n, e in trained.items() if isinstance(e, dict)}  # (a hand-edited note: what is readable)
-    names = sorted(os.path.relpath(r, Path(folder).resolve()) for r in given)
+    names = sorted(_name(folder, r) for r in given)
     kinds = {
         "not trained by this experiment (copied in, or trained by hand): a run drawn before the declaration "
         "lets the declaration be fitted to it; train it here or adopt it (--adopt)": [
@@ -160,6 +160,17 @@ def problems(
     }
     out += [f"{_runs(ns)} ({_names(ns)}) {why}" for why, ns in kinds.items() if ns]
     return out
+
+
+def _absolute(path: Path) -> Path:
+    """``path`` made absolute without following links (a run folder linked into the experiment folder is
+    named where it is linked, as compare.py named it)."""
+    return Path(os.path.abspath(path))
+
+
+def _name(folder: Path, run: Path) -> str:
+    """The run's name in the note: its path relative to the experiment folder (``4M/tied-s0``)."""
+    return Path(os.path.relpath(_absolute(run), _absolute(folder))).as_posix()
 
 
 def _runs(names: list[str]) -> str:
