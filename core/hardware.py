@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import importlib.metadata
 import os
 import platform
@@ -20,7 +19,7 @@ from pathlib import Path
 import torch
 
 from core.errors import UserError
-from core.files import REPO_ROOT
+from core.files import REPO_ROOT, sha256_bytes
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -229,7 +228,7 @@ def environment(device: torch.device) -> dict:
         diff = subprocess.run(
             ["git", "diff", "HEAD", "--", *TRAINING_CODE], cwd=REPO_ROOT, capture_output=True, timeout=10
         ).stdout
-        code_diff = hashlib.sha256(diff).hexdigest()[:16] if diff.strip() else None
+        code_diff = sha256_bytes(diff)[:16] if diff.strip() else None
     except (OSError, subprocess.SubprocessError):
         commit, dirty, code_diff = None, None, None
     versions = {"python": platform.python_version(), "torch": torch.__version__}

@@ -53,6 +53,11 @@ def p_value(p: float | None) -> str:
     return f"{p:.3g}" if finite(p) else NA
 
 
+def count(n: int, noun: str) -> str:
+    """``"1 run"``, ``"3 runs"``: a count and its noun, plural by an s."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def duration(seconds: float) -> str:
     """A time estimate: ``3.2 h``, ``41 min``, ``50 s``."""
     if seconds >= 3600:

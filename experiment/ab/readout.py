@@ -24,7 +24,6 @@ from core.errors import UserError
 from core.files import read_json
 from experiment import best, stats
 from experiment.runs.folders import TARGETS, Experiment, Run, code_versions, target_of
-from experiment.runs.seeds import seeds_apart
 from training.run_files import RunFolder
 
 # What a verdict may read, declared before the runs (``compare.py --outcome``): the final val loss
@@ -246,8 +245,8 @@ def not_calibrated(exp: Experiment) -> list[str]:
     """Why ``exp``'s verdicts do not hold their 5% error rate, in words (empty: they do): rates picked on one
     tuning seed, a verdict read before at another seed count (``exp.looks`` not declared), a sequential
     experiment read at a seed count none of its declared looks is, runs other than the ones its declaration
-    drew (``exp.provenance``: :func:`experiment.runs.ledger.problems`), or pairs whose runs differ in more
-    than their arm (:func:`experiment.runs.seeds.seeds_apart`: code, or a timed outcome's machine)."""
+    drew, or pairs whose runs differ in more than their arm (``exp.provenance``, set where the runs are read:
+    :func:`experiment.runs.ledger.problems`, :func:`experiment.runs.seeds.seeds_apart`)."""
     reasons = [ONE_SEED_TUNING] if exp.tuning else []
     looks = exp.looks
     if looks is not None and looks.get("declared") is False:
@@ -263,14 +262,14 @@ def not_calibrated(exp: Experiment) -> list[str]:
             f"({', '.join(map(str, looks['looks']))}): an extra look, which the level per look does not cover; "
             "report when a declared look's seeds have all finished"
         )
-    return reasons + exp.provenance + seeds_apart(exp)
+    return reasons + exp.provenance
 
 
 def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | None = None) -> dict:
     """What ``verdict.json`` holds: the arms and their settings, the outcome, every seed's value, and each
     comparison's Δ, intervals, p-values and verdict (nats/token; with ``margin_bpb`` the same in bits per
     byte).  ``margin_declared``: whether the margin was fixed before the runs (``experiment.json``)."""
-    tuned = bool(exp.tuning)
+    tuned, reasons = bool(exp.tuning), not_calibrated(exp)
     record = {
         "schema": VERDICT_SCHEMA,
         "outcome": {"loss": "final_val_loss", "tokens-per-s": "tokens_per_s"}.get(exp.outcome, exp.outcome),
@@ -287,8 +286,8 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
         "margin": exp.margin,
         "margin_declared": margin_declared,
         "learning_rates_tuned": tuned,
-        "calibrated": not not_calibrated(exp),
-        "not_calibrated": not_calibrated(exp),
+        "calibrated": not reasons,
+        "not_calibrated": reasons,
         "alpha": exp.alpha,
         "sequential": exp.looks,
         "code": code_versions(exp),

@@ -44,6 +44,7 @@ from experiment.runs.plan import (
     time_per_run,
 )
 from experiment.runs.record import ExperimentRecord, looks_record, remember_settings
+from experiment.runs.seeds import seeds_apart
 from training.run_files import RunFolder, runs_in
 
 
@@ -252,7 +253,7 @@ def write_report(
         )
         alpha, words, looks = sequential
         looks = None if looks is None else {**looks, "seeds_read": len(exp.seeds)}
-        provenance = run_provenance([*paths, *tuning], read_whole=not exp.tuning)
+        provenance = run_provenance([*paths, *tuning], read_whole=not exp.tuning) + seeds_apart(exp)
         exp = dataclasses.replace(exp, alpha=alpha, sequential=words, looks=looks, provenance=provenance)
         out_dir.mkdir(parents=True, exist_ok=True)
         names = figures.plot_all(exp, out_dir)

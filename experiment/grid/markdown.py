@@ -33,7 +33,6 @@ from core.files import write_text_atomic
 from experiment.style import interval, log_x, p_value, save_figure, signed
 from experiment.ab.readout import ONE_SEED_TUNING
 from experiment.runs.record import EVERY_SEED
-from experiment.runs.seeds import seeds_apart
 from experiment.grid.run import NOT_STARTED, GridCell, LrPick, cells_vocab_use, gap_rows, load_grid, lr_picks, lr_tuning
 from experiment.grid.model import (
     ArmModels,
@@ -155,7 +154,7 @@ def _not_calibrated_lines(done: list[GridCell]) -> list[str]:
         else []
     )
     for gc in done:
-        reasons = [*gc.exp.provenance, *seeds_apart(gc.exp)]
+        reasons = gc.exp.provenance
         lines += [f"**Not calibrated:** cell {gc.cell.name}: {why}." for why in reasons] + ([""] if reasons else [])
     return lines
 

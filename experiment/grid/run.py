@@ -44,6 +44,7 @@ from experiment.runs.plan import best_lr, score as tuning_score
 from experiment.runs.folders import Experiment
 from experiment.runs.record import ONE_SEED, ExperimentRecord, compared_config, config_changes, lr_grid_refusals
 from experiment.runs.plan import Plan
+from experiment.runs.seeds import seeds_apart
 from experiment.ab.run import run_experiment, write_report
 from training.config import SCHEMA, parse_config
 from training.run_files import runs_in
@@ -333,7 +334,7 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
         cell.error = f"in progress: {len(exp.seeds)} seed has every rate of every arm; best against best reads 2"
         return GridCell(cell, None)
     # The cell reads every finished run it holds, so only runs it did not draw as declared can be wrong here.
-    exp.provenance = ledger.problems(cell.folder, finished, read_whole=False)
+    exp.provenance = ledger.problems(cell.folder, finished, read_whole=False) + seeds_apart(exp)
     return GridCell(cell, exp)
 
 

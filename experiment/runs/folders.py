@@ -141,7 +141,7 @@ class Experiment:
     # Every rate on every seed (--lr-grid's every-seed design): arm -> rate -> runs by seed, on the seeds every
     # arm finished at every rate; ``runs`` then holds each arm's runs at its lowest mean (tables, figures, samples).
     swept: dict[str, dict[float, list[Run]]] = field(default_factory=dict)
-    provenance: list[str] = field(default_factory=list)  # runs not as declared, in words (experiment.runs.ledger)
+    provenance: list[str] = field(default_factory=list)  # runs not as declared or pairs apart, in words (ledger, seeds)
 
     @property
     def arms(self) -> list[str]:

@@ -18,12 +18,12 @@ gate on it).  Folders made before the note existed hold no ``trained`` and are n
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 
-from core.files import read_json, write_json
+from core.files import read_json, sha256_file, write_json
+from experiment.style import count
 from experiment.runs.record import EXPERIMENT_FILE, record_lock
 from training.run_files import RunFolder, runs_in
 
@@ -38,7 +38,7 @@ def every_run(name: str) -> bool:
 def summary_digest(run_dir: Path) -> str | None:
     """The first 16 hex digits of the SHA-256 of ``run_dir/summary.json``, or None while it has none."""
     path = RunFolder(run_dir).summary_path
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
+    return sha256_file(path)[:16] if path.is_file() else None
 
 
 def _update(out_dir: Path, name: str, change) -> None:
@@ -128,7 +128,7 @@ def problems(
         left = [r.path.name for r in runs_in(folder, finished_only=True) if _absolute(r.path) not in given]
         if left:
             out.append(
-                f"{_runs(left)} of the experiment finished but left out of the report ({_names(left)}): a "
+                f"{count(len(left), 'run')} of the experiment finished but left out of the report ({_names(left)}): a "
                 "subset of its arms, seeds or rates picked by hand can pick the verdict; report the experiment "
                 "folder whole"
             )
@@ -158,7 +158,7 @@ def problems(
             n for n, e in trained.items() if reads(n) and e.get("summary") and not summary_digest(Path(folder) / n)
         ),
     }
-    out += [f"{_runs(ns)} ({_names(ns)}) {why}" for why, ns in kinds.items() if ns]
+    out += [f"{count(len(ns), 'run')} ({_names(ns)}) {why}" for why, ns in kinds.items() if ns]
     return out
 
 
@@ -171,11 +171,6 @@ def _absolute(path: Path) -> Path:
 def _name(folder: Path, run: Path) -> str:
     """The run's name in the note: its path relative to the experiment folder (``4M/tied-s0``)."""
     return Path(os.path.relpath(_absolute(run), _absolute(folder))).as_posix()
-
-
-def _runs(names: list[str]) -> str:
-    """``"1 run"``, ``"3 runs"``."""
-    return f"{len(names)} run{'' if len(names) == 1 else 's'}"
 
 
 def _names(names: list[str], most: int = 4) -> str:

@@ -26,6 +26,7 @@ from core.errors import UserError
 from core.files import read_json
 from experiment.arms import same_training_code
 from experiment.runs.folders import Experiment, Run
+from experiment.style import count
 from training.run_files import RunFolder
 
 # Settings that change a run's speed but not its numbers (bookkeeping to the maths, not to a timed outcome).
@@ -76,7 +77,7 @@ def _reason(apart: tuple[list, dict[tuple, str]], what: str, words: Callable[[tu
     groups, ids = apart
     first = ", ".join(f"{arm} {words(key, list(ids))}" for key, arm in ids.items())
     where = f"seed {groups[0][0]} at {groups[0][1]}" if isinstance(groups[0], tuple) else f"seed {groups[0]}"
-    return f"runs of {_seeds(groups)} {what} ({where}: {first}): "
+    return f"runs of {count(len(groups), 'seed')} {what} ({where}: {first}): "
 
 
 def _apart(
@@ -167,8 +168,3 @@ def _code_words(key: tuple) -> str:
     commit, (kind, value) = key
     changes = "" if not value else " with uncommitted changes" + (f" (digest {value[:7]})" if kind == "diff" else "")
     return (commit[:7] if commit else "an unrecorded commit") + changes
-
-
-def _seeds(groups: list) -> str:
-    """``"1 seed"``, ``"3 seeds"`` (a seed at each of several budgets counts once per budget)."""
-    return f"{len(groups)} seed{'s' if len(groups) > 1 else ''}"
