@@ -280,3 +280,24 @@ def test_a_branch_that_would_move_an_untie_at_a_fraction_is_refused(tmp_path, co
     assert train.main([*argv, "--run-name", "b"]) == 2
     assert "the trunk unties at step 16 and its branch at 8" in error_line(capsys)
     assert not (runs / "b").exists()
+
+
+def test_a_branch_started_twice_at_once_is_refused_and_leaves_the_other_intact(tmp_path, corpus, capsys, monkeypatch):
+    """Two processes starting one branch: the second to finish building is refused, the first's folder kept whole."""
+    runs = tmp_path / "runs"
+    base = tiny_args(tmp_path, corpus, *WSD)
+    args = ("--train.max_iters=8", "--train.lr_decay_iters=32", "--train.save_at=4")
+    assert run(capsys, *base, *args, "--run-name", "t") == 0
+    fill = branch._fill_branch
+
+    def other_process_wins(tmp, *rest):
+        fill(tmp, *rest)
+        (runs / "b").mkdir()
+        (runs / "b" / "theirs.txt").write_text("kept")
+
+    monkeypatch.setattr(branch, "_fill_branch", other_process_wins)
+    argv = ["--branch-from", f"{runs / 't'}@4", "--train.max_iters=6", f"--train.out_dir={runs}", "--run-name", "b"]
+    assert train.main(argv) == 2
+    assert "already exists: continue that branch with --resume" in error_line(capsys)
+    assert [p.name for p in (runs / "b").iterdir()] == ["theirs.txt"]
+    assert not [p for p in runs.iterdir() if p.name.startswith(".b.branch")]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 from core import files
@@ -111,22 +112,41 @@ def start_branch(trunk_dir: Path, step: int, run_dir: Path, cfg: RunConfig) -> N
     """Write the branch's run folder: the trunk's checkpoint at ``step`` as ``ckpt_last.pt`` (with the
     branch's config), its metrics rows up to ``step``, its ``env.json`` and ``branch.json``.
 
-    The folder is built beside ``run_dir`` and renamed into place, so a crash leaves no half
-    branch.  Raises :class:`UserError` when ``run_dir`` exists or the trunk's checkpoint is unreadable.
+    The folder is built in a hidden folder of its own beside ``run_dir`` and renamed into place,
+    so a crash leaves no half branch and two processes starting the same branch at once never
+    share a half-built folder: the one whose rename comes second is refused.  Raises
+    :class:`UserError` when ``run_dir`` exists or the trunk's checkpoint is unreadable.
     """
     if run_dir.exists():
-        raise UserError(
-            f"run folder {run_dir} already exists: continue that branch with --resume, or pick another --run-name"
-        )
+        raise _branch_exists(run_dir)
     source = step_checkpoint(trunk_dir, step)
     ckpt = load_checkpoint(source)
     if cfg.train.untie_at_cooldown and ckpt.get("tie_embeddings") is False:
         raise UserError(f"{source} holds an untied model: train.untie_at_cooldown branches from a tied trunk")
+    tmp = run_dir.with_name(f".{run_dir.name}.branch-{uuid.uuid4().hex[:12]}")  # this process's alone
+    tmp.mkdir(parents=True)
+    try:
+        _fill_branch(tmp, trunk_dir, step, cfg, ckpt)
+        # rename() onto an existing non-empty folder fails: a branch started by another process wins.
+        tmp.rename(run_dir)
+    except OSError:
+        if run_dir.exists():
+            raise _branch_exists(run_dir) from None
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _branch_exists(run_dir: Path) -> UserError:
+    return UserError(
+        f"run folder {run_dir} already exists: continue that branch with --resume, or pick another --run-name"
+    )
+
+
+def _fill_branch(tmp: Path, trunk_dir: Path, step: int, cfg: RunConfig, ckpt: dict) -> None:
+    """Write a branch's files into ``tmp``: checkpoint, metrics up to ``step``, env, config, branch.json."""
     trunk_digest = state_digest(ckpt)
     ckpt["config"] = cfg.to_dict()  # from here the branch is a run of its own: its resumes check against this
-    tmp = run_dir.with_name(f".{run_dir.name}.branch.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     save_checkpoint(tmp / LAST_CKPT, {k: v for k, v in ckpt.items() if k not in ("format", "sha256")})
     rows = [r for r in runs.read_metrics(trunk_dir / METRICS) if _before_branch(r, step)]
     files.write_text_atomic(tmp / METRICS, "".join(json.dumps(r) + "\n" for r in rows))
@@ -136,7 +156,7 @@ def start_branch(trunk_dir: Path, step: int, run_dir: Path, cfg: RunConfig) -> N
     files.write_json(
         tmp / BRANCH_FILE,
         {
-            "trunk": os.path.relpath(trunk_dir.resolve(), run_dir.resolve().parent),
+            "trunk": os.path.relpath(trunk_dir.resolve(), tmp.resolve().parent),
             "branch_step": step,
             "budget_steps": cfg.train.max_iters,
             "budget_tokens": cfg.train.max_iters * tokens_per_step(cfg),
@@ -145,7 +165,6 @@ def start_branch(trunk_dir: Path, step: int, run_dir: Path, cfg: RunConfig) -> N
             "trunk_config": runs.load_run_config(trunk_dir).to_dict(),
         },
     )
-    tmp.rename(run_dir)
 
 
 def tokens_per_step(cfg: RunConfig) -> int:
