@@ -191,6 +191,13 @@ def _defaults() -> dict:
     return {f"{s}.{k}": v for s, values in RunConfig().to_dict().items() for k, v in values.items()}
 
 
+def same_settings(a: dict, b: dict) -> bool:
+    """Whether two arms' settings train the same runs: every key either sets, a missing one at its default
+    (``base:`` is ``tied``), and the commit of an arm from code (``code``) alike."""
+    defaults = {**_defaults(), CODE: None}
+    return all(_float_same(a.get(k, defaults.get(k)), b.get(k, defaults.get(k))) for k in set(a) | set(b))
+
+
 def arm_argv(arm: str) -> list[str]:
     """The ``train.py`` flags of the preset ``arm``."""
     return PRESETS.argv(arm)

@@ -22,7 +22,7 @@ from data.loader import TokenData
 from experiment import stats
 from experiment.runs import adopt
 from experiment.ab import figures
-from experiment.runs import launch, ledger
+from experiment.runs import launch, ledger, tries
 from experiment.ab import readout
 from experiment.runs import folders
 from experiment.ab import markdown
@@ -308,8 +308,9 @@ def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[floa
 
 
 def run_provenance(runs: list[Path], read_whole: bool) -> list[str]:
-    """:func:`ledger.problems` of ``runs`` when they all lie in one folder; runs gathered from several folders
-    are named as such (which of each folder's runs were left out, nothing records).
+    """:func:`ledger.problems` of ``runs`` when they all lie in one folder, and the comparisons a folder beside it
+    read before this one was declared (:func:`tries.earlier_reads`); runs gathered from several folders are named
+    as such (which of each folder's runs were left out, nothing records).
 
     ``read_whole``: the design reads every finished run of the folder (every seed, and with a learning-rate
     grid every rate); rates picked on one tuning seed leave the other rates' runs out by design."""
@@ -320,7 +321,7 @@ def run_provenance(runs: list[Path], read_whole: bool) -> list[str]:
             "from several folders can be picked after seeing them; report the runs of one experiment folder"
         ]
     (folder,) = parents
-    return ledger.reported(folder, runs, read_whole=read_whole)
+    return ledger.reported(folder, runs, read_whole=read_whole) + tries.earlier_reads(folder)
 
 
 def experiment_runs(out_dir: Path) -> list[Path]:

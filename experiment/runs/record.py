@@ -80,6 +80,7 @@ class ExperimentRecord:
     looks: list[dict] = field(default_factory=list)  # the seed counts verdicts were read at, and when
     compared: list[str] = field(default_factory=list)  # every arm the folder trains, reference included ([]: older)
     trained: dict | None = None  # the runs compare.py trained here (experiment.runs.ledger; None: older folders)
+    created: str | None = None  # when the folder was declared, ISO 8601 in UTC (None: older folders)
 
     @property
     def path(self) -> Path:
@@ -165,8 +166,10 @@ def _check_and_write_settings(out_dir: Path, cfg: config.RunConfig, plan) -> dic
     settings = _settings(cfg, plan)
     saved = out_dir / EXPERIMENT_FILE
     settings["trained"] = {}  # a new folder notes every run it trains from its first (experiment.runs.ledger)
+    settings["created"] = now_utc()  # its declaration's time, against which other folders' reads are ordered
     if saved.is_file():
         settings.pop("trained")
+        settings.pop("created")
         before = read_json(saved, "experiment settings")
         now = json.loads(json.dumps(settings))
         changed = config_changes(before.get("config", {}), settings["config"])
@@ -203,6 +206,8 @@ def _check_and_write_settings(out_dir: Path, cfg: config.RunConfig, plan) -> dic
             settings["looks"] = before["looks"]
         if "trained" in before:  # the runs trained here (experiment.runs.ledger); older folders have no note
             settings["trained"] = before["trained"]
+        if "created" in before:
+            settings["created"] = before["created"]
         changed += lr_grid_refusals(before.get("lr_grid", []), plan.lr_grid, before.get("lr_widen", 0), plan.lr_widen)
         if changed:
             raise UserError(
@@ -311,9 +316,15 @@ def counted_looks(out_dir: Path, seeds: int) -> tuple[float, str, dict | None] |
     return alpha, words, {**looks_record([*earlier, seeds], seeds, alpha), "declared": False}
 
 
+def now_utc() -> str:
+    """The time now in UTC, ISO 8601 to the microsecond (``2026-11-29T06:10:42.123456+00:00``): sorts as it happened."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds")
+
+
 def record_look(out_dir: Path, seeds: int) -> None:
     """Add a report read at ``seeds`` seeds to the experiment folder's looks (experiment.json's ``looks``: each
-    seed count a verdict was read at, and the date), once per seed count; nothing without an experiment.json."""
+    seed count a verdict was read at, its date and time in UTC), once per seed count; nothing without an
+    experiment.json."""
     saved = out_dir / EXPERIMENT_FILE
     if not saved.is_file():
         return
@@ -322,7 +333,8 @@ def record_look(out_dir: Path, seeds: int) -> None:
         data = read_json(saved, "experiment settings")
         looks = data.get("looks", [])
         if all(look.get("seeds") != seeds for look in looks):
-            data["looks"] = [*looks, {"seeds": seeds, "date": datetime.date.today().isoformat()}]
+            at = now_utc()
+            data["looks"] = [*looks, {"seeds": seeds, "date": at[:10], "at": at}]
             write_json(saved, data)
 
 

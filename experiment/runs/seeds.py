@@ -37,7 +37,7 @@ def seeds_apart(exp: Experiment) -> list[str]:
     """Why some seed's runs differ in more than their arm, in words (empty: none does)."""
     out = []
     coded = [(r.seed, arm, r) for arm in exp.arms if not exp.arm_set.code(arm) for r in _runs_of(exp, arm)]
-    code = _apart(coded, lambda r: _codes(r.path), _code_differs)
+    code = _apart(coded, lambda r: run_codes(r.path), codes_differ)
     if code:
         out.append(_reason(code, "trained from different code", lambda key, ids: f"at {_code_words(key)}") + CODE_FIX)
     timed = exp.outcome == "tokens-per-s" or exp.outcome.startswith("time-to:")
@@ -54,7 +54,7 @@ def seeds_apart(exp: Experiment) -> list[str]:
 def branches_apart(branches: list[tuple[str, int, str, Path]]) -> list[str]:
     """:func:`seeds_apart`'s code check for a budget experiment's ``(budget label, seed, arm, branch folder)``:
     a budget's branches of one seed (every arm, every rate) trained from different code, in words."""
-    code = _apart([((seed, lab), arm, path) for lab, seed, arm, path in branches], _codes, _code_differs)
+    code = _apart([((seed, lab), arm, path) for lab, seed, arm, path in branches], run_codes, codes_differ)
     if not code:
         return []
     return [_reason(code, "trained from different code", lambda key, ids: f"at {_code_words(key)}") + CODE_FIX]
@@ -110,7 +110,7 @@ def _envs(run: Path) -> list[dict]:
     return out
 
 
-def _codes(run: Path) -> list[tuple]:
+def run_codes(run: Path) -> list[tuple]:
     """``(git commit, ("diff", digest) or ("dirty", flag))`` of each segment of a run: the digest of its
     uncommitted changes to the training code (None: none), or for runs recorded before that digest, whether
     the checkout had any uncommitted changes (None: not recorded)."""
@@ -123,8 +123,8 @@ def _codes(run: Path) -> list[tuple]:
     ]
 
 
-def _code_differs(codes: list[tuple]) -> bool:
-    """Whether two codes (:func:`_codes`) differ in what train.py runs: other uncommitted changes (or changes
+def codes_differ(codes: list[tuple]) -> bool:
+    """Whether two codes (:func:`run_codes`) differ in what train.py runs: other uncommitted changes (or changes
     on one side only), or commits whose training code git says differs.  What cannot be told (an unrecorded
     commit or flag, a commit git does not have here) is not counted as a difference."""
     for (c1, (k1, v1)), (c2, (k2, v2)) in itertools.combinations(codes, 2):
@@ -164,7 +164,7 @@ def _machine_words(key: tuple, keys: list[tuple]) -> str:
 
 
 def _code_words(key: tuple) -> str:
-    """A code (:func:`_codes`) in words: ``"abc1234"``, ``"abc1234 with uncommitted changes (digest 9f2e…)"``."""
+    """A code (:func:`run_codes`) in words: ``"abc1234"``, ``"abc1234 with uncommitted changes (digest 9f2e…)"``."""
     commit, (kind, value) = key
     changes = "" if not value else " with uncommitted changes" + (f" (digest {value[:7]})" if kind == "diff" else "")
     return (commit[:7] if commit else "an unrecorded commit") + changes
