@@ -150,6 +150,8 @@ def _announce(plan: Plan, cmds: Commands, data: TokenData, adopting: list[adopt.
             "on every seed and the report reads best against best",
             flush=True,
         )
+    for why in tries.earlier_reads(cmds.out_dir):  # said before anything trains, as the report will say it
+        print(f"[compare] the verdicts will be labelled not calibrated: {why}", flush=True)
     others = ", ".join(a for a in plan.arms if a != plan.reference)
     print(
         f"[compare] reference: {plan.reference}; each verdict reads {others} against it (better: {_better(plan)} "

@@ -46,10 +46,11 @@ def earlier_reads(folder: Path) -> list[str]:
             continue
         pairs = _shared_pairs(record, other)
         if pairs:
-            seeds = ", ".join(str(look.get("seeds")) for look in read)
+            seeds = [look.get("seeds") for look in read]
+            seeds = count(seeds[0], "seed") if len(seeds) == 1 else f"{', '.join(map(str, seeds))} seeds"
             out.append(
                 f"{_pairs_words(pairs)} read before in the experiment folder {sibling.name} ({count(len(read), 'verdict')} "
-                f"at {seeds} seeds, from {read[0].get('date')}) and declared again here afterwards: a second folder can "
+                f"at {seeds}, from {read[0].get('date')}) and declared again here afterwards: a second folder can "
                 f"take its margin, outcome, reference or seeds, or keep the better draw, after seeing the first; "
                 f"report {sibling.name}, or add seeds to it (its looks are counted)"
             )
