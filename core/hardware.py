@@ -203,8 +203,10 @@ def recorded_argv(argv: list[str]) -> list[str]:
 TRAINING_CODE = ("train.py", "model", "training", "data", "core")
 
 
-def environment(device: torch.device) -> dict:
-    """What a reader needs to reproduce a run: git commit, versions, hardware (modded-nanogpt style)."""
+def checkout_code() -> tuple[str | None, bool | None, str | None]:
+    """``(git commit, dirty, training_code_diff)`` of this checkout: its HEAD, whether it has uncommitted
+    changes outside ``results/``, and the first 16 hex digits of the SHA-256 of ``git diff HEAD`` over
+    :data:`TRAINING_CODE` (None: no such changes).  All None where git cannot tell."""
     try:
         commit = (
             subprocess.run(
@@ -231,6 +233,12 @@ def environment(device: torch.device) -> dict:
         code_diff = sha256_bytes(diff)[:16] if diff.strip() else None
     except (OSError, subprocess.SubprocessError):
         commit, dirty, code_diff = None, None, None
+    return commit, dirty, code_diff
+
+
+def environment(device: torch.device) -> dict:
+    """What a reader needs to reproduce a run: git commit, versions, hardware (modded-nanogpt style)."""
+    commit, dirty, code_diff = checkout_code()
     versions = {"python": platform.python_version(), "torch": torch.__version__}
     # Read from the installed packages' metadata: importing datasets and wandb only to ask would cost
     # seconds and over 100 MiB per run (measured on a 2-core CPU, 2026-11-23).

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import socket
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -301,3 +305,23 @@ def test_a_branch_started_twice_at_once_is_refused_and_leaves_the_other_intact(t
     assert "already exists: continue that branch with --resume" in error_line(capsys)
     assert [p.name for p in (runs / "b").iterdir()] == ["theirs.txt"]
     assert not [p for p in runs.iterdir() if p.name.startswith(".b.branch")]
+
+
+def test_a_branch_build_left_by_a_killed_process_is_removed_on_the_next_start(tmp_path, corpus, capsys):
+    """A hidden half-built branch folder whose process of this host is gone (killed mid-build) is removed when
+    the branch is next started; one of a live process is left alone."""
+    runs = tmp_path / "runs"
+    base = tiny_args(tmp_path, corpus, *WSD)
+    assert (
+        run(capsys, *base, "--train.max_iters=8", "--train.lr_decay_iters=32", "--train.save_at=4", "--run-name", "t")
+        == 0
+    )
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = runs / f".b.branch-{socket.gethostname()}-{int(done.stdout)}"
+    live = runs / f".b.branch-{socket.gethostname()}-{os.getppid()}"
+    for build in (dead, live):
+        build.mkdir()
+        (build / "ckpt_last.pt").write_bytes(b"half")
+    argv = ["--branch-from", f"{runs / 't'}@4", "--train.max_iters=6", f"--train.out_dir={runs}", "--run-name", "b"]
+    assert run(capsys, *argv) == 0
+    assert not dead.exists() and live.exists()

@@ -207,6 +207,8 @@ def test_a_sequential_folder_read_between_its_looks_is_not_calibrated(tmp_path):
     _grown_folder(exp, range(5))
     assert compare.main([str(exp)]) == 0
     assert json.loads((exp / "verdict.json").read_text())["calibrated"] is True
+    # Each read is recorded with its time (a folder declared again elsewhere is ordered against them).
+    assert [look["seeds"] for look in json.loads((exp / "experiment.json").read_text())["looks"]] == [4, 5]
 
 
 def test_a_one_seed_tuned_folder_without_its_tuning_runs_is_refused(tmp_path, capsys):

@@ -12,7 +12,7 @@ import json
 import compare
 from fake_runs import fake_experiment
 
-from experiment.runs import ledger
+from experiment.runs import ledger, tries
 from experiment.runs.record import EXPERIMENT_FILE, now_utc
 
 FINALS = [(3.0, 2.9), (3.1, 3.0), (3.2, 3.1)]  # untied better on every seed
@@ -51,8 +51,9 @@ def test_a_comparison_read_then_declared_again_elsewhere_is_named_in_the_second(
     second = _experiment(tmp_path, "second", margin=0.02)
     _read(second)
     (why,) = _why(second)
-    assert why.startswith("the comparison untied against tied was read before in the experiment folder first")
-    assert "add seeds to it" in why
+    assert why.startswith("arms tied, untied were compared alike in the experiment folder 'first'")
+    assert "(1 look at 3 seeds) was first read on" in why
+    assert "report 'first' instead, or add seeds to it" in why
     assert "**Not calibrated:**" in (second / "report.md").read_text()
     _read(first)
     assert _why(first) == []
@@ -105,3 +106,76 @@ def test_an_older_folder_without_a_declaration_time_is_not_checked(tmp_path):
     (second / EXPERIMENT_FILE).write_text(json.dumps(record))
     _read(second)
     assert _why(second) == []
+
+
+def _declared(root, name, *, created, looks=(), **record):
+    """An experiment folder ``root/name`` holding only its experiment.json (tied against untied unless given)."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    data = {"config": {}, "reference": "tied", "compared": ["tied", "untied"], "created": created, **record}
+    (folder / EXPERIMENT_FILE).write_text(json.dumps({**data, "looks": list(looks)}))
+    return folder
+
+
+T0, T1, T2 = "2026-01-01T00:00:00.000000+00:00", "2026-01-02T00:00:00.000000+00:00", "2026-01-03T00:00:00.000000+00:00"
+LOOK = {"seeds": 3, "date": "2026-01-02", "at": T1}
+
+
+def test_arms_named_otherwise_with_the_same_settings_are_the_same_comparison(tmp_path):
+    """Arms defined by settings (``--arm shared:... --arm split:...``) that train what tied and untied train match."""
+    own = {"shared": {"model.tie_embeddings": True}, "split": {"model.tie_embeddings": False}}
+    _declared(tmp_path, "first", created=T0, looks=[LOOK], arms=own, compared=["shared", "split"], reference="shared")
+    second = _declared(tmp_path, "second", created=T2)
+    (why,) = tries.earlier_reads(second)
+    assert why.startswith("arms tied, untied were compared alike in the experiment folder 'first'")
+
+
+def test_an_arm_that_matches_only_through_the_config_is_another_arm(tmp_path):
+    """Under a config that unties, ``base:`` (no settings of its own) trains untied runs, not tied ones."""
+    untied = {"model.tie_embeddings": False}
+    own = {"base": {}, "bias": {"model.lm_head_bias": True}}
+    _declared(tmp_path, "first", created=T0, looks=[LOOK], arms=own, compared=["base", "bias"], config=untied)
+    second = _declared(tmp_path, "second", created=T2, config=untied, compared=["tied", "tied-bias"])
+    assert tries.earlier_reads(second) == []
+
+
+def test_a_look_with_a_date_alone_predates_any_declaration_time(tmp_path):
+    """A look from before looks recorded their time (``date`` only, in local time) counts as read before."""
+    _declared(tmp_path, "first", created=None, looks=[{"seeds": 2, "date": "2099-01-01"}])
+    assert len(tries.earlier_reads(_declared(tmp_path, "second", created=T0))) == 1
+
+
+def test_an_arm_added_after_the_other_folder_was_read_is_labelled_alone(tmp_path):
+    """A folder declared before the other's read, which adds an arm on a rerun after it, is labelled for that arm."""
+    _declared(tmp_path, "first", created=T0, looks=[LOOK], compared=["tied", "untied", "untied-split"])
+    second = _declared(tmp_path, "second", created=T0, compared=["tied", "untied-split", "untied"])
+    assert tries.earlier_reads(second) == []
+    record = json.loads((second / EXPERIMENT_FILE).read_text())
+    (second / EXPERIMENT_FILE).write_text(json.dumps({**record, "compared_at": {"untied": T2}}))
+    (why,) = tries.earlier_reads(second)
+    assert why.startswith("arms tied, untied were compared alike")
+
+
+def test_a_folder_not_yet_trained_is_judged_by_the_checkout_code(tmp_path):
+    """Before its first run, a folder's code is the checkout's: a sibling whose runs trained from other
+    uncommitted changes compared other code, so the plan line says nothing."""
+    first = _experiment(tmp_path, "first")
+    _read(first)
+    for run in first.iterdir():
+        if (run / "config.json").is_file():
+            (run / "env.json").write_text(json.dumps({"git_commit": None, "training_code_diff": "not-this-checkout"}))
+    second = _declared(tmp_path, "second", created=now_utc())
+    assert tries.earlier_reads(second) == []
+
+
+def test_siblings_that_cannot_be_read_are_passed_over(tmp_path):
+    """A sibling whose experiment.json is not an object, or whose looks are not records, is skipped; the
+    comparison read in another sibling is still found, once however many names lead to it."""
+    _declared(tmp_path, "first", created=T0, looks=[LOOK])
+    (tmp_path / "first-link").symlink_to(tmp_path / "first")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / EXPERIMENT_FILE).write_text("[]")
+    _declared(tmp_path, "odd", created=T0, looks=["x", 3])
+    _declared(tmp_path, "odder", created=7, looks=[LOOK])
+    (why,) = tries.earlier_reads(_declared(tmp_path, "second", created=T2))
+    assert "'first'" in why

@@ -22,13 +22,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
+import socket
 from pathlib import Path
 
 from core import files
 from core.errors import UserError
 from model.checkpoint import load_checkpoint, payload_digest, save_checkpoint
-from training import runs
+from training import faults, runs
 from training.config import RESUME_OVERRIDABLE, RunConfig
 from training.run_files import CONFIG, ENV, LAST_CKPT, METRICS
 
@@ -123,18 +123,30 @@ def start_branch(trunk_dir: Path, step: int, run_dir: Path, cfg: RunConfig) -> N
     ckpt = load_checkpoint(source)
     if cfg.train.untie_at_cooldown and ckpt.get("tie_embeddings") is False:
         raise UserError(f"{source} holds an untied model: train.untie_at_cooldown branches from a tied trunk")
-    tmp = run_dir.with_name(f".{run_dir.name}.branch-{uuid.uuid4().hex[:12]}")  # this process's alone
+    _remove_dead_builds(run_dir)
+    tmp = run_dir.with_name(f".{run_dir.name}.branch-{socket.gethostname()}-{os.getpid()}")  # this process's alone
+    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         _fill_branch(tmp, trunk_dir, step, cfg, ckpt)
-        # rename() onto an existing non-empty folder fails: a branch started by another process wins.
-        tmp.rename(run_dir)
-    except OSError:
-        if run_dir.exists():
-            raise _branch_exists(run_dir) from None
-        raise
+        try:  # rename() onto an existing non-empty folder fails: a branch started by another process wins
+            tmp.rename(run_dir)
+        except OSError:
+            if run_dir.exists():
+                raise _branch_exists(run_dir) from None
+            raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_dead_builds(run_dir: Path) -> None:
+    """Remove the half-built folders of ``run_dir``'s branch left by processes of this host that died building
+    them (a SIGKILL, an out-of-memory kill): each holds a whole checkpoint."""
+    host = socket.gethostname()
+    for build in run_dir.parent.glob(f".{run_dir.name}.branch-*"):
+        owner, _, pid = build.name.removeprefix(f".{run_dir.name}.branch-").rpartition("-")
+        if owner == host and pid.isdigit() and not faults.pid_alive(int(pid)):
+            shutil.rmtree(build, ignore_errors=True)
 
 
 def _branch_exists(run_dir: Path) -> UserError:
@@ -202,7 +214,8 @@ def check_trunk(run_dir: Path) -> None:
         what = f"its settings {', '.join(changed)}" if changed else f"{ckpt.name}"
         raise UserError(
             f"{run_dir} branched from {trunk_dir} at step {record['branch_step']}, but that trunk changed since "
-            f"({what}): delete {run_dir} and branch again from the trunk as it is now"
+            f"({what}): delete {run_dir} and branch again from the trunk as it is now (a compare.py report then "
+            "labels it a second draw of its seed: keep a trunk until every branch of it has finished)"
         )
 
 

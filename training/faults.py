@@ -294,7 +294,7 @@ def claim_run_folder(run_dir: Path, resume: bool, cleanup: contextlib.ExitStack)
     remove_stale_temp_files(run_dir)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists on this host (signal 0 checks without sending anything)."""
     try:
         os.kill(pid, 0)
@@ -323,7 +323,7 @@ def lock_is_live(run_dir: Path) -> bool:
     owner = owner if isinstance(owner, dict) else {}
     pid = owner.get("pid")
     on_this_host = owner.get("host") == socket.gethostname() and type(pid) is int and pid > 0
-    if on_this_host and not _pid_alive(pid):
+    if on_this_host and not pid_alive(pid):
         return False
     import fcntl  # POSIX only, as flock is; imported here so the module loads elsewhere
 

@@ -81,6 +81,7 @@ class ExperimentRecord:
     compared: list[str] = field(default_factory=list)  # every arm the folder trains, reference included ([]: older)
     trained: dict | None = None  # the runs compare.py trained here (experiment.runs.ledger; None: older folders)
     created: str | None = None  # when the folder was declared, ISO 8601 in UTC (None: older folders)
+    compared_at: dict = field(default_factory=dict)  # when each arm added by a rerun joined (the others: created)
 
     @property
     def path(self) -> Path:
@@ -194,10 +195,10 @@ def _check_and_write_settings(out_dir: Path, cfg: config.RunConfig, plan) -> dic
             if dropped
             else []
         )
-        settings["compared"] = [
-            *before.get("compared", []),
-            *(a for a in plan.arms if a not in before.get("compared", [])),
-        ]
+        added = [a for a in plan.arms if a not in before.get("compared", [])]
+        settings["compared"] = [*before.get("compared", []), *added]
+        if "created" in before and (added or "compared_at" in before):  # (experiment.runs.tries orders reads by it)
+            settings["compared_at"] = {**before.get("compared_at", {}), **dict.fromkeys(added, now_utc())}
         if "seeds" in settings:
             settings["seeds"] = max(settings["seeds"], before.get("seeds", 0))
         if had or "arms" in settings:  # arms may be added, never redefined
@@ -323,8 +324,8 @@ def now_utc() -> str:
 
 def record_look(out_dir: Path, seeds: int) -> None:
     """Add a report read at ``seeds`` seeds to the experiment folder's looks (experiment.json's ``looks``: each
-    seed count a verdict was read at, its date and time in UTC), once per seed count; nothing without an
-    experiment.json."""
+    seed count a verdict was read at, its date, and its time in UTC as ``at``), once per seed count; nothing
+    without an experiment.json."""
     saved = out_dir / EXPERIMENT_FILE
     if not saved.is_file():
         return
@@ -333,8 +334,7 @@ def record_look(out_dir: Path, seeds: int) -> None:
         data = read_json(saved, "experiment settings")
         looks = data.get("looks", [])
         if all(look.get("seeds") != seeds for look in looks):
-            at = now_utc()
-            data["looks"] = [*looks, {"seeds": seeds, "date": at[:10], "at": at}]
+            data["looks"] = [*looks, {"seeds": seeds, "date": datetime.date.today().isoformat(), "at": now_utc()}]
             write_json(saved, data)
 
 

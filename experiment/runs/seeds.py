@@ -96,7 +96,7 @@ def _apart(
     return groups, by_group[groups[0]]
 
 
-def _envs(run: Path) -> list[dict]:
+def segment_envs(run: Path) -> list[dict]:
     """A run's environment records: ``env.json`` (its first segment) and each resume's
     ``env-resume-step<N>.json`` (training.report); an unreadable one counts as {}."""
     paths = [RunFolder(run).env_path, *sorted(Path(run).glob("env-resume-step*.json"))]
@@ -119,7 +119,7 @@ def run_codes(run: Path) -> list[tuple]:
             env.get("git_commit"),
             ("diff", env["training_code_diff"]) if "training_code_diff" in env else ("dirty", env.get("git_dirty")),
         )
-        for env in _envs(run)
+        for env in segment_envs(run)
     ]
 
 
@@ -151,7 +151,7 @@ def _machine(exp: Experiment) -> Callable[[Run], tuple]:
                 ("torch", (env.get("versions") or {}).get("torch")),
                 *settings,
             )
-            for env in _envs(r.path)
+            for env in segment_envs(r.path)
         ]
 
     return identity
