@@ -22,7 +22,7 @@ from data.loader import TokenData
 from experiment import stats
 from experiment.runs import adopt
 from experiment.ab import figures
-from experiment.runs import launch, ledger, tries
+from experiment.runs import launch, ledger, picked, tries
 from experiment.ab import readout
 from experiment.runs import folders
 from experiment.ab import markdown
@@ -256,6 +256,7 @@ def write_report(
         alpha, words, looks = sequential
         looks = None if looks is None else {**looks, "seeds_read": len(exp.seeds)}
         provenance = run_provenance([*paths, *tuning], read_whole=not exp.tuning) + seeds_apart(exp)
+        provenance += picked.left_beside(exp)
         exp = dataclasses.replace(exp, alpha=alpha, sequential=words, looks=looks, provenance=provenance)
         out_dir.mkdir(parents=True, exist_ok=True)
         names = figures.plot_all(exp, out_dir)
