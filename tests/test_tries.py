@@ -11,7 +11,9 @@ import json
 
 import compare
 from fake_runs import fake_experiment
+from test_budget_report import _branch
 
+from experiment.budget.markdown import write_budget_report
 from experiment.runs import ledger, tries
 from experiment.runs.record import EXPERIMENT_FILE, now_utc
 
@@ -179,3 +181,26 @@ def test_siblings_that_cannot_be_read_are_passed_over(tmp_path):
     _declared(tmp_path, "odder", created=7, looks=[LOOK])
     (why,) = tries.earlier_reads(_declared(tmp_path, "second", created=T2))
     assert "'first'" in why
+
+
+def _budget_folder(root, name, margin):
+    """A budget experiment ``root/name`` at 0.5M tokens: tied and untied at 3 rates on 3 seeds, declared now."""
+    folder = root / name
+    for s in range(3):
+        for lr in (1e-3, 2e-3, 4e-3):
+            _branch(folder, "0.5M", "tied", lr, 1337 + s, 3.0 + 0.01 * s)
+            _branch(folder, "0.5M", "untied", lr, 1337 + s, 2.99 + 0.01 * s)
+    record = {"budgets": [500_000], "margin": margin, "reference": "tied", "compared": ["tied", "untied"]}
+    (folder / EXPERIMENT_FILE).write_text(json.dumps({**record, "config": {}, "created": now_utc()}))
+    return folder
+
+
+def test_a_budget_design_declared_again_after_its_report_was_read_is_named(tmp_path):
+    """A budget report records its read; a second budget folder of the same design, declared after it, names
+    the first at its top."""
+    first = _budget_folder(tmp_path, "first", 0.01)
+    write_budget_report(first, "tied", "python compare.py first")
+    assert [look["seeds"] for look in json.loads((first / EXPERIMENT_FILE).read_text())["looks"]] == [3]
+    second = _budget_folder(tmp_path, "second", 0.02)
+    md = write_budget_report(second, "tied", "python compare.py second").read_text()
+    assert "arms tied, untied were compared alike in the experiment folder 'first'" in md

@@ -26,8 +26,8 @@ from experiment.budget.readout import BestVsBest, BudgetReadout, TrunkCurve, rea
 from experiment.budget.run import TRUNKS, Compute, compute_used, label
 
 from experiment.style import interval, p_value, save_figure, signed
-from experiment.runs.record import EXPERIMENT_FILE, ExperimentRecord, flatten
-from experiment.runs import ledger
+from experiment.runs.record import EXPERIMENT_FILE, ExperimentRecord, flatten, record_look
+from experiment.runs import ledger, tries
 from experiment.runs.seeds import branches_apart
 from training.run_files import runs_in
 
@@ -547,6 +547,9 @@ def write_budget_report(out_dir: Path, reference: str, command: str, beside: lis
     provenance += branches_apart(
         [(lab, f.config["train"]["seed"], arm_set.of(flatten(f.config), str(f.path)), f.path) for lab, f in branches]
     )
+    provenance += tries.earlier_reads(out_dir)
     md = render(ro, title, command, figure, compute, record.seeds, trunks, beside=side, provenance=provenance)
     write_text_atomic(path, md)
+    if branches:  # a read of its verdicts, ordered against folders declared later (experiment.runs.tries)
+        record_look(out_dir, len({f.config["train"]["seed"] for _, f in branches}))
     return path

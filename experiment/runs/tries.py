@@ -16,9 +16,9 @@ the pair (its ``created``, or ``compared_at`` for an arm added later).  What it 
 verdict not calibrated and says the calibrated way on: add seeds to the first folder, whose looks are
 counted.  Before any run of this folder trains, its code is the checkout's.
 
-Folders elsewhere (a grid declared again under another name keeps its cells apart), budget designs
-(their reports record no looks) and folders from before experiment.json recorded ``created`` are
-not checked.  A sibling that cannot be read is passed over.
+A budget design is checked the same way, its report's reads recorded as looks (at the seeds it had
+read).  Folders elsewhere (a grid declared again under another name keeps its cells apart) and folders
+from before experiment.json recorded ``created`` are not checked.  A sibling that cannot be read is passed over.
 """
 
 from __future__ import annotations
@@ -156,7 +156,8 @@ def _some_alike(mine: set, theirs: set, differ) -> bool:
 def _folder_codes(folder: Path) -> set[tuple]:
     """The codes (:func:`experiment.runs.seeds.run_codes`) the folder's runs trained from, every segment; for a
     folder with no run yet, the checkout's (what its runs will train from)."""
-    codes = {code for run in runs_in(folder) for code in run_codes(run.path)}
+    runs = runs_in(folder) or [run for sub in sorted(folder.iterdir()) if _is_folder(sub) for run in runs_in(sub)]
+    codes = {code for run in runs for code in run_codes(run.path)}  # (a budget design's runs: one level down)
     if codes:
         return codes
     commit, _, diff = checkout_code()
