@@ -37,9 +37,8 @@ from experiment.budget.markdown import write_budget_report
 from experiment.grid import cli as grid_cli
 from experiment.grid.markdown import write_grid_report
 from experiment.grid.model import Readout, parse_contrast, parse_slope_within
-from experiment.grid.run import GRID_FILE
 from experiment.runs.cli import print_report
-from experiment.runs.record import ExperimentRecord
+from experiment.runs.record import GRID_FILE, ExperimentRecord
 
 # A mode's options given to the A/B mode: the mode it names, and how to ask for it.
 OTHER_MODES = {

@@ -204,3 +204,16 @@ def test_a_budget_design_declared_again_after_its_report_was_read_is_named(tmp_p
     second = _budget_folder(tmp_path, "second", 0.02)
     md = write_budget_report(second, "tied", "python compare.py second").read_text()
     assert "arms tied, untied were compared alike in the experiment folder 'first'" in md
+
+
+def test_a_grid_declared_again_names_the_same_cell_of_the_first_grid(tmp_path):
+    """A grid's cell is read against the same cell of a grid beside its own (a grid declared again under another
+    name); another cell of that grid, with other axis values, is not the same comparison."""
+    for grid in ("grid-a", "grid-b"):
+        (tmp_path / grid).mkdir()
+        (tmp_path / grid / "grid.json").write_text("{}")
+    _declared(tmp_path / "grid-a", "n_embd-64", created=T0, looks=[LOOK], config={"model.n_embd": 64})
+    _declared(tmp_path / "grid-a", "n_embd-128", created=T0, looks=[LOOK], config={"model.n_embd": 128})
+    again = _declared(tmp_path / "grid-b", "n_embd-64", created=T2, config={"model.n_embd": 64})
+    (why,) = tries.earlier_reads(again)
+    assert "in the experiment folder 'grid-a/n_embd-64'" in why

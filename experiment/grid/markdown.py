@@ -32,7 +32,7 @@ from core.files import write_text_atomic
 
 from experiment.style import interval, log_x, p_value, save_figure, signed
 from experiment.ab.readout import ONE_SEED_TUNING
-from experiment.runs.record import EVERY_SEED
+from experiment.runs.record import EVERY_SEED, record_look
 from experiment.grid.run import NOT_STARTED, GridCell, LrPick, cells_vocab_use, gap_rows, load_grid, lr_picks, lr_tuning
 from experiment.grid.model import (
     ArmModels,
@@ -255,6 +255,9 @@ def write_grid_report(
     figures = plot_grid(rows, cells, grid_dir)
     path = grid_dir / "report.md"
     write_text_atomic(path, render_grid(settings, cells, rows, cross_cell_models(rows), figures, command, readout))
+    for cell in cells:  # each cell's verdicts read, ordered against grids declared later (experiment.runs.tries)
+        if cell.exp is not None:
+            record_look(cell.cell.folder, len(cell.exp.seeds))
     return path
 
 

@@ -36,20 +36,25 @@ from core.files import read_json, write_json
 from core.settings import field_types, merge, parse_cli_value
 from experiment import stats
 from experiment.ab import readout
-from experiment.runs import folders, ledger
+from experiment.runs import folders, ledger, tries
 from experiment.arms import with_recorded
 from experiment.best import EDGE
 from experiment.grid.model import cell_vocab_use
 from experiment.runs.plan import best_lr, score as tuning_score
 from experiment.runs.folders import Experiment
-from experiment.runs.record import ONE_SEED, ExperimentRecord, compared_config, config_changes, lr_grid_refusals
+from experiment.runs.record import (
+    GRID_FILE,
+    ONE_SEED,
+    ExperimentRecord,
+    compared_config,
+    config_changes,
+    lr_grid_refusals,
+)
 from experiment.runs.plan import Plan
 from experiment.runs.seeds import seeds_apart
 from experiment.ab.run import run_experiment, write_report
 from training.config import SCHEMA, parse_config
 from training.run_files import runs_in
-
-GRID_FILE = "grid.json"
 
 
 @dataclass(frozen=True)
@@ -335,6 +340,7 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
         return GridCell(cell, None)
     # The cell reads every finished run it holds, so only runs it did not draw as declared can be wrong here.
     exp.provenance = ledger.problems(cell.folder, finished, read_whole=False) + seeds_apart(exp)
+    exp.provenance += tries.earlier_reads(cell.folder)
     return GridCell(cell, exp)
 
 

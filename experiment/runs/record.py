@@ -27,6 +27,7 @@ from experiment.arms import ARMS
 from training import config
 
 EXPERIMENT_FILE = "experiment.json"
+GRID_FILE = "grid.json"  # a grid folder's record (experiment.grid): its axes, arms and seeds; its cells are experiments
 DEFAULT_MARGIN = 0.01  # nats/token (a fraction for the ratio outcomes), when none was declared or given
 # --lr-tuning: how a learning-rate grid is read.  Every rate on every seed, each arm's fitted best against the
 # reference's (experiment.best, calibrated); or each arm's rate picked on one tuning seed (exploratory).

@@ -17,8 +17,9 @@ verdict not calibrated and says the calibrated way on: add seeds to the first fo
 counted.  Before any run of this folder trains, its code is the checkout's.
 
 A budget design is checked the same way, its report's reads recorded as looks (at the seeds it had
-read).  Folders elsewhere (a grid declared again under another name keeps its cells apart) and folders
-from before experiment.json recorded ``created`` are not checked.  A sibling that cannot be read is passed over.
+read); a grid's cell against the other cells of its grid and the same cell of any grid beside it (a
+grid declared again under another name), the grid report's reads recorded in each cell.  Folders
+elsewhere and folders from before experiment.json recorded ``created`` are not checked.  A sibling that cannot be read is passed over.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.hardware import checkout_code
 from experiment import arms
-from experiment.runs.record import ExperimentRecord, config_changes, flatten
+from experiment.runs.record import GRID_FILE, ExperimentRecord, config_changes, flatten
 from experiment.runs.seeds import codes_differ, run_codes, segment_envs
 from experiment.style import count
 from training.run_files import runs_in
@@ -43,6 +44,9 @@ def earlier_reads(folder: Path) -> list[str]:
         return []
     here = Path(folder).resolve()
     siblings = {p.resolve() for p in here.parent.iterdir() if _is_folder(p) and not p.name.startswith(".")}
+    if (here.parent / GRID_FILE).is_file():  # a grid's cell: the same cell of a grid beside its grid, too
+        grids = [g for g in here.parent.parent.iterdir() if _is_folder(g) and (g / GRID_FILE).is_file()]
+        siblings |= {(g / here.name).resolve() for g in grids if _is_folder(g / here.name)}
     out = []
     for sibling in sorted(siblings - {here}):
         other = _read(sibling)
@@ -52,8 +56,9 @@ def earlier_reads(folder: Path) -> list[str]:
             pairs, looks = _read_pairs(record, other)
         except (TypeError, ValueError, AttributeError, KeyError):  # a record written by hand, or by a future tinygpt
             continue
-        if pairs:
-            out.append(_words(pairs, sibling.name, looks))
+        if pairs:  # (a cell of another grid is named with its grid)
+            name = sibling.name if sibling.parent == here.parent else f"{sibling.parent.name}/{sibling.name}"
+            out.append(_words(pairs, name, looks))
     return out
 
 
