@@ -29,7 +29,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from core.cli import ArgumentParser, run_command
+from core.cli import ArgumentParser, plain_text, run_command
 from core.errors import UserError
 from experiment.ab import cli as ab_cli
 from experiment.budget import cli as budget_cli
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (2 on bad input or unfair runs)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["-h"], ["--help"]):
-        print(__doc__)
+        print(plain_text(__doc__))
         return 0
     command = shlex.join(["python", "compare.py", *argv])
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import re
 import os
 import select
 import sys
@@ -37,6 +38,11 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return super()._get_help_string(action)
 
 
+def plain_text(doc: str) -> str:
+    """A docstring with its reST markup dropped for a terminal: ``x`` and :role:`x` read x."""
+    return re.sub(r"``([^`]+)``", r"\1", re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc))
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse`` that reports bad flags as a one-line :class:`UserError` instead of exiting.
 
@@ -45,6 +51,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
+        if kwargs.get("description"):  # a module docstring as --help's text: its reST markup is not for users
+            kwargs["description"] = plain_text(kwargs["description"])
         super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message: str):

@@ -6,6 +6,7 @@ test that trains two tiny runs through compare.py in-process).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import os
@@ -274,3 +275,12 @@ def test_each_modes_help_is_short(capsys, mode):
         compare.main([mode, "--help"])
     own = capsys.readouterr().out.split("--model.")[0]
     assert len(own.splitlines()) < 110, len(own.splitlines())
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["ab", "--help"], ["grid", "--help"], ["budgets", "--help"]])
+def test_help_reads_as_plain_text(argv, capsys):
+    """compare.py's help texts come from docstrings: their reST markup (``x``, :func:`x`) is dropped for the terminal."""
+    with contextlib.suppress(SystemExit):
+        compare.main(argv)
+    out = capsys.readouterr().out
+    assert "compare.py" in out and "``" not in out and ":func:" not in out

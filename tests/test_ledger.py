@@ -87,12 +87,19 @@ def test_a_fresh_start_of_a_finished_run_is_a_second_draw_and_a_resume_is_not(tm
 
 def test_run_folders_picked_from_an_experiment_folder_must_be_all_of_them(tmp_path):
     """Run folders given by hand that leave out finished runs of their experiment folder (here seed 2 of both
-    arms, before any look) read not calibrated, naming them (given whole: the first test)."""
+    arms, before any look) read not calibrated, naming them (given whole: the first test).  Such a report
+    goes where --report-dir says: refused without it, before anything is written, the experiment's own
+    report and record untouched; and its read is no look at the experiment."""
     folder, paths = _experiment(tmp_path)
+    assert compare.main([str(folder)]) == 0
+    before = {n: (folder / n).read_bytes() for n in ("report.md", "verdict.json", EXPERIMENT_FILE)}
     picked = [p for p in paths if not p.name.endswith("-s2")]
-    assert compare.main([str(p) for p in picked]) == 0
-    (why,) = _verdict(folder)["not_calibrated"]
+    assert compare.main([str(p) for p in picked]) == 2
+    out = tmp_path / "picked"
+    assert compare.main([str(p) for p in picked] + ["--report-dir", str(out)]) == 0
+    (why,) = _verdict(out)["not_calibrated"]
     assert why.startswith("2 runs of the experiment finished but left out of the report (tied-s2, untied-s2)")
+    assert {n: (folder / n).read_bytes() for n in before} == before
 
 
 def test_an_older_folder_without_the_note_reads_as_before(tmp_path):

@@ -26,7 +26,8 @@ def test_every_run_of_the_folder_given_is_calibrated(tmp_path):
     fake_experiment(runs, FINALS)
     fake_run(runs, "deep", True, 0, 3.0, model__n_layer=12)
     verdict = _report(runs, *(f"{arm}-s{s}" for arm in ("tied", "untied") for s in range(3)))
-    assert verdict["calibrated"] is True
+    assert verdict["calibrated"] is True and verdict["margin_declared"] is False
+    assert "±0.01 nats was given with this report, not declared before the runs" in (runs / "report.md").read_text()
 
 
 def test_a_seed_left_out_of_a_plain_folder_is_named(tmp_path):
@@ -48,3 +49,16 @@ def test_a_run_from_other_code_beside_them_is_another_comparison(tmp_path):
         (run / "env.json").write_text(json.dumps({"git_commit": None, "training_code_diff": "b" if other else "a"}))
     verdict = _report(runs, "tied-s0", "tied-s1", "untied-s0", "untied-s1")
     assert verdict["calibrated"] is True
+
+
+def test_a_failed_report_on_a_plain_folder_leaves_the_earlier_report_of_other_runs(tmp_path, capsys):
+    """`compare.py runs/tied-s0` alone (one arm) fails in one line with the fix, and the folder's report of the
+    comparison before it stays: a plain folder's report is of whichever runs were given."""
+    runs = tmp_path / "runs"
+    fake_experiment(runs, FINALS)
+    _report(runs, *(f"{arm}-s{s}" for arm in ("tied", "untied") for s in range(3)))
+    before = (runs / "verdict.json").read_bytes()
+    capsys.readouterr()
+    assert compare.main([str(runs / "tied-s0")]) == 2
+    assert "give run folders of two arms, e.g. compare.py runs/default runs/untied" in capsys.readouterr().err
+    assert (runs / "verdict.json").read_bytes() == before and (runs / "report.md").is_file()

@@ -3,13 +3,14 @@
     python compare.py ab --config configs/shakespeare.toml --arm base: --arm drop:model.dropout=0.1 --seeds 5
     python compare.py --config configs/shakespeare.toml --arm old@HEAD~1 --arm new: --reference old --fail-on worse
 
-(``ab`` is the mode ``compare.py`` runs when its first argument is an option.)  The report on run
-folders that exist already (:func:`given_runs`, then :func:`report`) is ``compare.py report``'s for A/B runs.
+(``ab`` is the mode ``compare.py`` runs when its first argument is an option.)  To report run
+folders that exist already, give them to ``compare.py report`` (or as compare.py's first arguments).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from experiment.runs.record import (
     declared_settings,
     record_look,
 )
-from training.run_files import RunFolder
+from training.run_files import RunFolder, runs_in
 
 MARGIN_HELP = (
     "Equivalence margin, declared before the runs: arms closer than this count as equivalent (TOST). In "
@@ -135,6 +136,7 @@ class Compared:
     outcome: str
     sequential: tuple  # (level, design in words, as data) of a --seeds auto experiment; (0.05, "", None) otherwise
     folder: Path | None = None  # the experiment folder (experiment.json) whose looks this report counts
+    keep_earlier: bool = False  # a failed report leaves the folder's earlier one (runs given by hand, no experiment)
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict]:
@@ -187,6 +189,13 @@ def given_runs(
             f"{where} picked each arm's rate on one tuning seed (experiment.json: lr_tuning one-seed), but no "
             "tune-* run is given: report the experiment folder whole, tuning runs included"
         )
+    whole = folder is not None or record is None or _every_finished_run(where, runs)
+    if not whole and report_dir is None:
+        raise UserError(
+            f"these runs are some of the experiment folder {where}'s: its report.md and verdict.json are the whole "
+            f"experiment's; write this report elsewhere with --report-dir DIR, or report the folder whole: "
+            f"compare.py {where}"
+        )
     margin, declared, outcome, sequential = declared_settings(where, margin, outcome)
     arm_set, reference = arms_of_runs([*reported, *tuning], declared_reference(where, reference))
     return Compared(
@@ -199,8 +208,15 @@ def given_runs(
         declared=declared,
         outcome=outcome,
         sequential=sequential,
-        folder=where,
+        folder=where if whole and record else None,  # a subset's read is no look at the experiment
+        keep_earlier=record is None,
     )
+
+
+def _every_finished_run(folder: Path, runs: list[Path]) -> bool:
+    """Whether ``runs`` include every finished run of the experiment folder ``folder`` (it is reported whole)."""
+    given = {Path(os.path.abspath(r)) for r in runs}
+    return all(Path(os.path.abspath(r.path)) in given for r in runs_in(folder, finished_only=True))
 
 
 def report(c: Compared, *, prompts: list[str], command: str, margin_bpb: float | None, fail_on: str | None) -> int:
@@ -222,6 +238,7 @@ def report(c: Compared, *, prompts: list[str], command: str, margin_bpb: float |
         margin_declared=c.declared,
         outcome=c.outcome,
         sequential=c.sequential,
+        keep_earlier=c.keep_earlier,
     )
     cli.print_report(path, meaningful=meaningful)
     if c.folder is not None:  # (a sequential design's looks were declared: counted_looks never counts them)

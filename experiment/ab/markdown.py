@@ -379,7 +379,9 @@ def _stats_section(exp: Experiment, comps: list[stats.Comparison]) -> list[str]:
         "",
         (
             f"Differences are arm − reference in {unit}. The equivalence margin "
-            f"±{exp.margin:g} {'(a fraction)' if speed or target else 'nats'} was declared before the runs. The CI is the paired t interval "
+            f"±{exp.margin:g} {'(a fraction)' if speed or target else 'nats'} "
+            f"{'was declared before the runs' if exp.margin_declared else 'was given with this report, not declared before the runs'}. "
+            "The CI is the paired t interval "
             "(`scipy.stats.ttest_rel`, n − 1 degrees of freedom); TOST is statsmodels' `ttost_paired` at ±margin; "
             "the Holm (1979) step-down adjustment over the arms gives statsmodels' `multipletests` numbers; the Wilcoxon "
             "signed-rank and exact sign tests are scipy's; d_z is mean / sd of the differences; the "

@@ -288,6 +288,8 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
         "learning_rates_tuned": tuned,
         "calibrated": not reasons,
         "not_calibrated": reasons,
+        # Runs whose final score did not beat the unigram baseline (report.md: "not meaningful"), by name.
+        "behind_unigram": sorted(r.path.name for runs in exp.runs.values() for r in runs if not r.learned),
         "alpha": exp.alpha,
         "sequential": exp.looks,
         "code": code_versions(exp),
@@ -424,6 +426,13 @@ def gate(verdict_path: Path, fail_on: str | None) -> int:
             file=sys.stderr,
         )
         return 2
+    if record.get("behind_unigram"):  # a CI script should not read it as a model that learned
+        print(
+            f"[compare] warning: --fail-on {fail_on} gates on runs that did not beat the unigram baseline "
+            f"({', '.join(record['behind_unigram'][:4])}): report.md calls this verdict not meaningful; "
+            "train longer (--train.max_iters) for a verdict on a model that has learned",
+            file=sys.stderr,
+        )
     bpb = record.get("comparisons_bpb")
     found = bpb if bpb and len(bpb) == len(record["comparisons"]) else record["comparisons"]  # bpb only if complete
     if len(found) < len(record["arms"]) - 1:  # an arm with no verdict at all (every seed missed a target)

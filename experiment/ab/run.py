@@ -238,9 +238,13 @@ def write_report(
     margin_declared: bool = True,
     outcome: str = "loss",
     sequential: tuple[float, str, dict | None] = (0.05, "", None),
+    keep_earlier: bool = False,
 ) -> tuple[Path, bool]:
     """Check the runs form a fair experiment, then write ``out_dir/report.md`` (+ figures) and
     ``out_dir/verdict.json`` (:func:`readout.verdict_record`; ``margin_declared`` goes into it).
+
+    A report that fails removes the folder's earlier report and verdict.json (they would read as this one's),
+    unless ``keep_earlier``: the folder's report was of other runs given by hand.
 
     ``margin``: the equivalence margin in nats/token; ``margin_bpb``, if given, adds the verdicts in
     bits per byte at that margin (:func:`markdown.render_markdown`).
@@ -257,16 +261,19 @@ def write_report(
         looks = None if looks is None else {**looks, "seeds_read": len(exp.seeds)}
         provenance = run_provenance([*paths, *tuning], read_whole=not exp.tuning) + seeds_apart(exp)
         provenance += picked.left_beside(exp)
-        exp = dataclasses.replace(exp, alpha=alpha, sequential=words, looks=looks, provenance=provenance)
+        exp = dataclasses.replace(
+            exp, alpha=alpha, sequential=words, looks=looks, provenance=provenance, margin_declared=margin_declared
+        )
         out_dir.mkdir(parents=True, exist_ok=True)
         names = figures.plot_all(exp, out_dir)
         texts = folders.samples(exp, prompts) if prompts else {}
         md = markdown.render_markdown(exp, names, texts, title, command, out_dir, margin_bpb)
         record = readout.verdict_record(exp, margin_declared, margin_bpb)
         record = json.dumps(readout.strict_json(record), indent=2, allow_nan=False) + "\n"
-    except BaseException:  # a report that failed leaves no earlier verdict standing for a script to read
-        path.unlink(missing_ok=True)
-        verdict.unlink(missing_ok=True)
+    except BaseException:  # a report that failed leaves no earlier verdict of its folder standing for a script
+        if not keep_earlier:  # (a plain folder's report is of whichever runs were given: another's is left alone)
+            path.unlink(missing_ok=True)
+            verdict.unlink(missing_ok=True)
         raise
     # report.md goes last, each file whole (renamed into place): a report.md always has its own verdict.json.
     path.unlink(missing_ok=True)

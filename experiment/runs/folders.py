@@ -130,6 +130,7 @@ class Experiment:
     seeds: list[int]
     reference: str
     margin: float  # nats/token: within it two arms count as equivalent (declared before the runs)
+    margin_declared: bool = True  # False: given with the report, the runs already read (no experiment.json fixed it)
     differences: dict[str, dict[str, tuple]] = field(default_factory=dict)  # arm -> key -> (reference's, arm's)
     bookkeeping: dict[str, tuple] = field(default_factory=dict)  # differences with no effect on the maths
     tuning: dict[str, list[Run]] = field(default_factory=dict)  # arm -> learning-rate grid runs (tuning seed)
@@ -324,7 +325,10 @@ def _group(runs: list[Run], reference: str, order: list[str]) -> tuple[dict[str,
             f"--reference from {', '.join(by_arm)})"
         )
     if len(by_arm) < 2:
-        raise UserError(f"only {reference} runs given: a comparison needs a second arm")
+        raise UserError(
+            f"only {reference} runs given: a comparison needs a second arm; give run folders of two arms, "
+            "e.g. compare.py runs/default runs/untied"
+        )
     order = [reference, *(a for a in order if a in by_arm and a != reference)]  # the arms' own order
     arms = {arm: sorted(by_arm[arm], key=lambda r: r.seed) for arm in order}
     seeds = [r.seed for r in arms[reference]]
