@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 
 import compare
+import pytest
 from fake_runs import fake_experiment
+from helpers import error_line, tiny_compare_args
 from test_budget_report import _branch
 
 from experiment.budget.markdown import write_budget_report
@@ -217,3 +219,18 @@ def test_a_grid_declared_again_names_the_same_cell_of_the_first_grid(tmp_path):
     again = _declared(tmp_path / "grid-b", "n_embd-64", created=T2, config={"model.n_embd": 64})
     (why,) = tries.earlier_reads(again)
     assert "in the experiment folder 'grid-a/n_embd-64'" in why
+
+
+@pytest.mark.slow
+def test_a_gate_on_a_comparison_declared_again_is_refused_before_anything_trains(tmp_path, capsys):
+    """compare.py --fail-on on a comparison another folder beside it has read: exit 2 in one line, before the
+    folder is made or a run trains (its verdicts could not be gated on)."""
+    args = tiny_compare_args(tmp_path)
+    assert compare.main([*args, "--seeds", "1"]) == 0
+    capsys.readouterr()
+    again = [*args, "--seeds", "1", "--name", "again", "--margin", "0.05", "--fail-on", "worse"]
+    assert compare.main(again) == 2
+    assert "gates only on calibrated verdicts, and this experiment's will not be: arms tied, untied" in error_line(
+        capsys
+    )
+    assert not (tmp_path / "again").exists()

@@ -149,7 +149,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict]:
 def main(argv: list[str], command: str) -> int:
     """Train the experiment ``argv`` asks for (a look at a time under --seeds auto), then report and gate on it."""
     args, overrides = parse_args(argv)
-    plan = cli.plan_of(args, overrides, adopt=args.adopt, outcome=args.outcome or "loss")
+    plan = cli.plan_of(args, overrides, adopt=args.adopt, outcome=args.outcome or "loss", fail_on=args.fail_on)
     if plan.max_seeds:
         reported, tuning, out_dir, sequential = run_sequential(plan)
     else:

@@ -78,6 +78,7 @@ class Plan:
     arm_set: ArmSet = PRESETS  # what each of ``arms`` sets (presets, or arms defined with --arm)
     outcome: str = "loss"  # what the verdict reads (experiment.ab.readout.OUTCOMES), declared before the runs
     max_seeds: int = 0  # with --seeds auto: the most seeds a sequential experiment may reach (0: seeds fixed)
+    fail_on: str | None = None  # --fail-on: the report gates on its verdicts (refused up front if they cannot be)
     lr_tuning: str = EVERY_SEED  # with a grid: every rate on every seed (best against best), or ONE_SEED's pick
 
     @property

@@ -127,6 +127,14 @@ def remember_settings(out_dir: Path, cfg: config.RunConfig, plan) -> ExperimentR
         return ExperimentRecord.from_json(out_dir, _check_and_write_settings(out_dir, cfg, plan))
 
 
+def planned_record(out_dir: Path, cfg: config.RunConfig, plan) -> ExperimentRecord:
+    """The folder's record as :func:`remember_settings` would leave it, nothing written: the one there, or for
+    a folder not made yet the one it would be declared with now."""
+    return ExperimentRecord.read(out_dir) or ExperimentRecord.from_json(
+        out_dir, {**_settings(cfg, plan), "created": now_utc()}
+    )
+
+
 def record_lock(out_dir: Path):
     """The lock every read-modify-write of ``out_dir``'s experiment.json holds (a file lock in ``.claims/``)."""
     (out_dir / ".claims").mkdir(parents=True, exist_ok=True)

@@ -39,10 +39,16 @@ from training.run_files import runs_in
 def earlier_reads(folder: Path) -> list[str]:
     """Why ``folder``'s verdicts may be a second try at a comparison read before in a folder beside it, in
     words (empty: none found, or the folder records no ``created``)."""
-    record = _read(Path(folder))
+    return reads_before(_read(Path(folder)))
+
+
+def reads_before(record: ExperimentRecord | None) -> list[str]:
+    """:func:`earlier_reads` of an experiment record, as written or as a folder not yet made would write it."""
     if record is None or not record.created:
         return []
-    here = Path(folder).resolve()
+    here = Path(record.folder).resolve()
+    if not here.parent.is_dir():  # (a first experiment under a train.out_dir not made yet)
+        return []
     siblings = {p.resolve() for p in here.parent.iterdir() if _is_folder(p) and not p.name.startswith(".")}
     if (here.parent / GRID_FILE).is_file():  # a grid's cell: the same cell of a grid beside its grid, too
         grids = [g for g in here.parent.parent.iterdir() if _is_folder(g) and (g / GRID_FILE).is_file()]
@@ -161,7 +167,8 @@ def _some_alike(mine: set, theirs: set, differ) -> bool:
 def _folder_codes(folder: Path) -> set[tuple]:
     """The codes (:func:`experiment.runs.seeds.run_codes`) the folder's runs trained from, every segment; for a
     folder with no run yet, the checkout's (what its runs will train from)."""
-    runs = runs_in(folder) or [run for sub in sorted(folder.iterdir()) if _is_folder(sub) for run in runs_in(sub)]
+    subs = sorted(folder.iterdir()) if _is_folder(folder) else []
+    runs = runs_in(folder) or [run for sub in subs if _is_folder(sub) for run in runs_in(sub)]
     codes = {code for run in runs for code in run_codes(run.path)}  # (a budget design's runs: one level down)
     if codes:
         return codes
