@@ -15,6 +15,7 @@ file).
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import re
 import os
@@ -56,7 +57,10 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message: str):
-        raise UserError(f"{message} (see --help)")
+        unknown = re.match(r"unrecognized arguments: (--[^\s=]+)", message)
+        options = [o for o in self._option_string_actions if o.startswith("--")]
+        close = difflib.get_close_matches(unknown[1], options, n=1, cutoff=0.75) if unknown else []
+        raise UserError(f"{message}{f': did you mean {close[0]}?' if close else ''} (see --help)")
 
 
 # What to do about a path, by the errno the system gave for it.

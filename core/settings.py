@@ -14,6 +14,7 @@ schema, ``python -m data.prepare`` one of the ``[data]`` section alone.
 from __future__ import annotations
 
 import argparse
+import difflib
 import dataclasses
 import math
 import tomllib
@@ -225,9 +226,28 @@ class Schema:
                 value = parse_cli_value(text, typ)
             except ValueError:
                 tname = getattr(typ, "__name__", str(typ))
-                raise UserError(f"--{key}={text!r} is not a valid {tname}: give e.g. --{key}=<{tname}>") from None
+                raise UserError(f"--{key}={text!r} is not a valid {tname}: {self._example(key, typ)}") from None
             nested.setdefault(section, {})[name] = value
         return nested
+
+    def _guess(self, parser: argparse.ArgumentParser, bad: str) -> str:
+        """``"did you mean --x? "`` for the closest option the parser has (``difflib``), or a key named ``bad``
+        in some section (``--seed`` -> ``--train.seed``); empty when nothing is close."""
+        options = [o for o in parser._option_string_actions if o.startswith("--")]
+        named = [o for o in options if o.split(".")[-1] == bad.lstrip("-") and "." in o]
+        close = named or difflib.get_close_matches(bad, options, n=1, cutoff=0.75)
+        return f"did you mean {close[0]}? " if close else ""
+
+    def _example(self, key: str, typ) -> str:
+        """How to give ``key`` a value of ``typ``: the two values of a bool, else its default as an example."""
+        if typ is bool:
+            return f"give --{key}=true or --{key}=false"
+        section, name = key.split(".", 1)
+        field = next(f for f in dataclasses.fields(self.sections[section]) if f.name == name)
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+        return (
+            f"give e.g. --{key}={default}" if default not in (None, "") else f"give a {getattr(typ, '__name__', typ)}"
+        )
 
     def parse_cli(
         self, parser: argparse.ArgumentParser, argv: list[str] | None, exclude: typing.Iterable[str] = ()
@@ -247,12 +267,13 @@ class Schema:
             section = bad.lstrip("-").split(".")[0]
             if section in exclude or bad.lstrip("-") in exclude:
                 raise UserError(f"{bad} does not apply to {parser.prog}: drop it")
+            guess = self._guess(parser, bad)
             if section in self.sections:
                 raise UserError(
-                    f"unknown option {bad}: valid [{section}] keys are {', '.join(self.settable_keys(section))}"
+                    f"unknown option {bad}: {guess}valid [{section}] keys are {', '.join(self.settable_keys(section))}"
                 )
             raise UserError(
-                f"unknown option {bad}: use --section.key=value with a section in {', '.join(self.sections)} "
+                f"unknown option {bad}: {guess}use --section.key=value with a section in {', '.join(self.sections)} "
                 f"or a flag listed by --help"
             )
         return args, self.parse_overrides(args)

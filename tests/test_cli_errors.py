@@ -164,3 +164,21 @@ def test_a_lock_taken_on_a_removed_lock_file_is_taken_again(tmp_path, monkeypatc
     monkeypatch.setattr(lock._lock, "acquire", acquire_then_lose_the_path)
     with lock:
         assert len(calls) == 2 and lock._locks_its_path()
+
+
+@pytest.mark.parametrize(
+    "command, argv, words",
+    [
+        (train, ["--model.dropot=0.1"], "unknown option --model.dropot: did you mean --model.dropout?"),
+        (train, ["--seed", "2"], "unknown option --seed: did you mean --train.seed?"),
+        (train, ["--run-nme", "x"], "unknown option --run-nme: did you mean --run-name?"),
+        (sample, ["--run", "runs/x", "--top_k", "5"], "unrecognized arguments: --top_k 5: did you mean --top-k?"),
+        (train, ["--model.tie_embeddings=maybe"], "give --model.tie_embeddings=true or --model.tie_embeddings=false"),
+        (train, ["--model.dropout=high"], "is not a valid float: give e.g. --model.dropout=0.0"),
+    ],
+)
+def test_a_misspelt_option_or_a_bad_value_names_what_was_meant(command, argv, words, capsys):
+    """An option one typo away from a real one is named (difflib), a bare key that some section has gets its
+    section, and a bad value says what a good one looks like: one line, exit 2, before any work."""
+    assert command.main(argv) == 2
+    assert words in error_line(capsys)
