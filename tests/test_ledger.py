@@ -18,6 +18,8 @@ from helpers import tiny_compare_args
 
 from experiment.runs import ledger
 from experiment.runs.record import EXPERIMENT_FILE
+from training.config import RunConfig
+from training.runs import next_steps
 
 FINALS = [(3.0, 2.9), (3.1, 3.0), (3.2, 3.1)]  # untied better on every seed: a clear "better"
 
@@ -219,3 +221,13 @@ def test_run_folders_linked_into_the_experiment_folder_are_named_where_linked(tm
     (folder / "untied-s1").symlink_to(elsewhere, target_is_directory=True)
     assert compare.main([str(folder)]) == 0
     assert _verdict(folder)["calibrated"] is True
+
+
+def test_a_run_of_an_experiment_ends_pointing_at_the_report_not_at_training_it_on(tmp_path):
+    """train.py's closing hints: a run of a compare.py experiment names the experiment's report instead of
+    a command that trains it on by hand (which would make it another run than the one drawn)."""
+    folder, paths = _experiment(tmp_path)
+    hints = next_steps(paths[0], {"best_val_loss": 3.0}, RunConfig(), 1)
+    assert f"python compare.py {folder}" in hints and "--resume" not in hints
+    plain = next_steps(tmp_path / "runs" / "a", {"best_val_loss": 3.0}, RunConfig(), 1)
+    assert "--resume" in plain and "compare.py" not in plain

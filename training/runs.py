@@ -30,7 +30,7 @@ from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
 from training import faults
 from training.config import RunConfig, TrainConfig
-from training.run_files import BEST_CKPT, CONFIG, LAST_CKPT, METRICS, RunFolder
+from training.run_files import BEST_CKPT, CONFIG, EXPERIMENT_FILE, LAST_CKPT, METRICS, RunFolder
 
 
 def is_finished(run_dir: Path) -> bool:
@@ -369,14 +369,16 @@ def next_steps(run_dir: Path, summary: dict, cfg: RunConfig, world_size: int) ->
     # sample.py's default prompt is a newline; a multi-line prompt would not paste as one command line.
     prompt_flag = f" --prompt {shlex.quote(prompt)}" if prompt.strip() and "\n" not in prompt else ""
     more = 2 * cfg.train.max_iters
-    resume = faults.resume_command(run_dir, world_size)
+    further = f"  {faults.resume_command(run_dir, world_size)} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)"
+    if (run_dir.parent / EXPERIMENT_FILE).is_file():  # a compare.py run: trained on by hand, it would not be its draw
+        further = f"  python compare.py {shlex.quote(str(run_dir.parent))}   # the report of the experiment this run is part of"
     return "\n".join(
         [
             f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json{', loss.png' * cfg.train.loss_plot})",
             f"best model:  {run_dir / BEST_CKPT}  (val loss {summary['best_val_loss']:.4f}); last: ckpt_last.pt",
             "next:",
             f"  python sample.py --run {shlex.quote(str(run_dir))}{prompt_flag} --top-k 50   # generate",
-            f"  {resume} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)",
+            further,
             "  python list_runs.py"
             + ("" if run_dir.parent == Path(TrainConfig.out_dir) else f" --out-dir {shlex.quote(str(run_dir.parent))}")
             + "   # every run side by side",

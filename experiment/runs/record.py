@@ -25,8 +25,8 @@ from core.files import file_lock, read_json, write_json
 from experiment import arms, stats
 from experiment.arms import ARMS
 from training import config
+from training.run_files import EXPERIMENT_FILE
 
-EXPERIMENT_FILE = "experiment.json"
 GRID_FILE = "grid.json"  # a grid folder's record (experiment.grid): its axes, arms and seeds; its cells are experiments
 DEFAULT_MARGIN = 0.01  # nats/token (a fraction for the ratio outcomes), when none was declared or given
 # --lr-tuning: how a learning-rate grid is read.  Every rate on every seed, each arm's fitted best against the
