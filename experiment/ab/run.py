@@ -91,7 +91,10 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
             for lr in rates[arm]
         ]
         seeds = f"{plan.seeds} seed{'s' if plan.seeds != 1 else ''}"
-        print(_progress(out_dir, [n for n, _ in jobs], f"reported runs ({len(plan.arms)} arms x {seeds})"), flush=True)
+        print(
+            _progress(out_dir, [n for n, _ in jobs], f"the runs the verdicts read ({len(plan.arms)} arms x {seeds})"),
+            flush=True,
+        )
         paths = launch.run_shared(out_dir, jobs, bar)
     finally:
         bar.close()
