@@ -235,13 +235,15 @@ class Schema:
         in some section (``--seed`` -> ``--train.seed``); empty when nothing is close."""
         options = [o for o in parser._option_string_actions if o.startswith("--")]
         named = [o for o in options if o.split(".")[-1] == bad.lstrip("-") and "." in o]
-        close = named or difflib.get_close_matches(bad, options, n=1, cutoff=0.75)
+        close = difflib.get_close_matches(bad, options, n=1, cutoff=0.75) or named
         return f"did you mean {close[0]}? " if close else ""
 
     def _example(self, key: str, typ) -> str:
         """How to give ``key`` a value of ``typ``: the two values of a bool, else its default as an example."""
         if typ is bool:
             return f"give --{key}=true or --{key}=false"
+        if typing.get_origin(typ) in (tuple, list):
+            return f"give comma-separated values, e.g. --{key}=100,200"
         section, name = key.split(".", 1)
         field = next(f for f in dataclasses.fields(self.sections[section]) if f.name == name)
         default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default

@@ -16,6 +16,7 @@ from experiment.runs.cli import SET_PER_RUN
 from core.errors import UserError
 from experiment.grid.run import cell_name, cells_of, gap_rows, in_recorded_order, load_grid, parse_axes
 from experiment.grid.model import cross_cell_models
+from experiment.ab.readout import not_calibrated
 
 NOT_ALLOWED = SET_PER_RUN
 
@@ -396,3 +397,15 @@ def test_gap_figure_dodges_tokenizers_that_share_a_size():
     (char_x, gpt2_x) = (list(line.get_xdata()) for line in lines)
     for a, b, n in zip(char_x, gpt2_x, (10_000, 100_000)):
         assert a != b and abs(a / n - 1) < 0.1 and abs(b / n - 1) < 0.1
+
+
+def test_a_cell_read_again_at_more_seeds_is_a_look_as_in_its_own_report(tmp_path):
+    """The grid report notes each cell's read in its experiment.json; a cell read before at fewer seeds is tested
+    at 0.05 over its looks (Bonferroni) and labelled, as ``compare.py <cell>`` labels it."""
+    grid = _fake_grid(tmp_path, [("n_embd-64", 64, [-0.05, -0.04, -0.06], 0.5, 1000)])
+    record = grid / "n_embd-64" / "experiment.json"
+    record.write_text(json.dumps({"margin": 0.01, "looks": [{"seeds": 2, "date": "2026-01-01"}]}))
+    _, (cell,) = load_grid(grid)
+    assert cell.exp.alpha == pytest.approx(0.025) and not_calibrated(cell.exp)
+    assert compare.main([str(grid)]) == 0
+    assert [look["seeds"] for look in json.loads(record.read_text())["looks"]] == [2, 3]

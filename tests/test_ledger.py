@@ -184,8 +184,9 @@ def test_runs_gathered_from_several_folders_are_named(tmp_path):
     for name in ("tied-s2", "untied-s2"):
         shutil.move(str(folder / name), other / name)
     given = [p for p in paths if not p.name.endswith("-s2")] + [other / "tied-s2", other / "untied-s2"]
-    assert compare.main([str(p) for p in given]) == 0
-    (why,) = _verdict(folder)["not_calibrated"]
+    assert compare.main([str(p) for p in given]) == 2  # not the experiment's runs alone: not its report to write
+    assert compare.main([str(p) for p in given] + ["--report-dir", str(tmp_path / "mixed")]) == 0
+    (why,) = _verdict(tmp_path / "mixed")["not_calibrated"]
     assert why.startswith("runs gathered from 2 folders (exp, other)")
 
 
@@ -229,5 +230,7 @@ def test_a_run_of_an_experiment_ends_pointing_at_the_report_not_at_training_it_o
     folder, paths = _experiment(tmp_path)
     hints = next_steps(paths[0], {"best_val_loss": 3.0}, RunConfig(), 1)
     assert f"python compare.py {folder}" in hints and "--resume" not in hints
+    budget_run = next_steps(folder / "0.5M" / "tied-lr0.001-s0", {"best_val_loss": 3.0}, RunConfig(), 1)
+    assert f"python compare.py {folder}" in budget_run  # a budget design's runs sit one folder further down
     plain = next_steps(tmp_path / "runs" / "a", {"best_val_loss": 3.0}, RunConfig(), 1)
     assert "--resume" in plain and "compare.py" not in plain

@@ -62,3 +62,16 @@ def test_a_failed_report_on_a_plain_folder_leaves_the_earlier_report_of_other_ru
     assert compare.main([str(runs / "tied-s0")]) == 2
     assert "give run folders of two arms, e.g. compare.py runs/default runs/untied" in capsys.readouterr().err
     assert (runs / "verdict.json").read_bytes() == before and (runs / "report.md").is_file()
+
+
+def test_a_failed_report_of_the_same_runs_removes_the_earlier_verdict(tmp_path, capsys):
+    """The same runs reported again after one was left unfinished: exit 2, and the folder's earlier verdict of
+    those runs (verdict.json's ``runs`` names them) goes rather than stand for runs that changed; a failed
+    report of other runs (one of them alone) leaves it (the test before)."""
+    runs = tmp_path / "runs"
+    fake_experiment(runs, FINALS)
+    names = [f"{arm}-s{s}" for arm in ("tied", "untied") for s in range(3)]
+    assert set(_report(runs, *names)["runs"]) == set(names)
+    (runs / "untied-s2" / "summary.json").unlink()
+    assert compare.main([str(runs / n) for n in names]) == 2
+    assert not (runs / "verdict.json").exists() and not (runs / "report.md").exists()

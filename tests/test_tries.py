@@ -7,6 +7,7 @@ and its verdict was read before the second was declared; the first folder's repo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import compare
@@ -17,7 +18,10 @@ from test_budget_report import _branch
 
 from experiment.budget.markdown import write_budget_report
 from experiment.runs import ledger, tries
-from experiment.runs.record import EXPERIMENT_FILE, now_utc
+from experiment.arms import PRESETS
+from experiment.runs.plan import Plan
+from experiment.runs.record import EXPERIMENT_FILE, ExperimentRecord, now_utc, planned_record
+from training.config import RunConfig
 
 FINALS = [(3.0, 2.9), (3.1, 3.0), (3.2, 3.1)]  # untied better on every seed
 
@@ -234,3 +238,17 @@ def test_a_gate_on_a_comparison_declared_again_is_refused_before_anything_trains
         capsys
     )
     assert not (tmp_path / "again").exists()
+
+
+def test_an_arm_a_rerun_would_add_is_checked_before_it_trains(tmp_path):
+    """The record a rerun would write (record.planned_record) holds the arm it adds, joined now: a comparison
+    read beside it before that arm joined is found before anything trains (what --fail-on refuses on)."""
+    _declared(tmp_path, "first", created=T0, looks=[LOOK])
+    second = _declared(tmp_path, "second", created=T0, compared=["tied", "untied-split"])
+    arms = ["tied", "untied-split", "untied"]
+    plan = Plan(config=None, overrides={}, arms=arms, seeds=3, reference="tied", arm_set=PRESETS.select(arms))
+    planned = planned_record(second, RunConfig(), plan)
+    assert planned.compared == arms and planned.compared_at["untied"] > T1
+    assert tries.reads_before(ExperimentRecord.read(second)) == []
+    (why,) = tries.reads_before(dataclasses.replace(planned, config={}))
+    assert why.startswith("arms tied, untied were compared alike")

@@ -370,8 +370,12 @@ def next_steps(run_dir: Path, summary: dict, cfg: RunConfig, world_size: int) ->
     prompt_flag = f" --prompt {shlex.quote(prompt)}" if prompt.strip() and "\n" not in prompt else ""
     more = 2 * cfg.train.max_iters
     further = f"  {faults.resume_command(run_dir, world_size)} --train.max_iters={more}   # train on to step {more} (it says what the learning rate does)"
-    if (run_dir.parent / EXPERIMENT_FILE).is_file():  # a compare.py run: trained on by hand, it would not be its draw
-        further = f"  python compare.py {shlex.quote(str(run_dir.parent))}   # the report of the experiment this run is part of"
+    # A compare.py run (a budget design's one folder further down): trained on by hand, it would not be its draw.
+    experiment = next((p for p in (run_dir.parent, run_dir.parent.parent) if (p / EXPERIMENT_FILE).is_file()), None)
+    if experiment is not None:
+        further = (
+            f"  python compare.py {shlex.quote(str(experiment))}   # the report of the experiment this run is part of"
+        )
     return "\n".join(
         [
             f"run folder:  {run_dir}  (config.json, metrics.jsonl, summary.json{', loss.png' * cfg.train.loss_plot})",

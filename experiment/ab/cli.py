@@ -10,7 +10,6 @@ folders that exist already, give them to ``compare.py report`` (or as compare.py
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,9 +213,10 @@ def given_runs(
 
 
 def _every_finished_run(folder: Path, runs: list[Path]) -> bool:
-    """Whether ``runs`` include every finished run of the experiment folder ``folder`` (it is reported whole)."""
-    given = {Path(os.path.abspath(r)) for r in runs}
-    return all(Path(os.path.abspath(r.path)) in given for r in runs_in(folder, finished_only=True))
+    """Whether ``runs`` are the finished runs of the experiment folder ``folder``, every one and no other (it is
+    reported whole); links are followed on both sides."""
+    given = {Path(r).resolve() for r in runs}
+    return given == {r.path.resolve() for r in runs_in(folder, finished_only=True)}
 
 
 def report(c: Compared, *, prompts: list[str], command: str, margin_bpb: float | None, fail_on: str | None) -> int:

@@ -286,7 +286,8 @@ def write_report(
         record = readout.verdict_record(exp, margin_declared, margin_bpb)
         record = json.dumps(readout.strict_json(record), indent=2, allow_nan=False) + "\n"
     except BaseException:  # a report that failed leaves no earlier verdict of its folder standing for a script
-        if not keep_earlier:  # (a plain folder's report is of whichever runs were given: another's is left alone)
+        # (a plain folder's report is of whichever runs were given: one of other runs is left alone)
+        if not keep_earlier or _read_these(verdict, [*paths, *tuning]):
             path.unlink(missing_ok=True)
             verdict.unlink(missing_ok=True)
         raise
@@ -295,6 +296,16 @@ def write_report(
     write_text_atomic(verdict, record)
     write_text_atomic(path, md)
     return path, markdown.baseline_warning(exp) is None
+
+
+def _read_these(verdict: Path, runs: list[Path]) -> bool:
+    """Whether the verdict.json at ``verdict`` is of ``runs`` (the same run folder names: this report again; one
+    that does not say, or cannot be read, counts as theirs)."""
+    try:
+        named = json.loads(verdict.read_text()).get("runs")
+    except (OSError, ValueError, AttributeError):
+        return verdict.exists()
+    return not isinstance(named, list) or set(named) == {Path(r).name for r in runs}
 
 
 def run_sequential(plan: Plan) -> tuple[list[Path], list[Path], Path, tuple[float, str, dict]]:

@@ -48,6 +48,7 @@ from experiment.runs.record import (
     ExperimentRecord,
     compared_config,
     config_changes,
+    counted_looks,
     lr_grid_refusals,
 )
 from experiment.runs.plan import Plan
@@ -341,6 +342,9 @@ def load_cell(cell: Cell, reference: str, margin: float) -> GridCell:
     # The cell reads every finished run it holds, so only runs it did not draw as declared can be wrong here.
     exp.provenance = ledger.problems(cell.folder, finished, read_whole=False) + seeds_apart(exp)
     exp.provenance += tries.earlier_reads(cell.folder)
+    looked = counted_looks(cell.folder, len(exp.seeds))  # seeds added after the grid report read the cell
+    if looked:
+        exp.alpha, exp.sequential, exp.looks = looked
     return GridCell(cell, exp)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from core.errors import UserError
 from experiment.arms import CODE
-from experiment.runs.folders import Experiment
+from experiment.runs.folders import Experiment, run_commit
 from experiment.runs.record import BOOKKEEPING, EXPERIMENT_FILE, flatten
 from experiment.runs.seeds import codes_differ, run_codes
 from experiment.style import count
@@ -33,16 +33,17 @@ def left_beside(exp: Experiment) -> list[str]:
     if len(parents) != 1 or (next(iter(parents)) / EXPERIMENT_FILE).is_file():
         return []
     (folder,) = parents
-    paths = {Path(os.path.abspath(r.path)) for r in given}
+    paths = {Path(r.path).resolve() for r in given}  # (a run given through a link is the run it links to)
     by_arm = {arm: runs[0] for arm, runs in exp.runs.items() if runs}
-    left = []
+    left, seen = [], set(paths)
     for run in runs_in(folder, finished_only=True):
-        if Path(os.path.abspath(run.path)) in paths:
-            continue
+        if run.path.resolve() in seen or (run.path.name.startswith("tune-") and not exp.tuning):
+            continue  # given, or a link to a run already counted; a tuning grid's run, when none was given
+        seen.add(run.path.resolve())
         try:
             flat = flatten(load_run_config(run.path).to_dict())  # filled and typed as the given runs' are
-            arm = exp.arm_set.of({**flat, CODE: None}, str(run.path))
-        except (UserError, ValueError, TypeError, AttributeError, KeyError):  # not a run this comparison reads
+            arm = exp.arm_set.of({**flat, CODE: run_commit(run.path)}, str(run.path))
+        except (UserError, OSError, ValueError, TypeError, AttributeError, KeyError):  # not a run this one reads
             continue
         if arm in by_arm and _same_but_seed(flat, flatten(by_arm[arm].config), by_arm[arm].path, run.path):
             left.append(run.path.name)

@@ -130,8 +130,15 @@ def remember_settings(out_dir: Path, cfg: config.RunConfig, plan) -> ExperimentR
 def planned_record(out_dir: Path, cfg: config.RunConfig, plan) -> ExperimentRecord:
     """The folder's record as :func:`remember_settings` would leave it, nothing written: the one there, or for
     a folder not made yet the one it would be declared with now."""
-    return ExperimentRecord.read(out_dir) or ExperimentRecord.from_json(
-        out_dir, {**_settings(cfg, plan), "created": now_utc()}
+    now, record = _settings(cfg, plan), ExperimentRecord.read(out_dir)
+    if record is None:
+        return ExperimentRecord.from_json(out_dir, {**now, "created": now_utc()})
+    added = [a for a in plan.arms if a not in record.compared]  # a rerun's new arms join now
+    return dataclasses.replace(
+        record,
+        compared=[*record.compared, *added],
+        compared_at={**record.compared_at, **dict.fromkeys(added if record.created else [], now_utc())},
+        arms={**now.get("arms", {}), **record.arms},
     )
 
 
