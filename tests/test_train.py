@@ -77,7 +77,10 @@ def test_bad_toml_is_a_clear_error(tmp_path, text, match):
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["--model.n_layers=3"], "unknown option --model.n_layers: valid \\[model\\] keys are .*n_layer"),
+        (
+            ["--model.n_layers=3"],
+            "unknown option --model.n_layers: did you mean --model.n_layer\\? valid \\[model\\] keys are .*n_layer",
+        ),
         (["--model.n_layer=three"], "not a valid int"),
         (["--model.tie_embeddings=maybe"], "not a valid bool"),
         (["--bogus"], "unknown option --bogus"),
