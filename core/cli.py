@@ -58,9 +58,15 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         unknown = re.match(r"unrecognized arguments: (--[^\s=]+)", message)
-        options = [o for o in self._option_string_actions if o.startswith("--")]
-        close = difflib.get_close_matches(unknown[1], options, n=1, cutoff=0.75) if unknown else []
-        raise UserError(f"{message}{f': did you mean {close[0]}?' if close else ''} (see --help)")
+        close = closest_option(self, unknown[1]) if unknown else None
+        raise UserError(f"{message}{f': did you mean {close}?' if close else ''} (see --help)")
+
+
+def closest_option(parser: argparse.ArgumentParser, bad: str) -> str | None:
+    """The ``--option`` of ``parser`` one typo from ``bad`` (``difflib``, ratio at least 0.75), or None."""
+    options = [o for o in parser._option_string_actions if o.startswith("--")]
+    close = difflib.get_close_matches(bad, options, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 # What to do about a path, by the errno the system gave for it.

@@ -14,7 +14,6 @@ schema, ``python -m data.prepare`` one of the ``[data]`` section alone.
 from __future__ import annotations
 
 import argparse
-import difflib
 import dataclasses
 import math
 import tomllib
@@ -22,6 +21,7 @@ import typing
 from dataclasses import field
 from pathlib import Path
 
+from core.cli import closest_option
 from core.errors import UserError
 
 
@@ -233,10 +233,9 @@ class Schema:
     def _guess(self, parser: argparse.ArgumentParser, bad: str) -> str:
         """``"did you mean --x? "`` for the closest option the parser has (``difflib``), or a key named ``bad``
         in some section (``--seed`` -> ``--train.seed``); empty when nothing is close."""
-        options = [o for o in parser._option_string_actions if o.startswith("--")]
-        named = [o for o in options if o.split(".")[-1] == bad.lstrip("-") and "." in o]
-        close = difflib.get_close_matches(bad, options, n=1, cutoff=0.75) or named
-        return f"did you mean {close[0]}? " if close else ""
+        named = [o for o in parser._option_string_actions if "." in o and o.split(".")[-1] == bad.lstrip("-")]
+        close = closest_option(parser, bad) or (named[0] if named else None)
+        return f"did you mean {close}? " if close else ""
 
     def _example(self, key: str, typ) -> str:
         """How to give ``key`` a value of ``typ``: the two values of a bool, else its default as an example."""

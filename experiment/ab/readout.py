@@ -290,7 +290,7 @@ def verdict_record(exp: Experiment, margin_declared: bool, margin_bpb: float | N
         "not_calibrated": reasons,
         # Runs whose final score did not beat the unigram baseline (report.md: "not meaningful"), by name.
         "behind_unigram": sorted(r.path.name for runs in exp.runs.values() for r in runs if not r.learned),
-        "runs": sorted({r.path.name for r in _every_run(exp)}),  # the run folders read, by name
+        "runs": sorted({r.path.name for r in exp.every_run}),  # the run folders read, by name
         "alpha": exp.alpha,
         "sequential": exp.looks,
         "code": code_versions(exp),
@@ -412,12 +412,6 @@ def arm_table(exp: Experiment) -> list[dict]:
             }
         )
     return rows
-
-
-def _every_run(exp: Experiment) -> list:
-    """Every run the verdicts read: reported, tuning, and each rate's of an every-seed grid."""
-    runs = [r for group in (exp.runs, exp.tuning) for members in group.values() for r in members]
-    return runs + [r for rates in exp.swept.values() for members in rates.values() for r in members]
 
 
 def gate(verdict_path: Path, fail_on: str | None) -> int:

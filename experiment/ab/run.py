@@ -65,7 +65,8 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     cmds = commands_for(plan, cfg, name)
     out_dir = cmds.out_dir
     check_planned(plan, cmds)
-    _refuse_an_ungated_gate(plan, planned_record(out_dir, cfg, plan))
+    if plan.fail_on:
+        _refuse_an_ungated_gate(plan, planned_record(out_dir, cfg, plan))
     settings = remember_settings(out_dir, cfg, plan)
     sha = data.meta.get("source_sha256")
     adopting = adopt.identify(plan.adopt, cfg.train.seed, plan.arms, plan.seeds, plan.arm_set)
@@ -104,7 +105,7 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
 def _refuse_an_ungated_gate(plan: Plan, record: ExperimentRecord) -> None:
     """Refuse ``--fail-on`` before anything trains when the verdicts will not be calibrated, which a gate
     then refuses: the comparison was read before in a folder beside this one (:mod:`experiment.runs.tries`)."""
-    why = tries.reads_before(record) if plan.fail_on else []
+    why = tries.reads_before(record)
     if why:
         raise UserError(
             f"--fail-on {plan.fail_on} gates only on calibrated verdicts, and this experiment's will not be: {why[0]}; "

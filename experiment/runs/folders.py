@@ -149,6 +149,12 @@ class Experiment:
         """The arms, reference first."""
         return list(self.runs)
 
+    @property
+    def every_run(self) -> list[Run]:
+        """Every run the verdicts read: reported, tuning, and each rate's of an every-seed grid."""
+        swept = [runs for rates in self.swept.values() for runs in rates.values()]
+        return [r for members in (*self.runs.values(), *self.tuning.values(), *swept) for r in members]
+
 
 def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
     """Read one finished run folder; its arm is the one of ``arms`` its config has.

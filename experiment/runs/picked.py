@@ -27,8 +27,7 @@ from training.runs import load_run_config
 def left_beside(exp: Experiment) -> list[str]:
     """Why the report's hand-given runs may be a subset picked from their folder, in words (empty: they are every
     finished run of the comparison there, or they lie in an experiment folder or in several folders)."""
-    given = [r for runs in exp.runs.values() for r in runs] + [r for rs in exp.tuning.values() for r in rs]
-    given += [r for rates in exp.swept.values() for runs in rates.values() for r in runs]
+    given = exp.every_run
     parents = {Path(os.path.abspath(r.path)).parent for r in given}
     if len(parents) != 1 or (next(iter(parents)) / EXPERIMENT_FILE).is_file():
         return []

@@ -128,18 +128,8 @@ def remember_settings(out_dir: Path, cfg: config.RunConfig, plan) -> ExperimentR
 
 
 def planned_record(out_dir: Path, cfg: config.RunConfig, plan) -> ExperimentRecord:
-    """The folder's record as :func:`remember_settings` would leave it, nothing written: the one there, or for
-    a folder not made yet the one it would be declared with now."""
-    now, record = _settings(cfg, plan), ExperimentRecord.read(out_dir)
-    if record is None:
-        return ExperimentRecord.from_json(out_dir, {**now, "created": now_utc()})
-    added = [a for a in plan.arms if a not in record.compared]  # a rerun's new arms join now
-    return dataclasses.replace(
-        record,
-        compared=[*record.compared, *added],
-        compared_at={**record.compared_at, **dict.fromkeys(added if record.created else [], now_utc())},
-        arms={**now.get("arms", {}), **record.arms},
-    )
+    """The folder's record as :func:`remember_settings` would leave it, nothing written (UserError as it)."""
+    return ExperimentRecord.from_json(out_dir, json.loads(json.dumps(_settings_after(out_dir, cfg, plan))))
 
 
 def record_lock(out_dir: Path):
@@ -178,6 +168,14 @@ def _settings(cfg: config.RunConfig, plan) -> dict:
 
 def _check_and_write_settings(out_dir: Path, cfg: config.RunConfig, plan) -> dict:
     """:func:`remember_settings`'s body, run under its lock: the object written."""
+    settings = _settings_after(out_dir, cfg, plan)
+    write_json(out_dir / EXPERIMENT_FILE, settings)
+    return json.loads(json.dumps(settings))  # as read back from the file (lists, not tuples)
+
+
+def _settings_after(out_dir: Path, cfg: config.RunConfig, plan) -> dict:
+    """The experiment.json object a run of ``plan`` leaves in ``out_dir``: a new folder's declaration, or the
+    folder's record continued (more seeds, arms or rates); UserError for a change a rerun may not make."""
     # The folder remembers the resolved config it was made with (bookkeeping aside), so a re-run
     # continues it -- with more seeds or arms, another device or wandb mode -- but never mixes settings.
     settings = _settings(cfg, plan)
@@ -230,8 +228,7 @@ def _check_and_write_settings(out_dir: Path, cfg: config.RunConfig, plan) -> dic
             raise UserError(
                 f"experiment folder {out_dir} was made with other settings ({', '.join(changed)}): pick another --name"
             )
-    write_json(saved, settings)
-    return json.loads(json.dumps(settings))  # as read back from the file (lists, not tuples)
+    return settings
 
 
 def lr_grid_refusals(before: list[float], now: list[float], widen_before: int = 0, widen_now: int = 0) -> list[str]:

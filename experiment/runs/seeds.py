@@ -143,18 +143,20 @@ def _machine(exp: Experiment) -> Callable[[Run], tuple]:
 
     def identity(r: Run) -> list[tuple]:
         settings = [(k, r.config[k.split(".")[0]].get(k.split(".")[1])) for k in SPEED_SETTINGS if k not in own]
-        return [
-            (
-                ("device", env.get("device_name")),
-                ("cpu", env.get("cpu_model")),
-                ("threads", env.get("torch_threads")),
-                ("torch", (env.get("versions") or {}).get("torch")),
-                *settings,
-            )
-            for env in segment_envs(r.path)
-        ]
+        return [(*env_machine(env), *settings) for env in segment_envs(r.path)]
 
     return identity
+
+
+def env_machine(env: dict) -> tuple:
+    """The machine a run segment ran on, from its environment record: ``((name, value), ...)`` of the CPU or
+    GPU, torch's thread count and torch's version."""
+    return (
+        ("device", env.get("device_name")),
+        ("cpu", env.get("cpu_model")),
+        ("threads", env.get("torch_threads")),
+        ("torch", (env.get("versions") or {}).get("torch")),
+    )
 
 
 def _machine_words(key: tuple, keys: list[tuple]) -> str:

@@ -31,7 +31,7 @@ from core.errors import UserError
 from core.hardware import checkout_code
 from experiment import arms
 from experiment.runs.record import GRID_FILE, ExperimentRecord, config_changes, flatten
-from experiment.runs.seeds import codes_differ, run_codes, segment_envs
+from experiment.runs.seeds import codes_differ, env_machine, run_codes, segment_envs
 from experiment.style import count
 from training.run_files import runs_in
 
@@ -152,7 +152,7 @@ def _same_run(record: ExperimentRecord, other: ExperimentRecord, commit: str | N
             return False
     if record.outcome == "tokens-per-s" or record.outcome.startswith("time-to:"):
         machines = [
-            {_machine(env) for run in runs_in(f) for env in segment_envs(run.path)}
+            {env_machine(env) for run in runs_in(f) for env in segment_envs(run.path)}
             for f in (record.folder, other.folder)
         ]
         return _some_alike(*machines, lambda pair: pair[0] != pair[1])
@@ -174,16 +174,6 @@ def _folder_codes(folder: Path) -> set[tuple]:
         return codes
     commit, _, diff = checkout_code()
     return {(commit, ("diff", diff))}
-
-
-def _machine(env: dict) -> tuple:
-    """A run segment's machine, as a timed outcome compares it (experiment.runs.seeds' identity, less settings)."""
-    return (
-        env.get("device_name"),
-        env.get("cpu_model"),
-        env.get("torch_threads"),
-        (env.get("versions") or {}).get("torch"),
-    )
 
 
 def _declared_at(record: ExperimentRecord, arm: str) -> str:
