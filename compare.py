@@ -89,7 +89,8 @@ def report_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fail-on",
         choices=("worse", "not-better"),
-        help="Exit 1 when an arm is worse than the reference (worse), or anything but better (not-better).",
+        help="Exit 1 when an arm is worse than the reference (worse), or anything but better (not-better); "
+        "exit 3, no gate, when the verdicts are not calibrated.",
     )
     return p
 
@@ -168,7 +169,8 @@ def mode_of(argv: list[str]) -> tuple[str, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status (2 on bad input or unfair runs)."""
+    """Command-line entry point; returns the exit status (1: a failed --fail-on gate; 2: bad input or unfair
+    runs; 3: --fail-on on verdicts that are not calibrated)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["-h"], ["--help"]):
         print(plain_text(__doc__))

@@ -149,7 +149,7 @@ def _grown_folder(exp, seeds: range) -> None:
 def test_seeds_added_after_a_verdict_count_as_a_look_and_are_not_calibrated(tmp_path, capsys):
     """A folder reported at 3 seeds, then grown to 5: the first report tests at 0.05 and records its look; the
     second is look 2, tested at 0.025, labelled not calibrated (the first look spent the 5%), with its looks in
-    verdict.json, and --fail-on refuses to gate on it (exit 2, one line)."""
+    verdict.json, and --fail-on refuses to gate on it (exit 3, one line)."""
     exp = tmp_path / "exp"
     _grown_folder(exp, range(3))
     (exp / "experiment.json").write_text(json.dumps({"margin": 0.01}))
@@ -159,7 +159,7 @@ def test_seeds_added_after_a_verdict_count_as_a_look_and_are_not_calibrated(tmp_
     assert [look["seeds"] for look in json.loads((exp / "experiment.json").read_text())["looks"]] == [3]
     _grown_folder(exp, range(5))
     capsys.readouterr()
-    assert compare.main([str(exp), "--fail-on", "worse"]) == 2
+    assert compare.main([str(exp), "--fail-on", "worse"]) == 3
     assert "--fail-on worse gates only on calibrated verdicts" in error_line(capsys)
     second = json.loads((exp / "verdict.json").read_text())
     assert second["alpha"] == 0.025 and second["calibrated"] is False

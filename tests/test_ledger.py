@@ -52,12 +52,12 @@ def test_runs_the_folder_trained_and_read_whole_give_a_calibrated_verdict(tmp_pa
 
 def test_a_run_the_folder_did_not_train_is_named_and_the_gate_refuses(tmp_path, capsys):
     """A finished run found in the folder that compare.py never started there (copied in) is named in
-    not_calibrated, report.md says so, and --fail-on exits 2 rather than gate on it."""
+    not_calibrated, report.md says so, and --fail-on exits 3 (no gate) rather than gate on it."""
     folder, _ = _experiment(tmp_path)
     record = json.loads((folder / EXPERIMENT_FILE).read_text())
     del record["trained"]["untied-s2"]
     (folder / EXPERIMENT_FILE).write_text(json.dumps(record))
-    assert compare.main([str(folder), "--fail-on", "worse"]) == 2
+    assert compare.main([str(folder), "--fail-on", "worse"]) == 3
     (why,) = _verdict(folder)["not_calibrated"]
     assert why.startswith("1 run (untied-s2) not trained by this experiment")
     assert "**Not calibrated:** 1 run (untied-s2) not trained" in (folder / "report.md").read_text()

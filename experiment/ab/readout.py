@@ -414,9 +414,16 @@ def arm_table(exp: Experiment) -> list[dict]:
     return rows
 
 
+# The exit status of a gate that will not decide (the verdicts are not calibrated): neither a pass (0), nor a
+# failure of the change (1), nor bad input (2, which is given before any run trains).
+UNGATED = 3
+
+
 def gate(verdict_path: Path, fail_on: str | None) -> int:
     """The exit status ``--fail-on`` asks for: 1 when an arm's verdict is worse (``worse``) or anything but
-    better (``not-better``) than the reference, read from ``verdict.json`` (in bits per byte with --margin-bpb)."""
+    better (``not-better``) than the reference, read from ``verdict.json`` (in bits per byte with --margin-bpb);
+    :data:`UNGATED` (3) when the verdicts are not calibrated, so a CI script tells "no gate" from a failed
+    gate (1) and from bad input (2)."""
     if fail_on is None:
         return 0
     record = read_json(verdict_path, "verdict")
@@ -426,7 +433,7 @@ def gate(verdict_path: Path, fail_on: str | None) -> int:
             f"({record['not_calibrated'][0].split(':')[0]}): see report.md's verdict section for the design that is",
             file=sys.stderr,
         )
-        return 2
+        return UNGATED
     if record.get("behind_unigram"):  # a CI script should not read it as a model that learned
         print(
             f"[compare] warning: --fail-on {fail_on} gates on runs that did not beat the unigram baseline "
