@@ -5,13 +5,16 @@ and the training tests share (``corpus``).
 The repository root is on ``sys.path`` (``pythonpath`` in pyproject.toml), so tests import the
 packages as the commands do. Run all tests from the repo root with ``python -m pytest -q``; the
 quick loop, without the end-to-end tests marked ``slow``, is ``python -m pytest -q -m "not slow"``.
+They run on a pytest-xdist worker per core (pyproject.toml's addopts), one thread each.
 """
 
+import os
 import signal
 import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 from data_helpers import STORIES, lines_text, write_jsonl
 from helpers import write_corpus
 from hypothesis import HealthCheck, settings
@@ -38,6 +41,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 settings.load_profile("tinygpt")
+
+# pytest-xdist runs a worker per core: one thread each, and for the train.py processes they start
+# (which inherit the variable), so the workers share the cores instead of each spinning threads on all.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 
 class ForwardedCtrlC:

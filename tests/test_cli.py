@@ -195,23 +195,18 @@ def test_sample_batch_with_top_p_and_a_stop_string(trained, capsys):
 
 @pytest.mark.parametrize(
     "mode",
-    [
-        ["--greedy"],
-        [],
-        ["--temperature", "0.8"],
-        ["--top-k", "50"],
-        ["--top-p", "0.95"],
-        ["--temperature", "1.3", "--top-k", "200", "--top-p", "0.9"],
-    ],
-    ids=["greedy", "plain", "temperature", "top-k", "top-p", "combined"],
+    [["--greedy"], [], ["--temperature", "1.3", "--top-k", "200", "--top-p", "0.9"]],
+    ids=["greedy", "plain", "combined"],
 )
 def test_sample_without_the_cache_gives_the_same_text(trained, capsys, mode):
-    """--no-cache: the same text for the same --seed in every sampling mode, past block_size (32 here).
+    """--no-cache: the same text for the same --seed, past block_size (32 here), through the command line.
 
     The promise of docs/sampling.md: the cached and uncached forwards differ by float rounding,
-    and the sampling noise is keyed to token ids, so that rounding cannot change the draw.
+    and the sampling noise is keyed to token ids, so that rounding cannot change the draw.  Each
+    sampling mode alone is checked on the model's generate (tests/test_generate.py); here a trained
+    model's peaked logits and the command's --no-cache path.
     """
-    for seed in ("1", "2", "3", "4"):
+    for seed in ("1", "2"):
         argv = [
             "--run",
             str(trained / "tied"),
