@@ -48,12 +48,14 @@ def softcap(logits: torch.Tensor, cap: float) -> torch.Tensor:
 def _capped(logits: torch.Tensor, cap: float) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(softcap(logits), tanh(logits / cap))`` of a slice ``(r, V)``; ``(logits, None)`` without a cap.
 
-    The tanh is kept for the backward: ``d softcap(z) / dz = 1 - tanh(z / cap)^2``.
+    The tanh is kept for the backward: ``d softcap(z) / dz = 1 - tanh(z / cap)^2``.  A masked column
+    (``-inf``, a padded head row's bias from :func:`padded_head`) stays ``-inf``: the tanh would move
+    it to ``-cap`` and hand the padding a share of the softmax.
     """
     if not cap:
         return logits, None
     t = torch.tanh(logits / cap)  # (r, V)
-    return t * cap, t
+    return (t * cap).masked_fill_(logits == float("-inf"), float("-inf")), t
 
 
 def _slice_logits(

@@ -22,10 +22,17 @@ from training.step import resolve_head_loss
 VOCAB = 61  # a prime: every multiple above 1 pads it
 
 
-def _model(tie: bool, bias: bool = False, pad: int = 1, head_loss: str = "chunked") -> GPT:
+def _model(tie: bool, bias: bool = False, pad: int = 1, head_loss: str = "chunked", cap: float = 0.0) -> GPT:
     torch.manual_seed(0)
     cfg = GPTConfig(
-        vocab_size=VOCAB, block_size=16, n_layer=1, n_head=2, n_embd=16, tie_embeddings=tie, lm_head_bias=bias
+        vocab_size=VOCAB,
+        block_size=16,
+        n_layer=1,
+        n_head=2,
+        n_embd=16,
+        tie_embeddings=tie,
+        lm_head_bias=bias,
+        logit_softcap=cap,
     )
     return GPT(cfg, pad_vocab_multiple=pad, head_loss=head_loss)
 
@@ -45,11 +52,13 @@ def _loss_and_grads(model: GPT, return_logits: bool):
 @pytest.mark.parametrize("tie", [True, False])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("return_logits", [True, False])
-def test_padded_head_gives_the_unpadded_loss_and_gradients(tie, bias, return_logits):
+@pytest.mark.parametrize("cap", [0.0, 2.0])
+def test_padded_head_gives_the_unpadded_loss_and_gradients(tie, bias, return_logits, cap):
     """Padding to 64 changes neither the loss nor any parameter's gradient, tied or untied, with or
-    without a head bias, through the logits path (cut) and the chunked loss (masked)."""
-    plain = _loss_and_grads(_model(tie, bias, pad=1), return_logits)
-    padded = _loss_and_grads(_model(tie, bias, pad=64), return_logits)
+    without a head bias, through the logits path (cut) and the chunked loss (masked), with or without
+    a logit soft-cap (which must keep a masked column at -inf, not move it to -cap)."""
+    plain = _loss_and_grads(_model(tie, bias, pad=1, cap=cap), return_logits)
+    padded = _loss_and_grads(_model(tie, bias, pad=64, cap=cap), return_logits)
     torch.testing.assert_close(padded[0], plain[0], rtol=1e-6, atol=1e-6)
     for got, want in zip(padded[1], plain[1]):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
