@@ -46,6 +46,16 @@ def test_shakespeare_toml_is_the_defaults_written_out():
     assert parse_config(written, {}) == parse_config(None, {})
 
 
+@pytest.mark.parametrize(
+    "path", sorted((Path(train.__file__).resolve().parent / "configs").glob("*.toml")), ids=lambda p: p.name
+)
+def test_every_shipped_config_resolves_to_a_valid_config(path):
+    """Each file in configs/ parses into a checked RunConfig: a misspelt key or a value out of range in a
+    shipped config fails here, not at a user's first run of it."""
+    cfg = parse_config(path, {})
+    assert isinstance(cfg, RunConfig) and cfg.train.max_iters > 0
+
+
 def test_toml_and_cli_override_defaults(tmp_path):
     """Defaults < TOML file < command line, each typed."""
     toml = tmp_path / "c.toml"
