@@ -154,7 +154,7 @@ def bench(args, overrides: dict) -> int:
     """
     if args.iters < 1 or args.warmup < 0 or args.new_tokens < 1 or args.repeats < 1 or min(args.stream_tokens) < 1:
         raise UserError("--iters, --new-tokens, --stream-tokens and --repeats must be >= 1 and --warmup >= 0")
-    axes = parse_axes(args.grid, not_allowed=())
+    axes = parse_axes(args.grid, not_allowed=(), option="--grid")
     if axes and (args.generate or args.stream):
         raise UserError("--grid times training variants: drop --generate / --stream, or the --grid options")
     if args.arms_file is not None:

@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def body() -> int:
         args = parse_args(argv)
-        device = hardware.pick_device(args.device)
+        device = hardware.pick_device(args.device, option="--device")
         model, tokenizer, ckpt = runs.load_run(args.run, args.checkpoint, device)
         print(_header(args.run, ckpt), file=sys.stderr)
         eot = getattr(tokenizer, "eot_token", None)

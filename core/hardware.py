@@ -22,10 +22,11 @@ from core.errors import UserError
 from core.files import REPO_ROOT, sha256_bytes
 
 
-def pick_device(name: str = "auto") -> torch.device:
+def pick_device(name: str = "auto", option: str = "--train.device") -> torch.device:
     """``'auto'`` -> cuda if available, else mps, else cpu; other names are checked to exist.
 
-    Raises :class:`UserError` if the requested device is not available.
+    Raises :class:`UserError` if the requested device is not available; its fix names ``option``, the
+    command's own flag for the device (``sample.py``'s is ``--device``).
     """
     if name == "auto":
         if torch.cuda.is_available():
@@ -39,13 +40,13 @@ def pick_device(name: str = "auto") -> torch.device:
         raise UserError(f"unknown device {name!r}: use auto, cpu, cuda, cuda:N or mps") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise UserError(f"device {name!r} requested but CUDA is not available: use --train.device=cpu")
+            raise UserError(f"device {name!r} requested but CUDA is not available: use {option}=cpu")
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise UserError(
                 f"device {name!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)"
             )
     elif device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise UserError("device 'mps' requested but MPS is not available: use --train.device=cpu")
+        raise UserError(f"device 'mps' requested but MPS is not available: use {option}=cpu")
     elif device.type not in ("cpu", "cuda", "mps"):
         raise UserError(f"unsupported device {name!r}: use auto, cpu, cuda, cuda:N or mps")
     return device

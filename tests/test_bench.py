@@ -9,6 +9,7 @@ import re
 import pytest
 
 import bench
+from helpers import error_line
 from core.flops import Peak
 
 
@@ -153,3 +154,13 @@ def test_bench_profile_reports_the_matmul_share(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert re.search(r"^profile:\s+2 steps; \d+% of self time in matmuls, \d+% outside them", out, re.M)
     assert re.search(r"ms/step .* aten::", out)
+
+
+@pytest.mark.parametrize("grid", ["model.nope=1,2", "model.tie_embeddings"])
+def test_a_bad_grid_option_is_named_as_bench_pys_own(grid, capsys):
+    """A malformed or unknown --grid is one error line that names --grid (bench.py's flag), never
+    compare.py's --axis, before anything is timed."""
+    assert bench.main(["--config", "configs/debug.toml", "--grid", grid]) == 2
+    line = error_line(capsys)
+    assert line.startswith(f"error: --grid {grid.split('=')[0]}") or line.startswith(f"error: --grid '{grid}'"), line
+    assert "--axis" not in line

@@ -21,6 +21,7 @@ from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 import hf as hf_cli
 import sample
+from training.catalog import describe_run
 import train
 from core import optional
 from core.errors import UserError
@@ -318,6 +319,18 @@ def test_cli_import_sample_export(tmp_path, capsys):
         hf_cli.main(["export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 2
     )  # exists: refused
     assert "not empty" in error_line(capsys)
+
+
+def test_an_imported_run_lists_as_imported_and_names_its_one_checkpoint(tmp_path, capsys):
+    """A folder hf.py import made is listed as imported (no data, steps or scores of its own), not as a run
+    that failed, and asking it for its last checkpoint names the one it has."""
+    small_gpt2(vocab_size=hf.GPT2_VOCAB_SIZE).save_pretrained(tmp_path / "gpt2")
+    assert hf_cli.main(["import", "--hf", str(tmp_path / "gpt2"), "--out", str(tmp_path / "runs" / "gpt2")]) == 0
+    row = describe_run(tmp_path / "runs" / "gpt2", "gpt2")
+    assert (row["status"], row["data"], row["steps"], row["embeddings"]) == ("imported", None, None, "tied")
+    capsys.readouterr()
+    assert sample.main(["--run", str(tmp_path / "runs" / "gpt2"), "--checkpoint", "last"]) == 2
+    assert error_line(capsys).endswith("use --checkpoint best")
 
 
 def test_a_char_model_exports_with_its_own_tokenizer_file_and_imports_back(tmp_path, capsys):

@@ -168,6 +168,14 @@ def test_greedy_with_an_explicit_temperature_is_still_refused(run_dir, capsys):
     assert sample.main(["--run", str(run_dir), "--greedy", "--max-new-tokens", "5"]) == 0
 
 
+def test_a_device_the_machine_lacks_names_sample_pys_own_flag(run_dir, capsys, monkeypatch):
+    """--device cuda where no CUDA GPU is visible is one error line whose fix is sample.py's --device, not
+    train.py's --train.device."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert sample.main(["--run", str(run_dir), "--device", "cuda"]) == 2
+    assert error_line(capsys).endswith("use --device=cpu")
+
+
 def option_helps(help_text: str) -> dict[str, str]:
     """``--help`` output -> {first option string: its entry's text on one line}."""
     entries: dict[str, str] = {}

@@ -15,7 +15,7 @@ from core.errors import UserError
 from data.config import data_label
 from training.faults import lock_is_live
 from training.runs import Unreadable, is_finished, read_metrics
-from training.run_files import CONFIG, METRICS, SUMMARY
+from training.run_files import CONFIG, IMPORTED, METRICS, SUMMARY
 
 # The fields of a row, in table order; --sort takes any of them and --json writes them all (+ path, problem).
 # data (corpus/tokenizer) tells apart runs whose losses are not comparable: another corpus or vocabulary.
@@ -113,6 +113,8 @@ def describe_run(run_dir: Path, name: str) -> dict:
     except Unreadable as e:
         return row | {"status": "unreadable", "problem": str(e)}
     summary_step, stopped = facts.pop("_summary_step"), facts.pop("_stopped")
+    if (run_dir / IMPORTED).is_file():  # weights from hf.py import: never trained here, no data or steps of its own
+        return row | facts | {"data": None, "steps": None, "max_iters": None, "status": "imported"}
     if lock_is_live(run_dir):
         status = "running"
     elif summary_step is not None and summary_step >= facts["max_iters"]:

@@ -20,7 +20,7 @@ from model.checkpoint import save_checkpoint
 from training.card import CARD_FILE, model_card
 from training.config import RunConfig
 from training.runs import load_run
-from training.run_files import BEST_CKPT, CONFIG
+from training.run_files import BEST_CKPT, CONFIG, IMPORTED
 
 
 def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Path:
@@ -56,6 +56,9 @@ def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Pat
     out_dir.mkdir(parents=True)
     save_tokenizer(tokenizer, out_dir)
     write_json(out_dir / CONFIG, cfg.to_dict())
+    source_name = str(folder.resolve()) if folder.is_dir() else str(source)
+    # Read by list_runs.py: a folder with no metrics and no summary is otherwise a run that failed.
+    write_json(out_dir / IMPORTED, {"imported_from": source_name})
     save_checkpoint(
         out_dir / BEST_CKPT,
         {
@@ -65,7 +68,7 @@ def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Pat
             "tokenizer": tokenizer.to_dict(),
             "config": cfg.to_dict(),
             "val_loss": None,
-            "imported_from": str(folder.resolve()) if folder.is_dir() else str(source),
+            "imported_from": source_name,
         },
     )
     return out_dir

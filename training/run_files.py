@@ -22,6 +22,7 @@ METRICS = "metrics.jsonl"  # one JSON row per log interval, eval and resume, app
 ENV = "env.json"  # the environment a run started in: git commit, library versions, hardware, command line
 LAST_CKPT = "ckpt_last.pt"  # everything a resume needs, optimizer included
 BEST_CKPT = "ckpt_best.pt"  # the weights at the best periodic val loss
+IMPORTED = "imported.json"  # in a run folder `hf.py import` made from weights (no training): their source
 # Beside run folders, not in one: the record of the compare.py experiment whose runs they are.
 EXPERIMENT_FILE = "experiment.json"
 

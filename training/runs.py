@@ -30,7 +30,7 @@ from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
 from training import faults
 from training.config import RunConfig, TrainConfig
-from training.run_files import BEST_CKPT, CONFIG, EXPERIMENT_FILE, LAST_CKPT, METRICS, RunFolder
+from training.run_files import BEST_CKPT, CONFIG, EXPERIMENT_FILE, IMPORTED, LAST_CKPT, METRICS, RunFolder
 
 
 def is_finished(run_dir: Path) -> bool:
@@ -351,6 +351,8 @@ def load_run(run_dir: Path, which: str, device: torch.device) -> tuple[GPT, obje
     path = run_dir / f"ckpt_{which}.pt"
     if which == "best" and not path.exists() and (run_dir / LAST_CKPT).exists():
         path = run_dir / LAST_CKPT
+    if which == "last" and not path.exists() and (run_dir / IMPORTED).is_file():
+        raise UserError(f"{run_dir} holds imported weights (hf.py import) and no {LAST_CKPT}: use --checkpoint best")
     ckpt = load_checkpoint(path, map_location=device)
     if ckpt.get("tokenizer") != tokenizer.to_dict():
         raise UserError(

@@ -87,37 +87,38 @@ def cell_name(values: dict) -> str:
     )
 
 
-def parse_axes(texts: list[str], not_allowed: tuple[str, ...]) -> list[Axis]:
+def parse_axes(texts: list[str], not_allowed: tuple[str, ...], option: str = "--axis") -> list[Axis]:
     """``["model.n_embd=64,128", ...]`` -> typed axes.
 
     Raises UserError (one line) for a malformed option, an unknown key, a key the arms or
     seeds set (``not_allowed``), a value of the wrong type or rejected by the config's own
-    checks, a repeated value, or the same key on two axes.
+    checks, a repeated value, or the same key on two axes; each names ``option``, the command's flag
+    (``bench.py``'s is ``--grid``).
     """
     axes: list[Axis] = []
     for text in texts:
         key, sep, rest = text.partition("=")
         section, _, name = key.partition(".")
         if not sep or not rest.strip() or not name:
-            raise UserError(f"--axis {text!r} is not KEY=V1,V2,...: e.g. --axis model.n_embd=64,128,256")
+            raise UserError(f"{option} {text!r} is not KEY=V1,V2,...: e.g. {option} model.n_embd=64,128,256")
         if key in not_allowed:
             raise UserError(
-                f"--axis {key} is set by the experiment itself (arms, seeds, learning-rate grid): grid over another key"
+                f"{option} {key} is set by the experiment itself (arms, seeds, learning-rate grid): grid over another key"
             )
         if section not in SCHEMA.sections or name not in SCHEMA.settable_keys(section):
             raise UserError(
-                f"--axis {key}: unknown config key; use section.key as in train.py's --help, "
+                f"{option} {key}: unknown config key; use section.key as in train.py's --help, "
                 "e.g. model.n_embd or data.tokenizer"
             )
         typ = field_types(SCHEMA.sections[section])[name]
         try:
             values = tuple(parse_cli_value(v.strip(), typ) for v in rest.split(",") if v.strip())
         except ValueError:
-            raise UserError(f"--axis {text!r}: a value is not a valid {typ.__name__}") from None
+            raise UserError(f"{option} {text!r}: a value is not a valid {typ.__name__}") from None
         if len(set(values)) != len(values):
-            raise UserError(f"--axis {text!r} repeats a value: give each once")
+            raise UserError(f"{option} {text!r} repeats a value: give each once")
         if any(a.key == key for a in axes):
-            raise UserError(f"--axis {key} is given twice: put all its values in one option")
+            raise UserError(f"{option} {key} is given twice: put all its values in one option")
         axes.append(Axis(key, values))
     return axes
 
