@@ -35,10 +35,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dry-run", action="store_true", help="Print what would be saved; write nothing.")
     args = p.parse_args(argv)
     if args.train_rows < 2:
-        raise UserError(f"--train-rows must be >= 2 (the first and last rows of a curve), got {args.train_rows}")
-    missing = [str(f) for f in args.folders if not f.is_dir()]
-    if missing:
-        raise UserError(f"{', '.join(missing)}: not a folder; give run folders or the experiment folder holding them")
+        raise UserError(f"--train-rows must be >= 2 (a curve needs two points), got {args.train_rows}")
+    for f in args.folders:
+        if not f.is_dir():
+            what = "is a file, not a folder" if f.exists() else "does not exist"
+            raise UserError(f"{f} {what}: give run folders or the experiment folder holding them")
     return args
 
 

@@ -333,6 +333,16 @@ def test_an_imported_run_lists_as_imported_and_names_its_one_checkpoint(tmp_path
     assert error_line(capsys).endswith("use --checkpoint best")
 
 
+def test_a_hugging_face_folder_given_as_a_run_names_hf_py_import(tmp_path, capsys):
+    """sample.py --run or hf.py export --run on a transformers folder (not a run folder) is one error line
+    naming hf.py import, not a complaint about config.json's sections."""
+    small_gpt2(vocab_size=hf.GPT2_VOCAB_SIZE).save_pretrained(tmp_path / "gpt2")
+    assert sample.main(["--run", str(tmp_path / "gpt2")]) == 2
+    assert "is a Hugging Face folder, not a run folder" in (line := error_line(capsys)) and "hf.py import" in line
+    assert hf_cli.main(["export", "--run", str(tmp_path / "gpt2"), "--out", str(tmp_path / "hf")]) == 2
+    assert "python hf.py import --hf" in error_line(capsys) and not (tmp_path / "hf").exists()
+
+
 def test_a_char_model_exports_with_its_own_tokenizer_file_and_imports_back(tmp_path, capsys):
     """The char tokenizer has no Hugging Face form: tinygpt_tokenizer.json carries it, and import reads it back."""
     chars = sorted(set(VERSE))

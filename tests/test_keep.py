@@ -91,9 +91,12 @@ def test_a_dry_run_writes_nothing(tmp_path, capsys):
 
 
 def test_bad_input_is_one_error_line(tmp_path, capsys):
-    """A missing folder and a train-row count below 2 each exit 2 with one line naming the fix."""
+    """A missing folder, a file and a train-row count below 2 each exit 2 with one line naming the fix."""
     assert keep.main([str(tmp_path / "nope")]) == 2
-    assert "not a folder" in error_line(capsys)
+    assert f"{tmp_path / 'nope'} does not exist: give run folders" in error_line(capsys)
+    (tmp_path / "f.txt").write_text("x")
+    assert keep.main([str(tmp_path / "f.txt")]) == 2
+    assert "f.txt is a file, not a folder" in error_line(capsys)
     assert keep.main([str(tmp_path), "--train-rows", "1"]) == 2
     assert "--train-rows must be >= 2" in error_line(capsys)
 

@@ -172,7 +172,7 @@ def _block(model: GPT, architecture: str) -> str:
         return ""
     c = model.config
     return (
-        f", {c.kv_heads} key/value heads, RoPE (rope_theta={c.rope_theta:g}), RMSNorm"
+        f", {c.kv_heads} key/value head{'s' if c.kv_heads != 1 else ''}, RoPE (rope_theta={c.rope_theta:g}), RMSNorm"
         + (", QK-norm" if c.qk_norm else "")
         + f", SwiGLU {c.mlp_width} wide"
         + (", biases" if c.bias else "")

@@ -55,9 +55,16 @@ def load_run_config(run_dir: Path) -> RunConfig:
     """The resolved :class:`RunConfig` saved in ``run_dir/config.json``.
 
     A run saved before ``train.head_loss`` existed computed its loss from the full logits:
-    it reads as ``'logits'``, so a resume goes on with the arithmetic it began with.
+    it reads as ``'logits'``, so a resume goes on with the arithmetic it began with.  Raises
+    :class:`UserError` naming ``hf.py import`` for a Hugging Face folder (its ``config.json`` has a
+    ``model_type``), which is no run folder.
     """
     d = read_json(run_dir / CONFIG, "run config")
+    if "model_type" in d:  # transformers' config.json: the weights of an export, or of the Hub
+        raise UserError(
+            f"{run_dir} is a Hugging Face folder, not a run folder: make one from it first with "
+            f"python hf.py import --hf {run_dir} --out runs/<name>"
+        )
     if isinstance(d.get("train"), dict):
         d["train"].setdefault("head_loss", "logits")
     return RunConfig.from_dict(d, str(run_dir / CONFIG))
