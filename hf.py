@@ -56,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "export":
             export_run(args.run, args.checkpoint, args.out, hub_id=args.hub_id)
             print(f"wrote {args.out}: {', '.join(sorted(p.name for p in args.out.iterdir()))}")
+            # The card (README.md) loads the folder by its name or --hub-id, as published; from here it is this path.
+            print(
+                f'load it from here with AutoModelForCausalLM.from_pretrained("{args.out}"), '
+                f"or back into tinygpt with python hf.py import --hf {args.out} --out runs/<name>"
+            )
         else:
             import_run(args.hf, args.out, tie_embeddings=False if args.untied else None)
             print(f"wrote {args.out}: sample with python sample.py --run {args.out}")

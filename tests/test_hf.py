@@ -307,6 +307,7 @@ def test_cli_import_sample_export(tmp_path, capsys):
     )
     assert capsys.readouterr().out.startswith("ROMEO:")
     assert hf_cli.main(["export", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "hf")]) == 0
+    assert f'from_pretrained("{tmp_path / "hf"}")' in capsys.readouterr().out  # the path that loads from here
     back = GPT2LMHeadModel.from_pretrained(tmp_path / "hf").eval()
     x = ids(hf.GPT2_VOCAB_SIZE, (2, 32))
     with torch.no_grad():
