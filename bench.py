@@ -67,6 +67,35 @@ NOT_BENCHED = (
 )
 
 
+# The options one way of timing reads, by that way: given to another, each would be ignored in silence.
+ONLY_FOR = {
+    "--iters": "training",
+    "--warmup": "training",
+    "--profile": "training",
+    "--measure-peak": "training",
+    "--new-tokens": "--generate",
+    "--stream-tokens": "--stream",
+    "--rounds": "--arms-file",
+}
+
+
+def check_options_apply(argv: list[str]) -> None:
+    """Raise :class:`UserError` (one line) for an option the chosen timing does not read: ``--iters`` with
+    ``--generate``, ``--new-tokens`` without it, ``--repeats`` with neither ``--generate`` nor ``--stream``."""
+    given = {a.split("=", 1)[0] for a in argv if a.startswith("--")}
+    modes = ({"--generate", "--stream"} & given) or {"training"}
+    if "--arms-file" in given:
+        modes = modes | {"--arms-file"}
+    for option, mode in ONLY_FOR.items():
+        if option in given and mode not in modes:
+            where = "training steps, which --generate and --stream do not time" if mode == "training" else mode
+            raise UserError(
+                f"{option} applies to {where}: drop it" + ("" if mode == "training" else f", or add {mode}")
+            )
+    if "--repeats" in given and modes.isdisjoint({"--generate", "--stream"}):
+        raise UserError("--repeats applies to --generate and --stream: drop it, or add one of them")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; prints the figures and returns 0 (2 on bad input)."""
     parser = ArgumentParser(prog="bench.py", description=__doc__)
@@ -133,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         default=3,
         help="--generate, --stream: timed runs per mode and length (the median is reported).",
     )
-    return run_command(lambda: bench(*parse_cli(parser, argv, exclude=NOT_BENCHED)))
+
+    def body() -> int:
+        check_options_apply(sys.argv[1:] if argv is None else argv)
+        return bench(*parse_cli(parser, argv, exclude=NOT_BENCHED))
+
+    return run_command(body)
 
 
 def attention_kernel(device: torch.device, amp_dtype: torch.dtype | None, block_size: int, compiled: bool) -> str:

@@ -164,3 +164,24 @@ def test_a_bad_grid_option_is_named_as_bench_pys_own(grid, capsys):
     line = error_line(capsys)
     assert line.startswith(f"error: --grid {grid.split('=')[0]}") or line.startswith(f"error: --grid '{grid}'"), line
     assert "--axis" not in line
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--generate", "--iters", "3"],
+            "--iters applies to training steps, which --generate and --stream do not time",
+        ),
+        (["--stream", "--warmup=1"], "--warmup applies to training steps"),
+        (["--new-tokens", "40"], "--new-tokens applies to --generate: drop it, or add --generate"),
+        (["--generate", "--stream-tokens", "10"], "--stream-tokens applies to --stream"),
+        (["--repeats", "2"], "--repeats applies to --generate and --stream"),
+        (["--rounds", "2"], "--rounds applies to --arms-file"),
+    ],
+)
+def test_an_option_the_chosen_timing_does_not_read_is_refused(argv, message, capsys):
+    """An option of another way of timing (--iters with --generate, --new-tokens without it) is one error line
+    before anything is built, not ignored in silence."""
+    assert bench.main(["--config", "configs/debug.toml", *argv]) == 2
+    assert error_line(capsys).startswith(f"error: {message}")
