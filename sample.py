@@ -107,6 +107,8 @@ def _prompt(args: argparse.Namespace) -> str:
             raise UserError(
                 f"cannot read prompt file {args.prompt_file} ({e}): give a readable UTF-8 text file"
             ) from None
+    if prompt == "" and args.prompt_file is not None:
+        raise UserError(f"prompt file {args.prompt_file} is empty: put some text in it, or give --prompt 'ROMEO:'")
     if prompt == "":
         raise UserError("the prompt is empty: give --prompt with some text (e.g. --prompt 'ROMEO:')")
     return prompt

@@ -469,7 +469,10 @@ def export(
     hf_config = config_to_hf(model.config, eot)
     save_file = optional.safetensors_torch().save_file
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    except OSError as e:  # named by the folder asked for, not the hidden temp name the user never gave
+        raise OSError(e.errno, e.strerror, str(out_dir)) from None
     try:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private (0o700): an export is for others to load
         hf_config.save_pretrained(str(tmp))

@@ -157,6 +157,17 @@ def test_bad_sampling_flags_exit_2(trained, capsys, argv, match):
     assert err.startswith("error: ") and "\n" not in err and match in err
 
 
+def test_an_empty_prompt_file_is_named(trained, tmp_path, capsys):
+    """An empty --prompt-file is one error line naming the file, not a hint to give --prompt."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert sample.main(["--run", str(trained / "tied"), "--prompt-file", str(empty)]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"error: prompt file {empty} is empty: put some text in it, or give --prompt 'ROMEO:'"
+    )
+
+
 def test_sample_batch_with_top_p_and_a_stop_string(trained, capsys):
     """--num-samples 3 as one batch with nucleus sampling; --stop cuts each sample before its first 'e'.
 

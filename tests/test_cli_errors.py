@@ -11,6 +11,7 @@ refused ``--resume`` that must leave the run folder as it found it.
 
 from __future__ import annotations
 
+import pathlib
 import subprocess
 import sys
 
@@ -101,6 +102,17 @@ def test_hf_export_into_a_path_under_a_file_is_one_line(char_hf_folder, afile, t
     assert hf_cli.main(["export", "--run", str(tmp_path / "run"), "--out", str(afile / "x")]) == 2
     assert str(afile) in error_line(capsys)
     assert afile.read_text() == "not a folder"
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self").is_dir(), reason="needs Linux's /proc, where nothing can be made")
+def test_a_folder_that_cannot_be_made_is_named_as_given_not_by_its_temp_name(char_hf_folder, tmp_path, capsys):
+    """hf.py export --out /proc/x (a place no file can be made, even as root): the error names /proc/x, the
+    path given, not the hidden temp folder the export builds in first."""
+    assert hf_cli.main(["import", "--hf", str(char_hf_folder), "--out", str(tmp_path / "run")]) == 0
+    capsys.readouterr()
+    assert hf_cli.main(["export", "--run", str(tmp_path / "run"), "--out", "/proc/tinygpt-export"]) == 2
+    line = error_line(capsys)
+    assert line.startswith("error: cannot use /proc/tinygpt-export (") and "/proc/." not in line
 
 
 def test_sample_with_a_file_for_its_run_folder_says_it_is_a_file(afile, capsys):
