@@ -109,6 +109,7 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(pair):
     # The final score covers every val window on 2 ranks too (an odd count here: none is cut).
     two, one = (json.loads((pair / r / "summary.json").read_text()) for r in ("two-ranks", "one"))
     assert two["final_val_bpb"] == pytest.approx(one["final_val_bpb"], rel=1e-5)
+    assert two["final_val_tokens"] == one["final_val_tokens"]  # and says so: no window counted out
 
 
 @pytest.mark.slow

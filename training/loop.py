@@ -441,9 +441,7 @@ class Trainer:
         score = evaluate_windows(
             s.eval_model, s.data, positions, self.cfg, s.device, s.amp_dtype, self.dist, progress=self.main
         )
-        world = self.dist.world_size
-        windows = len(positions) - len(positions) % world if len(positions) >= world else len(positions)
-        scored = windows * block
+        scored = len(positions) * block  # every window, dealt round-robin across ranks (evaluate_windows)
         row = {
             "kind": "final_eval",
             "step": self.progress.step,
