@@ -142,7 +142,7 @@ class TrainConfig:
     )
     final_eval_tokens: int = doc_field(
         2_000_000,
-        "Tokens of the val split scored once at the end: non-overlapping block_size windows from its start, the same for every seed and arm (summary.json's final_val_loss); 0 skips it.",
+        "Tokens of the val split scored once at the end: non-overlapping block_size windows from its start, the same for every seed and arm of one block_size and tokenizer (summary.json's final_val_loss); 0 skips it.",
     )
 
     def __post_init__(self) -> None:
