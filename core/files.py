@@ -115,6 +115,20 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def temp_folder_beside(folder: Path) -> Path:
+    """A new, empty hidden folder beside ``folder`` (its parents made), to build ``folder`` in and then
+    :func:`swap_in_folder` it.  Readable by others (0o755, not mkdtemp's 0o700).  Raises ``OSError``
+    naming ``folder``, the path the user gave, not the temp name they never saw."""
+    folder = Path(folder)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(folder)) from None
+    os.chmod(tmp, 0o755)
+    return tmp
+
+
 def swap_in_folder(tmp: Path, folder: Path) -> None:
     """Replace ``folder`` (if it exists) by the finished folder ``tmp`` on the same filesystem.
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,7 +32,7 @@ import torch
 
 from core import optional
 from core.errors import UserError, first_line
-from core.files import sha256_file, swap_in_folder
+from core.files import sha256_file, swap_in_folder, temp_folder_beside
 from model import hf_llama
 from model.config import GPTConfig
 from model.gpt import GPT
@@ -468,13 +467,8 @@ def export(
         raise UserError(f"{out_dir} already exists and is not empty: give a new --out folder")
     hf_config = config_to_hf(model.config, eot)
     save_file = optional.safetensors_torch().save_file
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_folder_beside(out_dir)  # readable by others: an export is for others to load
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    except OSError as e:  # named by the folder asked for, not the hidden temp name the user never gave
-        raise OSError(e.errno, e.strerror, str(out_dir)) from None
-    try:
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private (0o700): an export is for others to load
         hf_config.save_pretrained(str(tmp))
         save_file(state_to_hf(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})  # HF checks format=pt
         if write_more is not None:
