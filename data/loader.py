@@ -262,7 +262,9 @@ class TokenData:
         """Fixed eval positions, shape (n_batches, batch_size), int64 (for :meth:`batch_at`).
 
         Drawn from a private torch.Generator seeded with ``seed``, so every
-        evaluation (and both arms of an A/B comparison) sees the same windows.
+        evaluation (and both arms of an A/B comparison) sees the same windows.  One draw of
+        ``n_batches * batch_size`` positions in row order: a larger ``batch_size`` holds a
+        smaller one's windows first (its curve reads the same text and more).
         """
         n = self.num_positions(split, block_size)
         g = torch.Generator().manual_seed(seed)

@@ -85,6 +85,14 @@ def test_eval_offsets_fixed_by_seed(token_data):
     assert int(a.max()) < token_data.num_tokens("val") - 8
 
 
+def test_eval_offsets_of_a_larger_batch_hold_the_smaller_ones(token_data):
+    """A larger global batch evaluates the smaller batch's windows first, then more (docs/experiment.md):
+    arms of one seed with other batch sizes read their curves on nested windows, not other text."""
+    small = token_data.eval_offsets("val", 3, 4, 8, seed=7)
+    large = token_data.eval_offsets("val", 3, 8, 8, seed=7)
+    assert torch.equal(small.flatten(), large.flatten()[: small.numel()])
+
+
 def test_batch_at_reads_given_offsets(token_data):
     """batch_at returns the windows starting at exactly the given offsets."""
     x, y = token_data.batch_at("val", torch.tensor([0, 5]), 4)
