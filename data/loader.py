@@ -309,12 +309,15 @@ class TokenData:
                 left -= len(piece)
                 yield piece
 
-    def unigram_val_loss(self) -> float:
+    def unigram_val_loss(self, block_size: int = 0, max_tokens: int = 0) -> float:
         """The val loss (nats/token) of a context-free model: the train split's token frequencies.
 
         Add-one (Laplace) smoothing keeps tokens unseen in train finite.  A trained model must
         beat this number to have learned anything beyond word frequencies.
 
+        With ``block_size`` and ``max_tokens`` (``train.final_eval_tokens``) both positive, the
+        loss is averaged over the targets of :meth:`tiling_offsets`' windows: the tokens the
+        final score reads, so the two compare on the same text.  Otherwise over the val split.
         Exact when each split has at most UNIGRAM_TOKENS (50M) tokens.  On bigger
         corpora the cost is bounded: the frequencies come from the first 50M train
         tokens and the loss is averaged over the first 50M val tokens (shard
@@ -325,12 +328,24 @@ class TokenData:
             counts += np.bincount(piece, minlength=self.vocab_size)
         counts = counts.astype(np.float64) + 1.0
         log_probs = np.log(counts) - np.log(counts.sum())
-        pieces = list(self._head("val", min(UNIGRAM_TOKENS, CHUNK_TOKENS + 1)))
-        if sum(len(p) for p in pieces) <= CHUNK_TOKENS:
-            # Small val split: one mean over all of it, the computation earlier versions made.
-            return float(-log_probs[np.concatenate(pieces)].mean())
+        if block_size > 0 and max_tokens > 0:
+            pieces = self._window_targets(block_size, max_tokens)
+        else:
+            pieces = list(self._head("val", min(UNIGRAM_TOKENS, CHUNK_TOKENS + 1)))
+            if sum(len(p) for p in pieces) <= CHUNK_TOKENS:
+                # Small val split: one mean over all of it, the computation earlier versions made.
+                return float(-log_probs[np.concatenate(pieces)].mean())
+            pieces = self._head("val", UNIGRAM_TOKENS)
         total, n = 0.0, 0
-        for piece in self._head("val", UNIGRAM_TOKENS):
+        for piece in pieces:
             total += float(log_probs[piece].sum())
             n += len(piece)
         return -total / n
+
+    def _window_targets(self, block_size: int, max_tokens: int):
+        """Token arrays of the targets (y) of the final score's windows, a bounded read at a time."""
+        positions = self.tiling_offsets("val", block_size, max_tokens)
+        per_read = max(1, CHUNK_TOKENS // (block_size + 1))
+        for i in range(0, len(positions), per_read):
+            _, y = self.batch_at("val", positions[i : i + per_read], block_size)
+            yield y.numpy().reshape(-1)

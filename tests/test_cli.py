@@ -73,7 +73,7 @@ def test_a_run_ends_with_its_folder_and_the_next_commands_which_work(trained):
     assert "--run-name untied --resume" in resume_cmd and "--train.max_iters=40" in resume_cmd
     assert "list_runs.py" in tail
     # 20 debug steps do not beat the unigram baseline (about 10 vs 6.4 nats): the run says so
-    assert "note: the val loss is not below the unigram baseline yet" in out
+    assert "note: the final val loss is not below the unigram baseline yet" in out
 
 
 def test_the_config_is_printed_as_the_settings_that_differ_from_the_defaults(trained):

@@ -113,6 +113,19 @@ def test_unigram_baseline_is_cross_entropy_of_smoothed_train_frequencies(token_d
     assert 0 < token_data.unigram_val_loss() < math.log(v)  # frequencies beat the uniform guess
 
 
+def test_unigram_baseline_on_the_final_windows_reads_their_targets(token_data):
+    """unigram_val_loss(block_size, max_tokens) averages over the targets of the final score's windows:
+    val[k * block_size + 1 : (k + 1) * block_size + 1] for the first max_tokens // block_size windows."""
+    train, val = (split_tokens(token_data.folder, s).tolist() for s in ("train", "val"))
+    counts = {}
+    for t in train:
+        counts[t] = counts.get(t, 0) + 1
+    n, v, block = len(train), token_data.vocab_size, 4
+    targets = [t for k in range(3) for t in val[k * block + 1 : (k + 1) * block + 1]]
+    expected = sum(-math.log((counts.get(t, 0) + 1) / (n + v)) for t in targets) / len(targets)
+    assert token_data.unigram_val_loss(block_size=block, max_tokens=3 * block + 2) == pytest.approx(expected, rel=1e-9)
+
+
 # ----------------------------------------------------------------------------- loader over shards
 
 

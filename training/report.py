@@ -57,7 +57,8 @@ def announce(
     )
     if init_record:
         print(f"weights from GPT-2: {init_record['source']} (recorded in init_from.json)", flush=True)
-    unigram = s.data.unigram_val_loss()
+    # On the tokens the final score reads, so "not below the baseline" compares like with like.
+    unigram = s.data.unigram_val_loss(block_size=cfg.model.block_size, max_tokens=cfg.train.final_eval_tokens)
     print(f"unigram baseline val loss (train token frequencies, no context): {unigram:.4f}", flush=True)
     print(
         f"parameters: {s.model.num_params():,} ({s.model.num_params(non_embedding=True):,} non-embedding), "
@@ -124,15 +125,17 @@ def print_end(
 ) -> None:
     """The result line, a sample from the final model, and where to go next."""
     tc = cfg.train
+    final = "final_val_loss" in summary  # the baseline is on the final score's tokens
+    score = summary["final_val_loss"] if final else p.last_val
     print(
         f"done: {p.step} steps, {summary['tokens']:,} tokens in {summary['elapsed_s']:.0f} s; "
         f"val loss {p.last_val:.4f} (best {p.best_val:.4f}, perplexity {summary['best_val_ppl']:.1f}; "
         f"unigram baseline {unigram:.4f})"
         + (f"; {p.skipped} non-finite step(s) skipped" if p.skipped else "")
         + (
-            "\nnote: the val loss is not below the unigram baseline yet: the model has not learned from context; "
-            "train longer (raise --train.max_iters)"
-            if not p.last_val < unigram
+            f"\nnote: the {'final ' if final else ''}val loss is not below the unigram baseline yet: "
+            "the model has not learned from context; train longer (raise --train.max_iters)"
+            if not score < unigram
             else ""
         ),
         flush=True,
