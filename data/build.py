@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -20,8 +21,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from core.errors import UserError
+from core.errors import Interrupted, UserError
 from core.files import atomic_write_bytes, swap_in_folder
+from core.signals import StopSignals
 from data.bpe import check_trained_size
 from data.config import DataConfig
 from data.encode import encoder
@@ -92,6 +94,7 @@ class Build:
             )
         self.dtype = dtype
         self.saved = self.consumed  # documents covered by progress.json
+        self.in_flight = False  # a document is being written (the writers and `consumed` may disagree)
 
     def _new_tokenizer(self):
         """The tokenizer; char's vocabulary is every character of the corpus (plus the delimiter), bpe:N is
@@ -143,27 +146,39 @@ class Build:
                 dynamic_ncols=True,
                 desc=f"tokenizing ({self.tok.name}, {num_proc} process{'es' if num_proc > 1 else ''})",
             )
-            with encoder(self.tok, self.partial, self.dtype, prefix, suffix, num_proc, total) as encode_all:
+            with (  # the workers start before the handlers: they must not inherit them
+                encoder(self.tok, self.partial, self.dtype, prefix, suffix, num_proc, total) as encode_all,
+                StopSignals("stopping after this document and keeping the progress") as stop,
+            ):
                 for split, ids, chars in encode_all(itertools.islice(pieces, self.consumed, None)):
+                    # A document is in the files and counted, or neither: a stop waits for the pair.
+                    self.in_flight = True
                     finished = ids.size > 0 and self.writers[split].add(ids, chars)
                     self.consumed += 1
+                    self.in_flight = False
                     bar.update()
                     if finished:
                         self.checkpoint()
+                    if stop.received:
+                        raise Interrupted(stop.received, "stopped on request")
         except BaseException as e:
             if bar is not None:
                 bar.close()  # before the messages below, which would otherwise share its line
                 bar = None
-            self._save_on_error(e)
+            kept = self._save_on_error(e)
+            if isinstance(e, Interrupted):  # exit 128 + signum, as training's stop does
+                raise Interrupted(e.signum, f"{signal.Signals(e.signum).name} received: {kept}") from None
             raise
         finally:
             if bar is not None:
                 bar.close()
 
-    def _save_on_error(self, error: BaseException) -> None:
-        """Keep what is done for a rerun (or drop a build that has nothing worth keeping)."""
+    def _save_on_error(self, error: BaseException) -> str:
+        """Keep what is done for a rerun (or drop a build that has nothing worth keeping); returns what was kept."""
         try:
-            if self.consumed > self.saved:
+            # Stopped inside a document's write (a second Ctrl-C, a full disk), the writers may count it
+            # while `consumed` does not: the last checkpoint stands, and a rerun truncates past it.
+            if self.consumed > self.saved and not self.in_flight:
                 self.checkpoint()
         except Exception as e:  # noqa: BLE001 (a second failure, e.g. a full disk: the last checkpoint stands)
             print(
@@ -174,12 +189,14 @@ class Build:
             w.close()
         if self.saved == 0:
             shutil.rmtree(self.partial, ignore_errors=True)
-        elif not isinstance(error, UserError):
-            print(
-                f"preparation stopped after {self.saved:,} documents ({type(error).__name__}); progress is kept "
-                f"in {self.partial}: rerun the same command (without --force) to continue",
-                file=sys.stderr,
-            )
+            return "preparation stopped before any document was done; nothing is kept"
+        kept = (
+            f"preparation stopped after {self.saved:,} documents; progress is kept in {self.partial}: "
+            "rerun the same command (without --force) to continue"
+        )
+        if not isinstance(error, UserError | Interrupted):  # those print their own line
+            print(kept.replace("documents;", f"documents ({type(error).__name__});", 1), file=sys.stderr)
+        return kept
 
     def finish(self, folder: Path, t0: float) -> None:
         """Close the last shards, write meta.json and swap the partial folder in as ``folder``."""

@@ -26,9 +26,13 @@ _WORKER: dict = {}  # this process's tokenizer, dtype and document delimiters (s
 def _init_worker(tok_dict: dict, search_dirs: list[str], dtype: str, prefix: list[int], suffix: str) -> None:
     """Pool initializer: build this worker's tokenizer once, from ``tokenizer.to_dict()``.
 
-    Workers ignore SIGINT: Ctrl-C is handled once, by the parent, which saves progress.
+    Workers ignore SIGINT: Ctrl-C is handled once, by the parent, which saves progress.  SIGTERM
+    and SIGHUP take their default action (a worker the pool replaces after the parent's stop
+    handlers are installed would inherit them, and then ignore the pool's own terminate).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
     _set_worker(tokenizer_from_dict(tok_dict, search_dirs=search_dirs), dtype, prefix, suffix)
 
 

@@ -23,7 +23,7 @@ from hypothesis.configuration import set_hypothesis_home_dir
 from data.loader import TokenData
 from data.prepare import prepare_data
 from experiment.runs import launch
-from training.faults import StopSignals
+from core.signals import StopSignals
 
 # Hypothesis also caches Unicode tables in its home folder (./.hypothesis by default): keep the
 # repository clean by pointing it at the system temp folder.

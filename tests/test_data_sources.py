@@ -12,7 +12,7 @@ import pytest
 import torch
 from data_helpers import STORIES, folder_files, held_out, split_tokens, write_jsonl, write_parquet_dataset
 
-from core.errors import UserError
+from core.errors import Interrupted, UserError
 from data.loader import TokenData
 from data.prepare import main as prepare_main
 from data.prepare import prepare_data
@@ -194,6 +194,64 @@ def test_killed_preparation_resumes_from_the_last_finished_shard(tmp_path, monke
     folder = prepare_data(str(src), "char", tmp_path / "cache", shard_tokens=300, num_proc=1)
     assert calls["n"] == len(STORIES) - done
     assert {k: v for k, v in shard_stamps(folder).items() if k in kept} == kept
+    assert folder_files(folder) == folder_files(whole)
+
+
+def test_a_stop_inside_a_shard_write_keeps_no_document_twice(tmp_path, monkeypatch):
+    """An interrupt inside a writer's add (here as the second shard is finished: after the document is
+    counted, before it is recorded as done) records no progress past the last checkpoint: the rerun
+    tokenizes that document once, and the folder equals an uninterrupted build."""
+    from data.shards import ShardWriter
+
+    src = write_jsonl(tmp_path / "stories.jsonl", STORIES)
+    whole = prepare_data(str(src), "char", tmp_path / "ref", shard_tokens=300, num_proc=1)
+    real, finishes = ShardWriter._finish_shard, [0]
+
+    def finish_shard(self):
+        finishes[0] += 1
+        if finishes[0] == 2:
+            raise KeyboardInterrupt  # Ctrl-C during the shard's fsync, the slow step
+        real(self)
+
+    monkeypatch.setattr(ShardWriter, "_finish_shard", finish_shard)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_data(str(src), "char", tmp_path / "cache", shard_tokens=300, num_proc=1)
+    monkeypatch.setattr(ShardWriter, "_finish_shard", real)
+    folder = prepare_data(str(src), "char", tmp_path / "cache", shard_tokens=300, num_proc=1)
+    assert folder_files(folder) == folder_files(whole)
+
+
+@pytest.mark.parametrize("num_proc", [1, 2])
+def test_ctrl_c_stops_preparation_after_the_document_and_keeps_it(tmp_path, monkeypatch, capfd, num_proc):
+    """A SIGINT while document 45 is tokenized stops the build after a whole document (that one, in one
+    process; with a worker pool, the one the parent was writing) with every document done recorded
+    (Interrupted: exit 130); the rerun tokenizes only the rest and equals an uninterrupted build."""
+    import signal
+
+    from data.tokenizers import CharTokenizer
+
+    monkeypatch.setattr("data.encode.MAX_CHUNK_DOCS", 4)
+    src = write_jsonl(tmp_path / "stories.jsonl", STORIES)
+    whole = prepare_data(str(src), "char", tmp_path / "ref", shard_tokens=300, num_proc=num_proc)
+    real, parent = CharTokenizer.encode, os.getpid()
+
+    def encode(self, text):
+        if text.startswith("Story 44:"):
+            os.kill(parent, signal.SIGINT)  # workers inherit the patch: the signal goes to the parent
+        return real(self, text)
+
+    monkeypatch.setattr(CharTokenizer, "encode", encode)
+    with pytest.raises(Interrupted, match="SIGINT received: preparation stopped after") as stopped:
+        prepare_data(str(src), "char", tmp_path / "cache", shard_tokens=300, num_proc=num_proc)
+    assert stopped.value.exit_status == 130
+    assert "SIGINT received: stopping after this document" in capfd.readouterr().err
+    partial = tmp_path / "cache" / f".{whole.name}.partial"
+    done = json.loads((partial / "progress.json").read_text())["consumed"]
+    assert done == 45 if num_proc == 1 else 0 < done <= 45
+    monkeypatch.setattr(CharTokenizer, "encode", real)
+    counted = count_encodes(monkeypatch)
+    folder = prepare_data(str(src), "char", tmp_path / "cache", shard_tokens=300, num_proc=1)
+    assert counted["n"] == len(STORIES) - done
     assert folder_files(folder) == folder_files(whole)
 
 

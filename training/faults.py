@@ -1,13 +1,12 @@
-"""What a training run survives: the run folder's lock, stop signals, path checks, safe checkpoints.
+"""What a training run survives: the run folder's lock, path checks, safe checkpoints.
 
-Used by ``train.py`` (and ``compare.py`` for the signal list); see docs/reliability.md
+Used by ``train.py``; stop signals are ``core.signals``. See docs/reliability.md
 for each fault and the test that injects it (``tests/test_faults.py``)::
 
-    with RunLock(run_dir), StopSignals() as stop:
+    with RunLock(run_dir), StopSignals() as stop:  # core.signals
         ...  # train; check stop.received between steps
 
 - :class:`RunLock`: one training process per run folder (an flock plus an owner record).
-- :class:`StopSignals`: SIGINT / SIGTERM / SIGHUP become a request to stop at a step boundary.
 - :func:`check_run_name`, :func:`check_paths`: a run writes only into its folder and the data cache.
 - :func:`claim_run_folder`: create and lock a run folder; a start that fails leaves none behind.
 - :func:`write_checkpoint`: never a non-finite model, and a failed write explained.
@@ -21,10 +20,8 @@ import errno
 import json
 import os
 import shutil
-import signal
 import socket
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -141,50 +138,6 @@ class RunLock:
         if self._locks_its_path():  # still ours: no other process holds it, and a waiter will retry (_acquire)
             self.lock_path.unlink(missing_ok=True)
         self._lock.release()
-
-
-class StopSignals:
-    """Turn the first SIGINT (Ctrl-C) or SIGTERM (a scheduler's pre-emption) into a stop request.
-
-    Inside the ``with`` block a signal only sets :attr:`received` (the signal number); the
-    training loop checks it after each optimizer step, saves a checkpoint and exits non-zero.
-    A second signal raises ``KeyboardInterrupt`` at once, for a user who cannot wait.  The
-    previous handlers come back on exit.  Handlers can only be installed from the main
-    thread; elsewhere this does nothing (signals then keep their default behaviour).
-    """
-
-    # SIGHUP too: a closed terminal or ssh session is a stop request, not a reason to lose the step.
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self._previous: dict = {}
-
-    def _handle(self, signum, frame) -> None:
-        if self.received is not None:
-            raise KeyboardInterrupt
-        self.received = signum
-        try:  # os.write, not print: a handler may run in the middle of another write to stderr
-            os.write(
-                2,
-                f"\n{signal.Signals(signum).name} received: stopping after this step and saving a "
-                f"checkpoint (send it again to abort at once)\n".encode(),
-            )
-        except OSError:  # stderr gone (a hung-up terminal): stopping matters more than saying so
-            pass
-
-    def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                # A signal the parent chose to ignore (nohup, `cmd &` in a script) stays ignored.
-                if signal.getsignal(sig) is not signal.SIG_IGN:
-                    self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
-        self._previous.clear()
 
 
 def check_run_name(name: str) -> None:

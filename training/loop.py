@@ -20,6 +20,7 @@ import torch
 from tqdm import tqdm
 
 from core.errors import Interrupted, UserError
+from core.signals import StopSignals
 from model.hf import load_into
 from training import ddp, faults, report, runs
 from training.branch import start_branch, step_checkpoint
@@ -95,7 +96,7 @@ class Trainer:
         self.last_path = run_dir / LAST_CKPT
         self.resume_cmd = faults.resume_command(run_dir, dist.world_size)
         self.cleanup = contextlib.ExitStack()
-        self.stop: faults.StopSignals | None = None
+        self.stop: StopSignals | None = None
         self.progress = Progress()
         self.saved_step, self.plotted_at = -1, time.perf_counter()  # ckpt_last.pt's step (-1: none); loss.png's time
         self.metrics = self.logger = runs.NullLogger()  # rank 0's metrics.jsonl and wandb; null elsewhere
@@ -120,7 +121,7 @@ class Trainer:
                     self.dist,
                 )
                 # From here a SIGINT / SIGTERM / SIGHUP only raises a flag, checked between steps (on all ranks at once).
-                self.stop = self.cleanup.enter_context(faults.StopSignals())
+                self.stop = self.cleanup.enter_context(StopSignals())
                 if self.main:  # the unigram baseline stays NaN elsewhere: only rank 0 prints it
                     self.unigram = report.announce(
                         self.run_dir, self.cfg, self.setup, self.init_record, resumed_at, world

@@ -22,9 +22,9 @@ import filelock
 
 from core.errors import Interrupted, UserError
 from core.files import REPO_ROOT, acquire_or_wait, file_lock
+from core.signals import StopSignals
 from experiment.runs import ledger
 from experiment.runs.plan import RunsBar
-from training import faults
 from training.branch import check_trunk
 from training.run_files import RunFolder
 
@@ -49,7 +49,7 @@ def run_forwarding_signals(cmd: list[str]) -> tuple[int, int | None]:
             state["proc"].send_signal(signum)
 
     previous = {}
-    for sig in faults.StopSignals.SIGNALS:
+    for sig in StopSignals.SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             previous[sig] = signal.signal(sig, forward)
     try:
@@ -221,7 +221,7 @@ def run_parallel(out_dir: Path, jobs: list[Job], n: int, threads: int, bar: Runs
         for r in running.values():
             r.proc.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in faults.StopSignals.SIGNALS}
+    previous = {sig: signal.signal(sig, forward) for sig in StopSignals.SIGNALS}
     try:
         while pending or running:
             if state["signum"] is None:
