@@ -108,7 +108,7 @@ class Build:
             return tok
         if self.cfg.tokenizer != "char":
             return build_tokenizer(self.cfg.tokenizer)
-        extra = CHAR_DOC_SUFFIX if isinstance(self.src, DatasetSource) else ""
+        extra = CHAR_DOC_SUFFIX if isinstance(self.src, DatasetSource) else "\n"  # split_parts ends pieces in one
         return build_tokenizer("char", text=char_vocabulary_text(self.src, extra))
 
     def checkpoint(self) -> None:

@@ -78,6 +78,19 @@ def test_parallel_tokenizing_writes_the_same_files_as_one_process(tmp_path):
     assert folder_files(one) == folder_files(two)
 
 
+def test_char_tokenizer_prepares_a_text_without_a_line_break(tmp_path):
+    """A one-line .txt file prepares with char: the vocabulary has the "\n" that each prepared piece
+    ends with, and the two splits decode to the text's parts."""
+    path = tmp_path / "oneline.txt"
+    path.write_text("to be or not to be. " * 200, encoding="utf-8")
+    folder = prepare_data(str(path), "char", tmp_path / "cache")
+    tok = load_tokenizer(folder)
+    train, val = (tok.decode(split_tokens(folder, s)) for s in ("train", "val"))
+    assert "\n" in tok.decode(list(range(tok.vocab_size)))
+    line = "to be or not to be."
+    assert (train, val) == (" ".join([line] * 180) + "\n", " ".join([line] * 20) + "\n")
+
+
 def test_token_dtype_rule():
     """uint16 up to 65,536 ids (ids 0..65535), uint32 above; both little-endian."""
     from data.shards import token_dtype
