@@ -273,15 +273,25 @@ class TokenData:
     def tiling_offsets(self, split: str, block_size: int, max_tokens: int) -> torch.Tensor:
         """Positions of non-overlapping windows from the start of ``split``, shape (N,), int64 (for :meth:`batch_at`).
 
-        Every ``block_size``-th position, at most ``max_tokens // block_size`` of them (at least
-        one): the same windows for every run on this data and ``block_size``, so a final score
-        compares such runs on identical tokens.  The cap counts tokens, so runs whose tokenizers
-        differ score different stretches of text once the split is longer than the cap; and up to
-        ``block_size - 1`` tokens at the split's end, past the last whole window, are not scored.  With one shard they tile the split exactly.
+        Each shard in order, from its first token, every ``block_size``-th token while a whole window
+        (``block_size + 1`` tokens) fits; at most ``max_tokens // block_size`` windows (at least one).
+        The same windows for every run on this data and ``block_size``, so a final score compares
+        such runs on identical tokens.  The cap counts tokens, so runs whose tokenizers differ score
+        different stretches of text once the split is longer than the cap; and up to
+        ``block_size - 1`` tokens at each shard's end, past its last whole window, are not scored.
+        With one shard they tile the split exactly.
         """
-        n = self.num_positions(split, block_size)
-        count = min(-(-n // block_size), max(1, max_tokens // block_size))
-        return torch.arange(count, dtype=torch.int64) * block_size
+        cum = self._cum_starts(split, block_size)
+        starts = np.maximum(self._lengths[split] - block_size, 0)  # each shard's window starts
+        cap = max(1, max_tokens // block_size)
+        pieces, count = [], 0
+        for first, n in zip(cum - starts, starts, strict=True):
+            if count >= cap:
+                break
+            local = np.arange(0, n, block_size, dtype=np.int64)[: cap - count]
+            pieces.append(first + local)
+            count += len(local)
+        return torch.from_numpy(np.concatenate(pieces))
 
     def token_bytes(self, device=None) -> torch.Tensor:
         """UTF-8 bytes of each token id's text, ``(vocab_size,)`` int64, from the folder's tokenizer.

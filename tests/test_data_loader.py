@@ -126,6 +126,14 @@ def test_unigram_baseline_on_the_final_windows_reads_their_targets(token_data):
     assert token_data.unigram_val_loss(block_size=block, max_tokens=3 * block + 2) == pytest.approx(expected, rel=1e-9)
 
 
+def test_tiling_windows_tile_one_shard_from_its_start(token_data):
+    """tiling_offsets on one shard: every block_size-th token while a window fits, capped by max_tokens."""
+    n = token_data.num_tokens("val") - 8
+    assert torch.equal(token_data.tiling_offsets("val", 8, 10**9), torch.arange(-(-n // 8)) * 8)
+    assert torch.equal(token_data.tiling_offsets("val", 8, 8 * 3 + 5), torch.arange(3) * 8)
+    assert torch.equal(token_data.tiling_offsets("val", 8, 1), torch.zeros(1, dtype=torch.int64))
+
+
 # ----------------------------------------------------------------------------- loader over shards
 
 
@@ -143,6 +151,20 @@ def test_positions_cover_every_window_of_every_shard_and_none_across_shards(shar
         assert np.array_equal(got, np.stack(expected))
         with pytest.raises(ValueError, match="positions must be in"):
             sharded.batch_at(split, torch.tensor([n]), block)
+
+
+def test_tiling_windows_tile_every_shard_from_its_start(sharded):
+    """With several val shards the final score's windows tile each shard from its first token, in
+    order (shard i: tokens [k * block, (k + 1) * block] while they fit), so no shard is skipped."""
+    for block in (16, 200):
+        shards = sharded.shards("val")
+        expected = [
+            np.asarray(s[i : i + block + 1], dtype=np.int64) for s in shards for i in range(0, len(s) - block, block)
+        ]
+        x, y = sharded.batch_at("val", sharded.tiling_offsets("val", block, 10**9), block)
+        assert np.array_equal(torch.cat([x, y[:, -1:]], dim=1).numpy(), np.stack(expected))
+        capped = sharded.tiling_offsets("val", block, 3 * block)
+        assert torch.equal(capped, sharded.tiling_offsets("val", block, 10**9)[:3])
 
 
 def test_one_shard_gives_exactly_the_old_offsets_and_batches(token_data):
