@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
 
     Under torchrun each error is printed once: rank 0 prints its own and those all ranks meet
     alike (config errors, a stop signal); the other ranks follow rank 0's through
-    ``ddp.on_main`` silently, and print only errors of their own, prefixed with their rank.
+    ``ddp.on_main`` or ``ddp.on_every_rank`` silently, and print only errors of their own, prefixed
+    with their rank.
     """
     dist = ddp.SINGLE
     error, status, own = None, 0, True  # own: not a copy of rank 0's error, nor one every rank meets alike

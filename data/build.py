@@ -198,6 +198,16 @@ class Build:
             print(kept.replace("documents;", f"documents ({type(error).__name__});", 1), file=sys.stderr)
         return kept
 
+    def _grow_hint(self, split: str) -> str:
+        """What grows an empty ``split``: the val share moves text between the splits; hf: names splits."""
+        if self.cfg.val_split and split == "val":
+            return f"name a split with text in it as --data.val_split (not {self.cfg.val_split!r})"
+        share = "raise --data.val_fraction" if split == "val" else "lower --data.val_fraction"
+        named = (
+            ", or name a split with --data.val_split" if self.cfg.source.startswith("hf:") and split == "val" else ""
+        )
+        return f"use a bigger corpus or {share}{named}"
+
     def finish(self, folder: Path, t0: float) -> None:
         """Close the last shards, write meta.json and swap the partial folder in as ``folder``."""
         shards = {s: w.finish() for s, w in self.writers.items()}
@@ -206,7 +216,7 @@ class Build:
                 shutil.rmtree(self.partial, ignore_errors=True)
                 raise UserError(
                     f"the {split} split of '{self.cfg.source}' is empty ({w.documents} documents with text): "
-                    "use a bigger corpus, raise --data.val_fraction, or name a split with --data.val_split"
+                    f"{self._grow_hint(split)}"
                 )
         splits = {
             s: {"tokens": w.total_tokens, "documents": w.documents, "chars": w.chars, "shards": shards[s]}

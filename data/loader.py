@@ -190,6 +190,8 @@ class TokenData:
                     if split == "val"
                     else "lower --data.val_fraction (a bigger train split) or use a bigger corpus"
                 )
+                if lengths.sum() > block_size:  # enough tokens, in shards too short: a window never crosses one
+                    fix = f"raise --data.shard_tokens above {block_size} (a window never crosses shards)"
                 raise UserError(
                     f"block_size {block_size} is too large for the {split} split ({where}): "
                     f"lower --model.block_size or {fix}"

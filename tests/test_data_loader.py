@@ -53,6 +53,17 @@ def test_check_block_size_hint_for_the_train_split_grows_the_train_split(tmp_pat
     assert "lower --data.val_fraction" in str(err.value) and "raise --data.val_fraction" not in str(err.value)
 
 
+def test_check_block_size_hint_for_short_shards_raises_shard_tokens(sharded):
+    """A split with tokens enough but every shard too short for one window: the hint is a larger
+    --data.shard_tokens (a window never crosses shards), not the val share."""
+    longest = max(len(s) for s in sharded.shards("val"))
+    assert sharded.num_tokens("val") > longest + 1
+    with pytest.raises(UserError, match="longest shard") as err:
+        sharded.check_block_size(longest)
+    assert f"raise --data.shard_tokens above {longest}" in str(err.value)
+    assert "val_fraction" not in str(err.value)
+
+
 def test_get_batch_shapes_and_shift(token_data):
     """x, y are int64 (B, T); y is x shifted by one token; both match the data at the window start."""
     x, y = token_data.get_batch("train", 4, 16, torch.Generator().manual_seed(0))

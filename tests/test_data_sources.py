@@ -91,6 +91,15 @@ def test_char_tokenizer_prepares_a_text_without_a_line_break(tmp_path):
     assert (train, val) == (" ".join([line] * 180) + "\n", " ".join([line] * 20) + "\n")
 
 
+def test_an_empty_val_split_of_a_jsonl_names_the_val_share(tmp_path):
+    """Two documents at val_fraction 0.1 leave val empty: the hint raises the val share and does not
+    offer --data.val_split, which only hf: sources take."""
+    src = write_jsonl(tmp_path / "two.jsonl", STORIES[:2])
+    with pytest.raises(UserError, match="the val split of .* is empty") as err:
+        prepare_data(str(src), "char", tmp_path / "cache", val_fraction=0.1)
+    assert "raise --data.val_fraction" in str(err.value) and "--data.val_split" not in str(err.value)
+
+
 def test_token_dtype_rule():
     """uint16 up to 65,536 ids (ids 0..65535), uint32 above; both little-endian."""
     from data.shards import token_dtype

@@ -170,6 +170,16 @@ def test_resume_on_another_number_of_ranks_is_refused(pair):
     assert load_checkpoint(pair / "two-ranks" / "ckpt_last.pt")["step"] == 12
 
 
+def test_a_refusal_every_rank_meets_is_printed_once(pair):
+    """A one-process run resumed under torchrun on 2 ranks: each rank reads the checkpoint and refuses
+    alike (exit 2), and the one-line error appears once, from rank 0, not once per rank."""
+    proc = torchrun(2, f"--train.out_dir={pair}", "--run-name", "one", "--resume", "--train.max_iters=14")
+    assert proc.returncode != 0
+    lines = [line for line in error_lines(proc.stderr) if line.startswith("error: ")]
+    assert len(lines) == 1 and "written by 1 rank(s), this resume has 2" in lines[0], proc.stderr[-3000:]
+    assert load_checkpoint(pair / "one" / "ckpt_last.pt")["step"] == 12
+
+
 @pytest.mark.slow
 def test_errors_under_torchrun_are_printed_once(tmp_path):
     """A bad option, and a failure on rank 0 only (its data cache path is a file): every rank exits
@@ -189,6 +199,10 @@ def test_errors_under_torchrun_are_printed_once(tmp_path):
     assert proc.returncode != 0
     lines = [line for line in error_lines(proc.stderr) if line.startswith("error: ")]
     assert len(lines) == 1 and "afile" in lines[0], proc.stderr[-3000:]
+    proc = torchrun(2, *tiny_args(tmp_path, corpus, "--model.block_size=100000", "--run-name", "b3"))
+    assert proc.returncode != 0  # met by every rank after the process group started
+    lines = [line for line in error_lines(proc.stderr) if line.startswith("error: ")]
+    assert len(lines) == 1 and "block_size 100000 is too large" in lines[0], proc.stderr[-3000:]
 
 
 def test_tied_weights_stay_one_parameter_under_ddp(tmp_path, monkeypatch):

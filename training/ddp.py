@@ -195,6 +195,38 @@ def on_main(fn, d: Dist):
     return outcome[1]
 
 
+def on_every_rank(fn, d: Dist):
+    """Run ``fn()`` on every rank, then agree on the outcome; returns this rank's result.
+
+    For checks every rank makes alike on its own copy (``block_size`` against the data, a
+    checkpoint's fitness for resuming): ``fn`` must not enter a collective.  If any rank
+    raised, all stop together and rank 0 alone tells it: its own exception if it raised,
+    else a :class:`UserError` naming the first rank that did (``[rank k] ...``); every
+    other rank raises :class:`FollowerError`, silently -- a failure every rank met is
+    printed once, not once per rank.
+    """
+    if not d.enabled:
+        return fn()
+    result, raised = None, None
+    try:
+        result = fn()
+    except BaseException as e:  # noqa: BLE001 -- told to the peers, then raised below
+        raised = e
+    messages: list = [None] * d.world_size
+    dist.all_gather_object(
+        messages, None if raised is None else str(raised) or type(raised).__name__, group=_patient_group()
+    )
+    failed = [(rank, m) for rank, m in enumerate(messages) if m is not None]
+    if not failed:
+        return result
+    rank, message = failed[0]
+    if d.is_main:
+        if raised is not None:
+            raise raised
+        raise UserError(f"[rank {rank}] {message}")
+    raise FollowerError(message)
+
+
 _PATIENT: list = []  # the process's patient group, created on first use
 
 

@@ -224,7 +224,7 @@ def build(cfg: RunConfig, dist: ddp.Dist = ddp.SINGLE) -> Setup:
         hardware.keep_freed_memory_on_cpu()
     data_dir = ddp.on_main(lambda: prepare_from_config(cfg.data), dist)  # one writer for the cache
     data = TokenData(data_dir)
-    data.check_block_size(cfg.model.block_size)
+    ddp.on_every_rank(lambda: data.check_block_size(cfg.model.block_size), dist)  # told once, by rank 0
     tokenizer = load_tokenizer(data_dir)
     if tokenizer.vocab_size != data.vocab_size:
         raise UserError(
@@ -319,8 +319,13 @@ def restore(s: Setup, cfg: RunConfig, path: Path, saved_vocab_size: int) -> Prog
     :func:`check_resumable`); a checkpoint with a single state (from before per-rank states)
     gives it to rank 0, and the others reseed.
     """
-    ckpt = load_checkpoint(path, map_location=s.device)
-    check_resumable(ckpt, cfg, s, saved_vocab_size, path)
+
+    def checked() -> dict:
+        ckpt = load_checkpoint(path, map_location=s.device)
+        check_resumable(ckpt, cfg, s, saved_vocab_size, path)
+        return ckpt
+
+    ckpt = ddp.on_every_rank(checked, s.dist)  # a refusal every rank meets is told once, by rank 0
     if cfg.untie_step() is not None and ckpt.get("tie_embeddings") is False and s.model.tied:
         s.untie(cfg)  # saved after the tie-then-untie switch: the same parameters and groups before loading
     load_model_state(s.model, ckpt, source=str(path))
