@@ -97,6 +97,11 @@ class DatasetSource:
             self.is_hub = False
             self.slug = slug(source)
 
+    @property
+    def is_remote(self) -> bool:
+        """Fetched over the network (a hub id): a finished prepared folder is reused without it."""
+        return self.is_hub
+
     # ------------------------------------------------------------------ loading
 
     def _load_builder(self):

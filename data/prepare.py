@@ -108,8 +108,8 @@ def _prepare(cfg: DataConfig, force: bool) -> tuple[Path, bool]:
     if not (isinstance(src, DatasetSource) and src.val_split):
         settings["val_fraction"] = cfg.val_fraction  # unused when a named split is val
     want = {"format": FORMAT, "tokenizer": cfg.tokenizer, "settings": settings}
-    if not force and src.is_hub and _cache_is_valid(folder, want):
-        return _reused(folder, cfg), False  # a prepared hub dataset is reused as is: no hub lookup, works offline
+    if not force and src.is_remote and _cache_is_valid(folder, want):
+        return _reused(folder, cfg), False  # a prepared hub dataset or URL is reused as is: no lookup, works offline
     want["source_sha256"] = src.fingerprint()
     if not force and _cache_is_valid(folder, want):
         return _reused(folder, cfg), False

@@ -41,7 +41,9 @@ class TextSource:
         source: the source string.
         kind: ``"named"`` or ``"txt"``.
         slug: the prepared folder's name stem (see :func:`slug`).
-        is_hub: always False (nothing to fetch).
+        is_hub: always False (no hub dataset).
+        is_remote: True for ``tinyshakespeare``, fetched from its URL and pinned by its sha256, so
+            a finished prepared folder of it holds that text: reused without the text, offline.
     """
 
     is_hub = False
@@ -50,6 +52,7 @@ class TextSource:
         self.source = source
         self.kind = "named" if source in NAMED_SOURCES else "txt"
         self.slug = slug(source)
+        self.is_remote = source == "tinyshakespeare"
         self._docs: list[tuple[str, str]] | None = None
 
     @property

