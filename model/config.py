@@ -30,7 +30,10 @@ class GPTConfig:
     """Shape of the model.  Validated on construction; a bad value raises :class:`UserError`."""
 
     vocab_size: int = doc_field(50257, "Vocabulary size; set from the tokenizer, never by hand.")
-    block_size: int = doc_field(128, "Context length in tokens (T); also the number of learned positions.")
+    block_size: int = doc_field(
+        128,
+        "Context length in tokens (T); also the number of learned positions, and the length of the final score's windows (runs of another block_size are scored on other windows).",
+    )
     n_layer: int = doc_field(4, "Number of transformer blocks.")
     n_head: int = doc_field(4, "Attention heads per block; must divide n_embd.")
     n_embd: int = doc_field(128, "Width of the residual stream (embedding size).")
