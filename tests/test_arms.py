@@ -255,6 +255,21 @@ def test_an_untie_step_the_run_never_reaches_is_refused(tmp_path, corpus, capsys
     assert "would never untie" in capsys.readouterr().err and not (tmp_path / "runs" / "r").exists()
 
 
+def test_a_resume_that_would_end_before_the_untie_is_refused(tmp_path, corpus, capsys):
+    """A tie-then-untie run stopped at step 8, still tied, resumed to end at step 10 before its switch at
+    step 12: refused (it would end tied), and its checkpoint is left as it was."""
+    import shutil
+
+    args = ["--train.max_iters=16", "--train.untie_at=0.75", "--train.save_at=8", "--run-name", "r"]
+    assert train.main(tiny_args(tmp_path, corpus, *args)) == 0
+    run = tmp_path / "runs" / "r"
+    shutil.copy(run / "ckpt_step8.pt", run / "ckpt_last.pt")  # as a run stopped at step 8 leaves it
+    (run / "summary.json").unlink()
+    code = train.main([f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r", "--train.max_iters=10"])
+    assert code == 2 and "is step 12, not before train.max_iters=10" in capsys.readouterr().err
+    assert load_checkpoint(run / "ckpt_last.pt")["step"] == 8
+
+
 def test_a_resume_may_not_move_the_untie_step(tmp_path, corpus, capsys):
     """--resume with another lr_decay_iters would move a tie-then-untie switch: refused, naming the key."""
     assert (

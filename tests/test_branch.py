@@ -52,6 +52,21 @@ def test_wsd_runs_of_two_lengths_agree_before_the_earlier_cooldown():
     assert [schedule.get_lr(s, short) for s in range(320)] == [schedule.get_lr(s, long) for s in range(320)]
 
 
+def test_an_untie_at_the_cooldown_waits_for_the_end_of_warmup():
+    """train.untie_at_cooldown unties where get_lr's cooldown starts: the cooldown's first step, or the end of
+    warmup when a short run's cooldown share would begin inside it (the rate still rises there)."""
+    from training.config import RunConfig
+
+    def untie(**train):
+        return RunConfig.from_dict({"train": {"lr_schedule": "wsd", "untie_at_cooldown": True, **train}}, "test")
+
+    assert untie(max_iters=100, warmup_iters=10, cooldown_frac=0.2).untie_step() == 80
+    late = untie(max_iters=20, warmup_iters=18, cooldown_frac=0.2)
+    assert late.train.cooldown_start() == 16 and late.untie_step() == 18
+    lrs = [schedule.get_lr(s, late.train) for s in range(20)]
+    assert lrs[16] < lrs[17] < lrs[18] == late.train.learning_rate > lrs[19]
+
+
 def test_a_wsd_run_stopped_before_its_cooldown_is_called_a_trunk():
     """The resume note says a WSD run that ends before its cooldown ends at the peak rate, and how to branch."""
     note = schedule.schedule_note(TrainConfig(max_iters=300, lr_decay_iters=800, lr_schedule="wsd"))
@@ -83,6 +98,52 @@ def test_a_branch_equals_the_single_run_of_its_budget_bit_for_bit(tmp_path, corp
     assert summary[0] == summary[1]
     record = json.loads((runs / "b16" / branch.BRANCH_FILE).read_text())
     assert record["trunk"] == "trunk" and record["branch_step"] == 12 and record["budget_steps"] == 16
+    assert record["budget_tokens"] == json.loads((runs / "b16" / "summary.json").read_text())["tokens"]
+
+
+def test_a_branch_keeps_a_best_model_that_matches_its_best_val_loss(tmp_path, corpus, capsys):
+    """A branch's ckpt_best.pt exists and holds the val loss its summary calls best: the trunk's best model
+    when that is of a step up to the branch point (the single run's best so far), else the best of the
+    branch's own evaluations (the trunk's best file is of a later step)."""
+    runs = tmp_path / "runs"
+    # a rate high enough that the branch may not beat the best model of the trunk before it
+    base = [
+        *tiny_args(tmp_path, corpus, *WSD),
+        "--train.lr_decay_iters=32",
+        "--train.eval_interval=4",
+        "--train.learning_rate=0.05",
+    ]
+    assert run(capsys, *base, "--train.max_iters=12", "--train.save_at=12", "--run-name", "stopped") == 0
+    assert run(capsys, *base, "--train.max_iters=24", "--train.save_at=12", "--run-name", "onward") == 0
+    for trunk in ("stopped", "onward"):
+        out = [f"--train.out_dir={runs}", "--run-name", f"b-{trunk}"]
+        assert run(capsys, "--branch-from", f"{runs / trunk}@12", "--train.max_iters=16", *out) == 0
+        best = load_checkpoint(runs / f"b-{trunk}" / "ckpt_best.pt")
+        summary = json.loads((runs / f"b-{trunk}" / "summary.json").read_text())
+        assert best["val_loss"] == summary["best_val_loss"] and best["config"]["train"]["max_iters"] == 16
+
+
+def test_a_branch_records_the_tokens_of_every_rank(tmp_path, corpus, capsys):
+    """branch.json's budget_tokens counts every rank's tokens, as summary.json does: a trunk checkpoint
+    written by 2 ranks gives twice one process's."""
+    import shutil
+
+    from model.checkpoint import save_checkpoint
+
+    runs = tmp_path / "runs"
+    trunk = [*tiny_args(tmp_path, corpus, *WSD), "--train.max_iters=8", "--train.lr_decay_iters=32"]
+    assert run(capsys, *trunk, "--train.save_at=8", "--run-name", "trunk") == 0
+    shutil.copytree(runs / "trunk", runs / "two")
+    ckpt = load_checkpoint(runs / "two" / "ckpt_step8.pt")
+    save_checkpoint(
+        runs / "two" / "ckpt_step8.pt",
+        {k: v for k, v in ckpt.items() if k not in ("format", "sha256")} | {"world_size": 2},
+    )
+    for name, ranks in (("trunk", 1), ("two", 2)):
+        cfg = branch.branch_config(runs / name, 8, {"train": {"max_iters": 16}})
+        branch.start_branch(runs / name, 8, runs / f"b-{name}", cfg)
+        record = json.loads((runs / f"b-{name}" / branch.BRANCH_FILE).read_text())
+        assert record["budget_tokens"] == 16 * branch.tokens_per_step(cfg) * ranks
 
 
 def test_a_branch_that_unties_at_its_cooldown_equals_the_single_run(tmp_path, corpus, capsys):
@@ -186,6 +247,39 @@ def test_a_branch_that_cannot_continue_the_trunk_is_refused(tmp_path, corpus, ca
     assert not (runs / "b").exists()
 
 
+def test_a_branch_from_a_step_the_trunk_reached_in_an_earlier_cooldown_is_refused(tmp_path, corpus, capsys):
+    """A trunk trained to its end (cooling down over steps 6-7), then resumed with a longer horizon: its
+    config.json says step 8 is before the cooldown, but its steps 6-7 were not trained at the stable rate,
+    so a branch from step 8 would not be its budget's single run: one error line naming the stretch."""
+    runs = tmp_path / "runs"
+    base = tiny_args(tmp_path, corpus, *WSD)
+    assert run(capsys, *base, "--train.max_iters=8", "--train.save_at=8", "--run-name", "trunk") == 0
+    resumed = ["--resume", "--run-name", "trunk", f"--train.out_dir={runs}"]
+    assert run(capsys, *resumed, "--train.max_iters=10", "--train.lr_decay_iters=40") == 0
+    status = train.main(
+        ["--branch-from", f"{runs / 'trunk'}@8", "--train.max_iters=16", f"--train.out_dir={runs}", "--run-name", "b"]
+    )
+    assert status == 2 and "trained steps 0-7 with horizon 8, whose cooldown starts at step 6" in error_line(capsys)
+    assert not (runs / "b").exists()
+
+
+def test_a_branch_that_would_end_before_its_untie_is_refused(tmp_path, corpus, capsys):
+    """A branch with train.untie_at_cooldown whose horizon puts the cooldown past its end would end tied:
+    refused, as a new run with those settings is."""
+    runs = tmp_path / "runs"
+    base = tiny_args(tmp_path, corpus, *WSD)
+    assert (
+        run(capsys, *base, "--train.max_iters=8", "--train.lr_decay_iters=32", "--train.save_at=8", "--run-name", "t")
+        == 0
+    )
+    branch_args = ["--train.max_iters=12", "--train.lr_decay_iters=40", "--train.untie_at_cooldown=true"]
+    status = train.main(
+        ["--branch-from", f"{runs / 't'}@8", *branch_args, f"--train.out_dir={runs}", "--run-name", "b"]
+    )
+    assert status == 2 and "the run would never untie" in error_line(capsys)
+    assert not (runs / "b").exists()
+
+
 def test_only_a_wsd_run_with_a_checkpoint_at_the_step_can_be_branched(tmp_path, corpus, capsys):
     """A cosine run, or a step the trunk kept no checkpoint at, is refused with what to do instead."""
     runs = tmp_path / "runs"
@@ -209,6 +303,14 @@ def test_only_a_wsd_run_with_a_checkpoint_at_the_step_can_be_branched(tmp_path, 
         run(capsys, *base, "--train.max_iters=8", "--train.lr_decay_iters=32", "--train.save_at=8", "--run-name", "t")
         == 0
     )
+    assert (
+        train.main(
+            ["--branch-from", f"{runs / 't'}@4", "--train.max_iters=8", f"--train.out_dir={runs}", "--run-name", "b"]
+        )
+        == 2
+    )
+    assert "keeps no checkpoint at step 4 (it keeps 8)" in error_line(capsys)
+    (runs / "t" / "ckpt_step8.bak.pt").write_bytes(b"a user's copy")  # not a step checkpoint: not listed
     assert (
         train.main(
             ["--branch-from", f"{runs / 't'}@4", "--train.max_iters=8", f"--train.out_dir={runs}", "--run-name", "b"]

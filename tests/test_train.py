@@ -468,3 +468,22 @@ def test_wandb_mode_offline_in_the_environment_starts_wandb_logging(tmp_path, mo
     assert runs.make_logger(RunConfig(), tmp_path, "r", False) == "wandb" and started == ["offline"]
     monkeypatch.delenv("WANDB_MODE")
     assert isinstance(runs.make_logger(RunConfig(), tmp_path, "r", False), runs.NullLogger)
+
+
+def test_a_resume_that_wandb_refuses_leaves_the_finished_run_as_it_was(tmp_path, corpus, capsys, monkeypatch):
+    """Extending a finished run with wandb that cannot start (no API key): one error line, and the run's
+    summary.json, config.json and metrics.jsonl are untouched, so it still reads as finished."""
+    from training import runs
+
+    assert train.main(tiny_args(tmp_path, corpus, "--train.max_iters=4", "--run-name", "r")) == 0
+    run = tmp_path / "runs" / "r"
+    before = {name: (run / name).read_bytes() for name in ("summary.json", "config.json", "metrics.jsonl")}
+
+    def no_key(*args):
+        raise RuntimeError("No API key configured")
+
+    monkeypatch.setattr(runs, "WandbLogger", no_key)
+    argv = [f"--train.out_dir={tmp_path / 'runs'}", "--resume", "--run-name", "r", "--train.max_iters=8"]
+    assert train.main([*argv, "--wandb.mode=online"]) == 2
+    assert "wandb could not start in online mode" in error_line(capsys)
+    assert {name: (run / name).read_bytes() for name in before} == before

@@ -19,6 +19,7 @@ trunk was trained again differently is refused (:func:`check_trunk`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -30,7 +31,7 @@ from core.errors import UserError
 from model.checkpoint import load_checkpoint, payload_digest, save_checkpoint
 from training import faults, runs
 from training.config import RESUME_OVERRIDABLE, RunConfig
-from training.run_files import CONFIG, ENV, LAST_CKPT, METRICS
+from training.run_files import BEST_CKPT, CONFIG, ENV, LAST_CKPT, METRICS
 
 BRANCH_FILE = "branch.json"
 # What a branch may set besides what a resume may: whether its cooldown unties the head.
@@ -66,7 +67,8 @@ def branch_config(trunk_dir: Path, step: int, overrides: dict) -> RunConfig:
             "its learning rate, so only it can be branched; train the trunk with --train.lr_schedule=wsd"
         )
     if not step_checkpoint(trunk_dir, step).is_file():
-        kept = sorted(int(p.stem.removeprefix("ckpt_step")) for p in trunk_dir.glob("ckpt_step*.pt"))
+        names = (p.stem.removeprefix("ckpt_step") for p in trunk_dir.glob("ckpt_step*.pt"))
+        kept = sorted(int(n) for n in names if n.isdigit())  # not a copy such as ckpt_step8.bak.pt
         raise UserError(
             f"{trunk_dir} keeps no checkpoint at step {step} (it keeps {', '.join(map(str, kept)) or 'none'}): "
             f"branch at one of those, or train the trunk with --train.save_at={step}"
@@ -95,6 +97,8 @@ def branch_config(trunk_dir: Path, step: int, overrides: dict) -> RunConfig:
                 f"{name}'s cooldown starts at step {c.train.cooldown_start()}, before the branch step {step}: a branch "
                 "must start while both still train at the stable rate; branch earlier, or give a longer budget"
             )
+    _check_trained_before_cooldown(trunk_dir, step, trunk)
+    cfg.check_unties()
     # A branch's horizon is its own budget, which moves an untie at a fraction of it (train.untie_at). The
     # branch is its budget's single run when both untie at one step, or when neither had untied by the branch
     # point (the trunk's checkpoint is tied there, as the single run is).
@@ -106,6 +110,30 @@ def branch_config(trunk_dir: Path, step: int, overrides: dict) -> RunConfig:
             f"so the branch from step {step} is no single run: branch before both, or use train.untie_at_cooldown"
         )
     return cfg
+
+
+def _check_trained_before_cooldown(trunk_dir: Path, step: int, trunk: RunConfig) -> None:
+    """Refuse a branch step the trunk reached through a cooldown of an earlier horizon.
+
+    A resume may move the trunk's horizon (``lr_decay_iters``; its ``resume`` rows record each
+    move as ``lr_horizon``), so its config.json alone does not say at which rate its first
+    ``step`` steps trained: each stretch between resumes is checked under its own horizon.
+    """
+    moves = sorted(
+        (r["step"], r["lr_horizon"])
+        for r in runs.read_metrics(trunk_dir / METRICS)
+        if r.get("kind") == "resume" and r.get("lr_horizon")
+    )
+    horizon = moves[0][1][0] if moves else None  # the first segment's, before any move
+    starts = [(0, horizon)] + [(at, h[1]) for at, h in moves if at < step]
+    for (first, h), (end, _) in zip(starts, starts[1:] + [(step, None)], strict=True):
+        cooldown = dataclasses.replace(trunk.train, lr_decay_iters=h).cooldown_start() if h else None
+        if cooldown is not None and end > cooldown:
+            raise UserError(
+                f"{trunk_dir} trained steps {first}-{end - 1} with horizon {h}, whose cooldown starts at step "
+                f"{cooldown}, before the branch step {step}: its checkpoint there is no stable-rate state; "
+                "branch at a step before that cooldown"
+            )
 
 
 def start_branch(trunk_dir: Path, step: int, run_dir: Path, cfg: RunConfig) -> None:
@@ -155,10 +183,27 @@ def _branch_exists(run_dir: Path) -> UserError:
     )
 
 
+def _best_before(trunk_dir: Path, step: int, ckpt: dict) -> dict | None:
+    """The trunk's ckpt_best.pt, with the branch's config, when it is the best model up to ``step``
+    (the one the checkpoint at ``step`` counts as best); else None."""
+    path = trunk_dir / BEST_CKPT
+    if not path.is_file():
+        return None
+    best = load_checkpoint(path)
+    if best.get("step", step + 1) > step or best.get("val_loss") != ckpt.get("best_val_loss"):
+        return None
+    return {**best, "config": ckpt["config"]}
+
+
 def _fill_branch(tmp: Path, trunk_dir: Path, step: int, cfg: RunConfig, ckpt: dict) -> None:
     """Write a branch's files into ``tmp``: checkpoint, metrics up to ``step``, env, config, branch.json."""
     trunk_digest = state_digest(ckpt)
     ckpt["config"] = cfg.to_dict()  # from here the branch is a run of its own: its resumes check against this
+    best = _best_before(trunk_dir, step, ckpt)
+    if best is not None:  # the single run's best model up to the branch step: the branch's too
+        save_checkpoint(tmp / BEST_CKPT, {k: v for k, v in best.items() if k not in ("format", "sha256")})
+    else:  # the trunk's best file is of a later step (or gone): the branch's best is of its own evals
+        ckpt["best_val_loss"], ckpt["best_val_bpb"] = float("inf"), float("nan")
     save_checkpoint(tmp / LAST_CKPT, {k: v for k, v in ckpt.items() if k not in ("format", "sha256")})
     rows = [r for r in runs.read_metrics(trunk_dir / METRICS) if _before_branch(r, step)]
     files.write_text_atomic(tmp / METRICS, "".join(json.dumps(r) + "\n" for r in rows))
@@ -171,7 +216,8 @@ def _fill_branch(tmp: Path, trunk_dir: Path, step: int, cfg: RunConfig, ckpt: di
             "trunk": os.path.relpath(trunk_dir.resolve(), tmp.resolve().parent),
             "branch_step": step,
             "budget_steps": cfg.train.max_iters,
-            "budget_tokens": cfg.train.max_iters * tokens_per_step(cfg),
+            # every rank's tokens, as summary.json counts them (a branch runs on the trunk's number of ranks)
+            "budget_tokens": cfg.train.max_iters * tokens_per_step(cfg) * ckpt.get("world_size", 1),
             "trunk_state_sha256": trunk_digest,
             "trunk_elapsed_s": ckpt.get("elapsed_s"),
             "trunk_config": runs.load_run_config(trunk_dir).to_dict(),

@@ -377,12 +377,26 @@ class RunConfig:
 
         ``train.untie_at`` of the schedule's horizon (``lr_decay_iters``, resolved and saved when the
         run starts), so extending a run with ``--resume --train.max_iters`` does not move it; with
-        ``train.untie_at_cooldown``, the first step of the WSD cooldown (:meth:`TrainConfig.cooldown_start`).
+        ``train.untie_at_cooldown``, the first step of the WSD cooldown (:meth:`TrainConfig.cooldown_start`,
+        or the end of warmup where that comes later: where :func:`training.schedule.get_lr` starts
+        the cooldown).
         """
         horizon = self.train.lr_decay_iters or self.train.max_iters
         if self.train.untie_at_cooldown:
-            return self.train.cooldown_start()
+            return max(self.train.cooldown_start(), self.train.warmup_iters)
         return max(1, round(self.train.untie_at * horizon)) if self.train.untie_at else None
+
+    def check_unties(self) -> None:
+        """Raise :class:`UserError` when a tie-then-untie run's switch (:meth:`untie_step`) is not before
+        ``train.max_iters``: it would end tied, a run of another arm than its settings say."""
+        tc, step = self.train, self.untie_step()
+        if step is not None and step >= tc.max_iters:
+            raise UserError(
+                f"the untie step of {'the cooldown' if tc.untie_at_cooldown else f'train.untie_at={tc.untie_at:g}'} of "
+                f"the schedule's {tc.lr_decay_iters or tc.max_iters} steps is step {step}, not before "
+                f"train.max_iters={tc.max_iters}: the run would never untie; lower train.untie_at or "
+                "train.lr_decay_iters, or raise train.max_iters"
+            )
 
     def with_values(self, **sections: dict) -> RunConfig:
         """A validated copy with ``sections`` changed, e.g. ``cfg.with_values(train={"out_dir": "runs"})``.

@@ -111,6 +111,8 @@ class Trainer:
                     ddp.on_main(lambda: start_branch(*self.branch_from, self.run_dir, self.cfg), self.dist)
                 # Lock before reading ckpt_last.pt: another process may be writing it.
                 ddp.on_main(lambda: faults.claim_run_folder(self.run_dir, self.resume, self.cleanup), self.dist)
+                # wandb's start is the last input check: before a resume touches summary.json, config.json or metrics.
+                ddp.on_main(self.open_logger, self.dist)  # wandb unreachable on rank 0 stops every rank
                 self.restore_progress()
                 resumed_at = self.progress.step if self.resume else None
                 world = self.dist.world_size
@@ -126,7 +128,7 @@ class Trainer:
                     self.unigram = report.announce(
                         self.run_dir, self.cfg, self.setup, self.init_record, resumed_at, world
                     )
-                ddp.on_main(self.open_logs, self.dist)  # wandb unreachable on rank 0 stops every rank
+                ddp.on_main(self.open_metrics, self.dist)
                 self.t_start = time.perf_counter()
                 if not self.resume:
                     self.evaluate()  # the loss at init (~ln vocab_size) anchors every curve
@@ -188,16 +190,19 @@ class Trainer:
         if step in self.cfg.train.save_at and not step_checkpoint(self.run_dir, step).is_file():
             self.save(step_checkpoint(self.run_dir, step), with_optimizer=True)  # every rank: a collective
 
-    def open_logs(self) -> None:
-        """metrics.jsonl (a resume drops rows past its checkpoint and records itself) and the wandb logger (rank 0)."""
+    def open_logger(self) -> None:
+        """The wandb logger (rank 0; a null one when wandb is off); UserError when wandb cannot start."""
+        self.logger = runs.make_logger(self.cfg, self.run_dir, self.run_dir.name, self.resume)
+        self.cleanup.callback(self.logger.finish)
+
+    def open_metrics(self) -> None:
+        """metrics.jsonl (rank 0): a resume drops rows past its checkpoint and records itself."""
         resume = (
             runs.resume_row(self.progress.step, self.progress.trained_with, self.cfg, self.progress.elapsed_before)
             if self.resume
             else None
         )
         self.metrics = self.cleanup.enter_context(runs.MetricsLog(self.run_dir / METRICS, resume=resume))
-        self.logger = runs.make_logger(self.cfg, self.run_dir, self.run_dir.name, self.resume)
-        self.cleanup.callback(self.logger.finish)
 
     # ------------------------------------------------------------------ the loop
 

@@ -158,13 +158,7 @@ def resolve_new(config: str | None, overrides: dict) -> RunConfig:
             "dtype": dtype,
         }
     )
-    tc = cfg.train
-    if cfg.untie_step() is not None and cfg.untie_step() >= tc.max_iters:
-        raise UserError(
-            f"the untie step of {'the cooldown' if tc.untie_at_cooldown else f'train.untie_at={tc.untie_at:g}'} of "
-            f"the schedule's {tc.lr_decay_iters} steps is step {cfg.untie_step()}, not before "
-            f"train.max_iters={tc.max_iters}: the run would never untie; lower train.untie_at or train.lr_decay_iters"
-        )
+    cfg.check_unties()
     return cfg
 
 
@@ -284,6 +278,8 @@ def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int,
                     f"config.json says {full}={value!r} but {path} was trained with "
                     f"{saved.get(section, {}).get(key)!r}: restore config.json, or start a new run"
                 )
+    if ckpt.get("tie_embeddings") is not False:  # not untied yet: it must still reach its switch
+        cfg.check_unties()
     # A run stopped after its last step (in its final evaluation, say) resumes to its end: no step to train,
     # then the final evaluation and the summary.  Only a finished run is refused: one whose summary is of
     # this checkpoint's step (a summary of an earlier end, left by a kill while the run was extended, is not).
