@@ -487,3 +487,27 @@ def test_a_resume_that_wandb_refuses_leaves_the_finished_run_as_it_was(tmp_path,
     assert train.main([*argv, "--wandb.mode=online"]) == 2
     assert "wandb could not start in online mode" in error_line(capsys)
     assert {name: (run / name).read_bytes() for name in before} == before
+
+
+def test_eval_time_stays_out_of_tokens_per_s_when_intervals_do_not_align(tmp_path, corpus, monkeypatch):
+    """Evaluations at steps that are not log steps (eval_interval 3, log_interval 4) add no time to the
+    logged window's tokens/s: here each evaluation takes a (simulated) 1000 s, which would divide it by
+    about a thousand."""
+    import time as time_module
+
+    from training import loop
+
+    offset, real_clock, real_evaluate = [0.0], time_module.perf_counter, loop.Trainer.evaluate
+
+    def slow_evaluate(self):
+        real_evaluate(self)
+        offset[0] += 1000.0
+
+    monkeypatch.setattr(loop.time, "perf_counter", lambda: real_clock() + offset[0])
+    monkeypatch.setattr(loop.Trainer, "evaluate", slow_evaluate)
+    argv = tiny_args(
+        tmp_path, corpus, "--train.max_iters=8", "--train.eval_interval=3", "--train.log_interval=4", "--run-name", "r"
+    )
+    assert train.main(argv) == 0
+    rows = [r for r in read_metrics(tmp_path / "runs" / "r" / "metrics.jsonl") if r["kind"] == "train"]
+    assert [r["step"] for r in rows] == [4, 8] and all(r["tokens_per_s"] > 10 for r in rows)

@@ -239,6 +239,7 @@ class Trainer:
                 pbar.set_postfix(
                     loss=f"{row['train_loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}", refresh=False
                 )
+            bookkeeping_t = time.perf_counter()
             if self.progress.step % tc.eval_interval == 0 or self.progress.step == tc.max_iters:
                 self.evaluate()
             # A branch point first, kept once (a resume that trains this step again writes the same state):
@@ -247,8 +248,11 @@ class Trainer:
                 self.save(step_checkpoint(self.run_dir, self.progress.step), with_optimizer=True)
             if self.progress.step % checkpoint_interval == 0 or self.progress.step == tc.max_iters:
                 self.save_last()
+            # Eval and checkpoint time stay out of tokens/s, also inside a window (intervals that do not align).
             if self.progress.step % tc.log_interval == 0:
-                window_t, window_tokens = time.perf_counter(), 0  # eval and checkpoint time stay out of tokens/s
+                window_t, window_tokens = time.perf_counter(), 0
+            else:
+                window_t += time.perf_counter() - bookkeeping_t
         pbar.close()
 
     def untie_when_due(self) -> None:
