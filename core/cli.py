@@ -23,7 +23,7 @@ import select
 import sys
 from collections.abc import Callable
 
-from core.errors import Interrupted, UserError
+from core.errors import Interrupted, RunFailed, UserError
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -132,7 +132,7 @@ def quiet_stdout() -> None:
 def run_command(body: Callable[[], int | None], on_interrupt: str | None = None) -> int:
     """Run a command's ``body`` and turn how it ended into an exit status.
 
-    ``body()``'s return value (None meaning 0) on success; 2 after a :class:`UserError` or an
+    ``body()``'s return value (None meaning 0) on success; 1 after :class:`RunFailed`; 2 after a :class:`UserError` or an
     ``OSError`` on a path (printed as one ``error:`` line, :func:`os_error_message`); 0, quietly,
     when the reader of stdout went away (``| head``); the signal's 128 + n after
     :class:`Interrupted` (printed likewise); 130 after a Ctrl-C that reached here, printing
@@ -145,7 +145,7 @@ def run_command(body: Callable[[], int | None], on_interrupt: str | None = None)
         return status
     except UserError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
-        return 2
+        return 1 if isinstance(e, RunFailed) else 2
     except BrokenPipeError as e:
         if _stdout_is_closed():  # the reader has all it wanted, as with `cat file | head`
             quiet_stdout()

@@ -16,6 +16,11 @@ class UserError(ValueError):
     """
 
 
+class RunFailed(UserError):
+    """A training run that a command started failed after its input was checked: printed as one
+    ``error:`` line like :class:`UserError`, but exit status 1 (2 is bad input, refused before any work)."""
+
+
 class Interrupted(Exception):
     """A run stopped on request (SIGINT / SIGTERM) after saving its checkpoint.
 

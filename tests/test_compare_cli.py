@@ -82,6 +82,27 @@ def test_a_report_that_fails_leaves_no_earlier_verdict_standing(tmp_path, capsys
     assert not (exp / "report.md").exists() and not (exp / "verdict.json").exists()
 
 
+def test_a_ctrl_c_while_the_same_runs_are_reported_again_keeps_their_report(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C while a finished folder's report is drawn again (the same runs) leaves report.md and
+    verdict.json as they were: they are this report, whole, not a stale one."""
+    from experiment.ab import figures
+
+    exp = tmp_path / "exp"
+    for s in range(2):
+        fake_run(exp, f"tied-s{s}", True, 1337 + s, 3.0 + s / 100)
+        fake_run(exp, f"untied-s{s}", False, 1337 + s, 3.1 + s / 100)
+    (exp / "experiment.json").write_text(json.dumps({"margin": 0.01}))
+    assert compare.main([str(exp)]) == 0
+    before = {name: (exp / name).read_bytes() for name in ("report.md", "verdict.json")}
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(figures, "plot_all", interrupted)
+    assert compare.main([str(exp)]) == 130
+    assert {name: (exp / name).read_bytes() for name in before} == before
+
+
 CHILD = """
 import signal, sys, time
 from pathlib import Path

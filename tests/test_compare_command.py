@@ -6,6 +6,7 @@ Run folders written by hand (``fake_runs``) stand in for trained runs where only
 the experiment-folder tests stop before any training. The statistics themselves are in ``tests/test_compare.py``.
 """
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -146,6 +147,22 @@ def test_experiment_folder_from_an_older_tinygpt_is_still_accepted(tmp_path, no_
     saved.write_text(json.dumps(old))
     with pytest.raises(UserError, match="train.max_skipped_steps"):
         ab_run.run_experiment(plan)
+
+
+def test_fewer_seeds_than_the_folder_holds_are_refused(tmp_path, no_training):
+    """--seeds 1 on a folder holding its arms' runs at 2 seeds would report a subset over the whole folder's
+    report (and count as another look): refused before anything trains; --seeds 2 goes on."""
+    args, overrides = no_training
+    plan = Plan(config=args.config, overrides=overrides, arms=args.arms, seeds=1, name=args.name)
+    for arm in args.arms:
+        for i in range(2):
+            (tmp_path / "exp" / f"{arm}-s{i}").mkdir(parents=True)
+            (tmp_path / "exp" / f"{arm}-s{i}" / "config.json").write_text("{}")
+    with pytest.raises(UserError, match="holds runs of these arms at 2 seeds: give --seeds 2"):
+        ab_run.run_experiment(plan)
+    assert not (tmp_path / "exp" / "experiment.json").exists()
+    with pytest.raises(Reached):
+        ab_run.run_experiment(dataclasses.replace(plan, seeds=2))
 
 
 def shared_and_own_plan(overrides: dict, args, defined: dict) -> Plan:

@@ -105,3 +105,27 @@ def test_a_run_another_process_finished_is_reused_not_trained_again(tmp_path, mo
     jobs = [(n, lambda n=n: launch.run_arm([], tmp_path, n, [], [])) for n in ("tied-s0", "untied-s0")]
     assert launch.run_shared(tmp_path, jobs) == [tmp_path / "tied-s0", tmp_path / "untied-s0"]
     assert started == ["untied-s0"]
+
+
+@pytest.mark.parametrize("diverged", [False, True])
+def test_a_run_that_fails_exits_1_and_a_diverged_one_says_so(tmp_path, monkeypatch, capsys, diverged):
+    """A train.py that fails after compare.py started it is a failed run, exit 1 (2 is bad input, refused
+    before anything trains); one that diverged says the same command would diverge again."""
+    from core.cli import run_command
+    from core.errors import RunFailed
+
+    def failing_train(cmd):
+        if diverged:
+            (tmp_path / "r").mkdir()
+            (tmp_path / "r" / "diverged.json").write_text("{}")
+        return 1, None
+
+    monkeypatch.setattr(launch, "run_forwarding_signals", failing_train)
+    with pytest.raises(RunFailed, match="diverged" if diverged else r"failed \(exit 1") as failed:
+        launch.run_arm([], tmp_path, "r", [], [])
+    assert ("would train it to the same step again" in str(failed.value)) == diverged
+
+    def fail():
+        raise failed.value
+
+    assert run_command(fail) == 1 and "error: training" in capsys.readouterr().err

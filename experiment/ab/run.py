@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +66,7 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     cmds = commands_for(plan, cfg, name)
     out_dir = cmds.out_dir
     check_planned(plan, cmds)
+    _refuse_fewer_seeds(plan, out_dir)
     if plan.fail_on:
         _refuse_an_ungated_gate(plan, planned_record(out_dir, cfg, plan))
     settings = remember_settings(out_dir, cfg, plan)
@@ -100,6 +102,21 @@ def run_experiment(plan: Plan) -> tuple[list[Path], list[Path], Path]:
     finally:
         bar.close()
     return paths, tuning, out_dir
+
+
+def _refuse_fewer_seeds(plan: Plan, out_dir: Path) -> None:
+    """Refuse ``--seeds N`` on a folder holding runs of its arms at more seeds: its report would be of a
+    subset, overwrite the whole folder's and count as another look (``compare.py report ... --report-dir``
+    reads a subset elsewhere).  A sequential experiment (``--seeds auto``) reads its looks in order."""
+    if plan.max_seeds or not out_dir.is_dir():
+        return
+    pattern = re.compile(rf"({'|'.join(map(re.escape, plan.arms))})(-lr[^/]+)?-s(\d+)")
+    held = [int(m[3]) + 1 for run in runs_in(out_dir) if (m := pattern.fullmatch(run.path.name))]
+    if held and max(held) > plan.seeds:
+        raise UserError(
+            f"{out_dir} holds runs of these arms at {max(held)} seeds: give --seeds {max(held)} (or more) to "
+            f"read them all; to read some of them, give their folders to compare.py report with --report-dir"
+        )
 
 
 def _refuse_an_ungated_gate(plan: Plan, record: ExperimentRecord) -> None:
@@ -286,9 +303,11 @@ def write_report(
         md = markdown.render_markdown(exp, names, texts, title, command, out_dir, margin_bpb)
         record = readout.verdict_record(exp, margin_declared, margin_bpb)
         record = json.dumps(readout.strict_json(record), indent=2, allow_nan=False) + "\n"
-    except BaseException:  # a report that failed leaves no earlier verdict of its folder standing for a script
-        # (a plain folder's report is of whichever runs were given: one of other runs is left alone)
-        if not keep_earlier or _read_these(verdict, [*paths, *tuning]):
+    except BaseException as e:  # a report that failed leaves no earlier verdict of its folder standing for a script
+        # (a plain folder's report is of whichever runs were given: one of other runs is left alone; a Ctrl-C
+        # while the same runs' report is drawn again leaves it standing: it is this report, whole)
+        same = _read_these(verdict, [*paths, *tuning])
+        if (not keep_earlier or same) and not (same and isinstance(e, KeyboardInterrupt)):
             path.unlink(missing_ok=True)
             verdict.unlink(missing_ok=True)
         raise

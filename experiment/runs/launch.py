@@ -20,12 +20,13 @@ from typing import TypeVar
 
 import filelock
 
-from core.errors import Interrupted, UserError
+from core.errors import Interrupted, RunFailed, UserError
 from core.files import REPO_ROOT, acquire_or_wait, file_lock
 from core.signals import StopSignals
 from experiment.runs import ledger
 from experiment.runs.plan import RunsBar
 from training.branch import check_trunk
+from training.faults import DIVERGED
 from training.run_files import RunFolder
 
 T = TypeVar("T")
@@ -116,8 +117,13 @@ def run_arm(
             f"stopped while training {run_dir} (exit {returncode}; its checkpoint is "
             "saved): run the same compare.py command again to continue",
         )
+    if returncode != 0 and (run_dir / DIVERGED).is_file():  # trained again, it would diverge again
+        raise RunFailed(
+            f"training {run_dir} diverged ({run_dir / DIVERGED}): the same command would train it to the same "
+            "step again; compare at a lower rate (--lr-grid, or the arm's train.learning_rate) under a new --name"
+        )
     if returncode != 0:
-        raise UserError(
+        raise RunFailed(
             f"training {run_dir} failed (exit {returncode}; see its output above): "
             "fix the cause and run the same compare.py command again to continue"
         )

@@ -322,7 +322,8 @@ def counted_looks(out_dir: Path, seeds: int) -> tuple[float, str, dict | None] |
         return None
     k = len(earlier) + 1
     alpha = 0.05 / k
-    what = "seeds added after verdicts were read" if max(earlier) < seeds else "verdicts were read before"
+    again = any(look.get("seeds") == seeds for look in record.looks)  # this count was read before the others
+    what = "seeds added after verdicts were read" if max(earlier) < seeds and not again else "verdicts were read"
     words = (
         f"{what} at {', '.join(map(str, earlier))} seeds: this report at {seeds} "
         f"seeds is look {k}, tested at α = {alpha:.4g} (0.05 over {k} looks, Bonferroni, as --seeds auto does)"
