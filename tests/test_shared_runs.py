@@ -129,3 +129,25 @@ def test_a_run_that_fails_exits_1_and_a_diverged_one_says_so(tmp_path, monkeypat
         raise failed.value
 
     assert run_command(fail) == 1 and "error: training" in capsys.readouterr().err
+
+
+def test_a_job_whose_folder_a_train_py_still_holds_waits_for_it(tmp_path, capsys):
+    """After a killed compare.py, the train.py it started may still hold its run folder: the same command
+    again waits for it (said once) instead of starting a second train.py there, which would fail."""
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / "exp" / "4M" / "tied-s0"
+    run_dir.mkdir(parents=True)
+    hold = (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); "
+        "time.sleep(1.5); open(sys.argv[1] + '.ended', 'w').close()"  # then it exits, and the lock goes
+    )
+    leftover = subprocess.Popen([sys.executable, "-c", hold, str(run_dir / ".lock")], stdout=subprocess.PIPE, text=True)
+    assert leftover.stdout.readline() == "held\n"
+    asked = []
+    job = launch.Job(name="4M/tied-s0", command=lambda: asked.append((run_dir / ".lock.ended").exists()) or None)
+    assert launch.run_parallel(tmp_path / "exp", [job], n=2, threads=1) == {"4M/tied-s0": True}
+    assert asked == [True]  # its command was read only once the train.py holding the folder had ended
+    assert capsys.readouterr().out.count("waiting for the train.py that still holds it") == 1
+    leftover.wait()

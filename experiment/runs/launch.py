@@ -219,7 +219,7 @@ def run_parallel(out_dir: Path, jobs: list[Job], n: int, threads: int, bar: Runs
     Returns ``{job name: finished}``.
     """
     (out_dir / ".claims").mkdir(parents=True, exist_ok=True)
-    pending, running, done = list(jobs), {}, {}
+    pending, running, done, waiting = list(jobs), {}, {}, set()
     state: dict = {"signum": None}
 
     def forward(signum, frame) -> None:
@@ -242,7 +242,7 @@ def run_parallel(out_dir: Path, jobs: list[Job], n: int, threads: int, bar: Runs
                         done[job.name] = False
                         print(f"[compare] {out_dir / job.name}: not run, a run it starts from failed", flush=True)
                         continue
-                    started = _start(out_dir, job, n, threads)
+                    started = _start(out_dir, job, n, threads, waiting)
                     if started is None:  # another compare.py holds it: try again later
                         pending.append(job)
                     elif isinstance(started, bool):
@@ -287,13 +287,33 @@ def _readiness(job: Job, done: dict[str, bool]) -> str:
     return "fail" if job.needs_from in done else "wait"
 
 
-def _start(out_dir: Path, job: Job, n: int, threads: int) -> _Running | bool | None:
+def _still_training(run_dir: Path) -> bool:
+    """Whether a train.py holds ``run_dir``'s lock now (one a killed compare.py left running)."""
+    if not (run_dir / ".lock").is_file():
+        return False
+    busy = file_lock(run_dir / ".lock", timeout=0)
+    try:
+        busy.acquire()
+    except filelock.Timeout:
+        return True
+    busy.release()
+    return False
+
+
+def _start(out_dir: Path, job: Job, n: int, threads: int, waiting: set[str]) -> _Running | bool | None:
     """Claim and start ``job``: its :class:`_Running`, True when nothing was left to do, False when its
-    command was refused (the message is printed), None when another process holds its claim."""
+    command was refused (the message is printed), None when another process holds its claim or a
+    train.py is still at work in its folder (said once, by name in ``waiting``)."""
     claim = file_lock(out_dir / ".claims" / f"{job.folder.replace('/', '_')}.lock", timeout=0)
     try:
         claim.acquire()
     except filelock.Timeout:
+        return None
+    if _still_training(out_dir / job.folder):  # its compare.py was killed: let it end, then go on from it
+        claim.release()
+        if job.folder not in waiting:
+            waiting.add(job.folder)
+            print(f"[compare] {out_dir / job.folder}: waiting for the train.py that still holds it ...", flush=True)
         return None
     try:
         cmd = job.command()
