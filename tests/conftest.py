@@ -55,8 +55,8 @@ class ForwardedCtrlC:
     def __init__(self, real) -> None:
         self.real, self.received = real, False
 
-    def __call__(self, cmd: list[str]) -> tuple[int, int | None]:
-        status, signum = self.real(cmd)
+    def __call__(self, cmd: list[str], watch=None) -> tuple[int, int | None]:
+        status, signum = self.real(cmd, watch)
         self.received = self.received or signum == signal.SIGINT
         return status, signum
 

@@ -87,6 +87,26 @@ def test_a_fresh_start_of_a_finished_run_is_a_second_draw_and_a_resume_is_not(tm
     assert len(problems) == 1 and problems[0].startswith("1 run (tied-s0) trained again from scratch")
 
 
+def test_a_checkpoint_seen_while_a_run_trains_makes_a_later_fresh_start_a_second_draw(tmp_path):
+    """compare.py notes a run's first checkpoint while its train.py runs, not only when it ends: killed with
+    it (no end ever noted), the run deleted and started afresh still reads as trained again from scratch."""
+    import sys
+
+    from experiment.runs import launch
+
+    folder, paths = _experiment(tmp_path)
+    ledger.note_start(folder, "tied-s0", fresh=False)  # a resume, as if the run had been stopped
+    (folder / "tied-s0" / "summary.json").unlink()
+    child = "import time; time.sleep(1.5)"  # its folder holds ckpt_last.pt (the fake run's) while it runs
+    (folder / "tied-s0" / "ckpt_last.pt").write_bytes(b"a checkpoint")
+    watch = launch._CheckpointWatch(folder, "tied-s0")
+    assert launch.run_forwarding_signals([sys.executable, "-c", child], watch=watch) == (0, None)
+    assert _noted(folder)["tied-s0"] == {"summary": None, "checkpointed": True}
+    shutil.rmtree(folder / "tied-s0")  # killed with its compare.py (no note of its end), then deleted
+    ledger.note_start(folder, "tied-s0", fresh=True)
+    assert _noted(folder)["tied-s0"]["redrawn"] is True
+
+
 def test_run_folders_picked_from_an_experiment_folder_must_be_all_of_them(tmp_path):
     """Run folders given by hand that leave out finished runs of their experiment folder (here seed 2 of both
     arms, before any look) read not calibrated, naming them (given whole: the first test).  Such a report

@@ -87,7 +87,7 @@ def test_a_run_another_process_finished_is_reused_not_trained_again(tmp_path, mo
     the finished run (summary.json) and starts no train.py for it."""
     started = []
 
-    def fake_train(cmd):
+    def fake_train(cmd, watch=None):
         name = cmd[cmd.index("--run-name") + 1]
         started.append(name)
         (tmp_path / name).mkdir()
@@ -114,7 +114,7 @@ def test_a_run_that_fails_exits_1_and_a_diverged_one_says_so(tmp_path, monkeypat
     from core.cli import run_command
     from core.errors import RunFailed
 
-    def failing_train(cmd):
+    def failing_train(cmd, watch=None):
         if diverged:
             (tmp_path / "r").mkdir()
             (tmp_path / "r" / "diverged.json").write_text("{}")

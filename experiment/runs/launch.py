@@ -33,14 +33,30 @@ T = TypeVar("T")
 TRAIN_PY = str(REPO_ROOT / "train.py")
 
 
-def run_forwarding_signals(cmd: list[str]) -> tuple[int, int | None]:
+POLL_S = 0.5  # seconds between looks at the running processes
+
+
+class _CheckpointWatch:
+    """Called while a run trains: notes in the ledger, once, that its folder holds a checkpoint."""
+
+    def __init__(self, out_dir: Path, name: str) -> None:
+        self.out_dir, self.name, self.noted = out_dir, name, False
+
+    def __call__(self) -> None:
+        if not self.noted and RunFolder(self.out_dir / self.name).last_ckpt.is_file():
+            ledger.note_checkpointed(self.out_dir, self.name)
+            self.noted = True
+
+
+def run_forwarding_signals(cmd: list[str], watch: Callable[[], None] | None = None) -> tuple[int, int | None]:
     """Run ``cmd`` to completion, passing each SIGINT / SIGTERM / SIGHUP we receive on to it.
 
     Returns ``(exit status, the last signal passed on or None)``.  The child runs in its own
     POSIX session (``start_new_session``), so a terminal's Ctrl-C (sent to the whole process
     group) reaches it once, through us, and ``train.py`` gets to stop at a step boundary with a checkpoint
     (``subprocess.run`` would SIGKILL the child on our KeyboardInterrupt).  The handlers are
-    in place before the child starts; a signal the parent ignores stays ignored.
+    in place before the child starts; a signal the parent ignores stays ignored.  ``watch``, if
+    given, is called every :data:`POLL_S` seconds while the child runs.
     """
     state: dict = {"proc": None, "signum": None}
 
@@ -60,7 +76,13 @@ def run_forwarding_signals(cmd: list[str]) -> tuple[int, int | None]:
             state["proc"] = proc
             if state["signum"] is not None:  # it came while the child was starting
                 proc.send_signal(state["signum"])
-            status = proc.wait()
+            while True:
+                try:
+                    status = proc.wait(timeout=POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    if watch is not None:
+                        watch()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
@@ -109,7 +131,7 @@ def run_arm(
         return run_dir
     print(f"[compare] {run_dir}: {'resuming' if '--resume' in cmd else 'training'}", flush=True)
     ledger.note_start(out_dir, name, fresh="--resume" not in cmd)
-    returncode, signum = run_forwarding_signals(cmd)
+    returncode, signum = run_forwarding_signals(cmd, watch=_CheckpointWatch(out_dir, name))
     ledger.note_finished(out_dir, name)  # however it ended: a stop in its last step may leave it finished
     if signum is not None:  # the user asked to stop: never go on to the next arm, however the child ended
         raise Interrupted(
@@ -204,6 +226,7 @@ class _Running:
     proc: subprocess.Popen
     claim: filelock.FileLock
     log: Path | None
+    watch: Callable[[], None]
 
 
 def run_parallel(out_dir: Path, jobs: list[Job], n: int, threads: int, bar: RunsBar | None = None) -> dict[str, bool]:
@@ -251,6 +274,7 @@ def run_parallel(out_dir: Path, jobs: list[Job], n: int, threads: int, bar: Runs
                         running[job.name] = started
             for name, r in list(running.items()):
                 if r.proc.poll() is None:
+                    r.watch()
                     continue
                 del running[name]
                 ledger.note_finished(out_dir, r.job.folder)  # however it ended (a stop in its last step)
@@ -271,9 +295,6 @@ def run_parallel(out_dir: Path, jobs: list[Job], n: int, threads: int, bar: Runs
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
     return done
-
-
-POLL_S = 0.5  # seconds between looks at the running processes
 
 
 def _readiness(job: Job, done: dict[str, bool]) -> str:
@@ -335,7 +356,7 @@ def _start(out_dir: Path, job: Job, n: int, threads: int, waiting: set[str]) -> 
         print(f"[compare] {out_dir / job.name}: started (log: {log})", flush=True)
     else:
         proc = subprocess.Popen(cmd, start_new_session=True, env=env)
-    return _Running(job, proc, claim, log)
+    return _Running(job, proc, claim, log, _CheckpointWatch(out_dir, job.folder))
 
 
 def _report_end(out_dir: Path, r: _Running, n: int) -> None:

@@ -88,6 +88,21 @@ def note_finished(out_dir: Path, name: str) -> None:
     _update(out_dir, name, finish)
 
 
+def note_checkpointed(out_dir: Path, name: str) -> None:
+    """While a ``train.py`` that ``compare.py`` started is running: note ``checkpointed`` once its folder holds
+    a checkpoint, so that a later fresh start reads as a second draw even if both processes are killed
+    (only then is :func:`note_finished` never called).  Never notes a summary: one there may be an earlier
+    stage's, which the running resume is about to remove."""
+    run = RunFolder(Path(out_dir) / name)
+
+    def checkpointed(entry: dict) -> dict | None:
+        if not entry or entry.get("summary") or entry.get("checkpointed") or not run.last_ckpt.is_file():
+            return None
+        return {**entry, "checkpointed": True}
+
+    _update(out_dir, name, checkpointed)
+
+
 def note_adopted(out_dir: Path, name: str) -> None:
     """Note the run ``out_dir/name`` as adopted (``--adopt``: checked equal to the run the experiment would train);
     adopted where a run had finished before (deleted since) it is a second draw.  Noting it again is no change."""
