@@ -45,6 +45,8 @@ OTHER_MODES = {
     "--grid": "the grid is a mode of its own: python compare.py grid --axis KEY=V1,V2 (the other options as they are)",
     "--budgets": "the budget axis is a mode of its own: python compare.py budgets --budgets TOKENS,... "
     "(the other options as they are)",
+    "--jobs": "runs at once is an option of the budgets mode: python compare.py budgets --budgets TOKENS,... "
+    "--jobs N (an A/B experiment trains one run at a time; start the command twice to share its runs)",
 }
 
 
@@ -163,7 +165,7 @@ def mode_of(argv: list[str]) -> tuple[str, list[str]]:
     if argv and not argv[0].startswith("-"):
         return "report", argv
     for flag, fix in OTHER_MODES.items():
-        if flag in argv:
+        if any(a == flag or a.startswith(f"{flag}=") for a in argv):
             raise UserError(f"{flag}: {fix}")
     return "ab", argv
 

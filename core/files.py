@@ -90,15 +90,24 @@ def write_json(path: Path, obj, indent: int = 2) -> None:
 def read_json(path: Path, what: str) -> dict:
     """Read the JSON object ``what`` (e.g. "run config") from ``path``.
 
-    Raises :class:`UserError` naming the file when it is missing or not valid JSON.
+    Raises :class:`UserError` naming the file when it is missing, not valid JSON or not an object.
     """
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{what} {path} does not exist: is this a tinygpt run folder?")
+    # A run's config.json is also in each of its checkpoints; other files have no second copy here.
+    fix = (
+        "restore it from the run's checkpoint"
+        if path.name == "config.json"
+        else "restore it from a copy (git, a backup)"
+    )
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{what} {path} is not valid JSON ({e}): restore it from the run's checkpoint") from None
+        raise UserError(f"{what} {path} is not valid JSON ({e}): {fix}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{what} {path} holds a JSON {type(data).__name__}, not an object: {fix}")
+    return data
 
 
 def sha256_bytes(data: bytes) -> str:

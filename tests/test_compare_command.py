@@ -237,6 +237,14 @@ def test_compare_cli_refuses_mixed_modes_and_fixed_keys(capsys):
     assert len(err) == 2 and all(line.startswith("error: ") for line in err)
 
 
+@pytest.mark.parametrize("argv", [["--jobs", "2"], ["--jobs=2"], ["--grid", "x"], ["--budgets=1M"]])
+def test_another_modes_option_in_the_ab_mode_names_that_mode(capsys, argv):
+    """--jobs, --grid or --budgets given to the A/B mode: one line naming the mode they belong to."""
+    assert compare.main(["--config", "configs/debug.toml", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 1 and ("compare.py budgets" in err or "compare.py grid" in err)
+
+
 # ----------------------------------------------------------------------------- end to end
 
 

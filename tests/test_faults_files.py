@@ -395,3 +395,23 @@ def test_a_non_finite_model_is_never_written_over_a_checkpoint(tmp_path):
     with pytest.raises(UserError, match=r"blocks\.0\.mlp\.up_proj\.weight .*not finite at step 2"):
         faults.write_checkpoint(path, {"model": model.state_dict(), "step": 2}, model, "python train.py --resume")
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fix"),
+    [
+        ("config.json", "{broken", "restore it from the run's checkpoint"),
+        ("experiment.json", "{broken", "restore it from a copy"),
+        ("experiment.json", "[]", "holds a JSON list, not an object: restore it from a copy"),
+    ],
+)
+def test_a_damaged_json_file_is_one_line_naming_a_fix_that_exists(tmp_path, name, text, fix):
+    """A damaged JSON record names itself and a fix that exists for it: a run's config.json is in each of
+    its checkpoints; an experiment.json has no second copy in its folder. Valid JSON that is no object
+    (a list) is refused the same way, not a traceback later."""
+    from core.errors import UserError
+    from core.files import read_json
+
+    (tmp_path / name).write_text(text)
+    with pytest.raises(UserError, match=fix.replace("(", r"\(")):
+        read_json(tmp_path / name, "record")

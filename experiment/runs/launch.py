@@ -286,8 +286,8 @@ def run_parallel(out_dir: Path, jobs: list[Job], n: int, threads: int, bar: Runs
             if state["signum"] is not None and not running:
                 raise Interrupted(
                     state["signum"],
-                    "stopped: every running train.py saved its checkpoint; run the same compare.py command again "
-                    "to continue",
+                    "stopped: each running train.py was asked to save a checkpoint and stop (its own lines say "
+                    "whether it could); run the same compare.py command again to continue",
                 )
             if pending or running:
                 time.sleep(POLL_S)
