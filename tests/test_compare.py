@@ -217,7 +217,7 @@ def test_equal_parameter_runs_are_accepted_and_the_size_difference_stated(tmp_pa
 
 
 def test_report_refuses_empty_metrics_and_unfinished_runs(tmp_path):
-    """Empty metrics.jsonl or a run that stopped early is named, with how to fix it."""
+    """Empty metrics.jsonl, a run that stopped early or one that diverged is named, with how to fix it."""
     empty = fake_run(tmp_path, "e", True, 0, 3.0)
     (empty / "metrics.jsonl").write_text("")
     with pytest.raises(UserError, match="missing or empty"):
@@ -225,6 +225,11 @@ def test_report_refuses_empty_metrics_and_unfinished_runs(tmp_path):
     short = fake_run(tmp_path, "s", True, 0, 3.0, train__max_iters=40)
     with pytest.raises(UserError, match="unfinished .*--resume"):
         folders.load_run(short)
+    diverged = fake_run(tmp_path, "d", True, 0, 3.0, train__max_iters=40)  # resumed, it would diverge again
+    (diverged / "summary.json").unlink(missing_ok=True)
+    (diverged / "diverged.json").write_text("{}")
+    with pytest.raises(UserError, match="diverged .*compare at a lower rate"):
+        folders.load_run(diverged)
 
 
 def test_runs_with_and_without_a_final_score_are_not_compared(tmp_path):
