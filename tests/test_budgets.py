@@ -167,7 +167,7 @@ def test_the_budgets_mode_refuses_what_it_cannot_train(capsys):
     are each one error line and exit 2."""
     base = ["budgets", "--config", "configs/debug.toml"]
     assert compare.main(["--config", "configs/debug.toml", "--jobs", "2"]) == 2
-    assert "unknown option --jobs" in error_line(capsys)
+    assert "--jobs: runs at once is an option of the budgets mode" in error_line(capsys)
     assert compare.main(["--config", "configs/debug.toml", "--budgets", "1M"]) == 2
     assert "python compare.py budgets --budgets TOKENS" in error_line(capsys)
     assert compare.main([*base, "--budgets", "1M", "--axis", "model.n_embd=32,64"]) == 2
