@@ -1,6 +1,9 @@
 """Several ``compare.py`` processes on one experiment folder (each run claimed, none trained twice), and
 the progress line compare.py prints before each phase."""
 
+import json
+import socket
+
 import pytest
 
 from core.files import file_lock
@@ -145,6 +148,7 @@ def test_a_job_whose_folder_a_train_py_still_holds_waits_for_it(tmp_path, capsys
     )
     leftover = subprocess.Popen([sys.executable, "-c", hold, str(run_dir / ".lock")], stdout=subprocess.PIPE, text=True)
     assert leftover.stdout.readline() == "held\n"
+    (run_dir / "lock.json").write_text(json.dumps({"pid": leftover.pid, "host": socket.gethostname()}))  # as RunLock
     asked = []
     job = launch.Job(name="4M/tied-s0", command=lambda: asked.append((run_dir / ".lock.ended").exists()) or None)
     assert launch.run_parallel(tmp_path / "exp", [job], n=2, threads=1) == {"4M/tied-s0": True}

@@ -33,7 +33,7 @@ from core.files import file_lock, write_json
 from model.checkpoint import save_checkpoint
 from model.gpt import GPT
 from training.config import RunConfig, TrainConfig
-from training.run_files import LAST_CKPT
+from training.run_files import DIVERGED, LAST_CKPT
 
 
 class RunLock:
@@ -293,9 +293,6 @@ def lock_is_live(run_dir: Path) -> bool:
         return on_this_host  # no working flock here (e.g. ENOLCK): trust the live pid
     finally:
         os.close(fd)  # releases the shared flock if it was granted
-
-
-DIVERGED = "diverged.json"  # a run that stopped on a non-finite loss or gradient; gone once it finishes
 
 
 def record_divergence(run_dir: Path, step: int, reason: str, learning_rate: float, lr_at_step: float) -> None:

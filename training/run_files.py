@@ -22,6 +22,7 @@ METRICS = "metrics.jsonl"  # one JSON row per log interval, eval and resume, app
 ENV = "env.json"  # the environment a run started in: git commit, library versions, hardware, command line
 LAST_CKPT = "ckpt_last.pt"  # everything a resume needs, optimizer included
 BEST_CKPT = "ckpt_best.pt"  # the weights at the best periodic val loss
+DIVERGED = "diverged.json"  # a run that stopped on a non-finite loss or gradient; gone once it trains past it
 IMPORTED = "imported.json"  # in a run folder `hf.py import` made from weights (no training): their source
 # Beside run folders, not in one: the record of the compare.py experiment whose runs they are.
 EXPERIMENT_FILE = "experiment.json"
@@ -72,6 +73,12 @@ class RunFolder:
     def finished(self) -> bool:
         """Whether the run finished: its summary, written after the last step, exists."""
         return self.summary_path.is_file()
+
+    @property
+    def diverged(self) -> bool:
+        """Whether the run stopped on a non-finite loss and has not trained past that step (resumed, it
+        would stop there again)."""
+        return (self.path / DIVERGED).is_file()
 
     @property
     def resumable(self) -> bool:

@@ -54,7 +54,7 @@ from experiment.budget.run import TRUNKS, label, plan_budgets, trunk_arm
 from experiment.best import BestVsBest, at_edge, verdicts
 from experiment.runs.record import flatten
 from training.config import RunConfig
-from training.faults import DIVERGED
+from training.run_files import DIVERGED
 from training.runs import read_metrics
 from training.run_files import RunFolder, runs_in
 

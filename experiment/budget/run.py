@@ -41,7 +41,7 @@ from experiment.runs.launch import TRAIN_PY, Job, arm_command
 from experiment.runs.plan import Plan, RunsBar, arm_params, lr_flags, measure_step_seconds
 from experiment.runs.record import remember_settings
 from training.branch import step_checkpoint, tokens_per_step
-from training.faults import DIVERGED
+from training.run_files import DIVERGED
 from training.config import RunConfig, TrainConfig
 from training.runs import is_finished
 from training.run_files import RunFolder, runs_in

@@ -41,7 +41,7 @@ from experiment.arms import (
 )
 from experiment.runs.record import BOOKKEEPING, EXPERIMENT_FILE, ExperimentRecord, flatten
 from training.runs import load_run_config, read_metrics
-from training.faults import DIVERGED
+from experiment.runs.launch import unfinished
 from training.run_files import RunFolder
 
 # What arms may differ in: their own settings, a tuned learning rate (min_lr and Muon's rate follow it,
@@ -192,16 +192,8 @@ def load_run(path: Path, arms: ArmSet = PRESETS) -> Run:
     if not evals:
         raise UserError(f"{metrics_path} has no eval rows: re-run it with eval_interval <= max_iters")
     max_iters = config["train"]["max_iters"]
-    if not folder.finished and (path / DIVERGED).is_file():  # resumed, it would diverge at the same step again
-        raise UserError(
-            f"run {path} diverged ({path / DIVERGED}): it cannot be compared; compare at a lower rate "
-            "(--lr-grid, or the arm's train.learning_rate) under a new --name"
-        )
     if not folder.finished or evals[-1]["step"] != max_iters:
-        raise UserError(
-            f"run {path} is unfinished (last eval at step {evals[-1]['step']} of {max_iters}): "
-            f"finish it with python train.py --resume --run-name {path.name} --train.out_dir={path.parent}"
-        )
+        raise UserError(unfinished(folder, evals[-1]["step"], max_iters))
     summary = folder.summary
     needed = ("parameters", "non_embedding_parameters", "tokens_per_s_median")
     if not isinstance(summary, dict) or any(not isinstance(summary.get(k), (int, float)) for k in needed):

@@ -26,14 +26,26 @@ from core.signals import StopSignals
 from experiment.runs import ledger
 from experiment.runs.plan import RunsBar
 from training.branch import check_trunk
-from training.faults import DIVERGED
-from training.run_files import RunFolder
+from training.faults import lock_is_live
+from training.run_files import DIVERGED, RunFolder
 
 T = TypeVar("T")
 TRAIN_PY = str(REPO_ROOT / "train.py")
 
 
 POLL_S = 0.5  # seconds between looks at the running processes
+# What a diverged run asks for: trained again, it would stop at the same step.
+LOWER_RATE = "compare at a lower rate (--lr-grid, or the arm's train.learning_rate) under a new --name"
+
+
+def unfinished(run: RunFolder, last_eval: int, max_iters: int) -> str:
+    """Why a run cannot be read yet, and what to do: resume it, or, if it diverged, train at a lower rate."""
+    if run.diverged:
+        return f"run {run.path} diverged (last eval at step {last_eval} of {max_iters}): {LOWER_RATE}"
+    return (
+        f"run {run.path} is unfinished (last eval at step {last_eval} of {max_iters}): finish it with "
+        f"python train.py --resume --run-name {run.path.name} --train.out_dir={run.path.parent}"
+    )
 
 
 class _CheckpointWatch:
@@ -139,10 +151,10 @@ def run_arm(
             f"stopped while training {run_dir} (exit {returncode}; its checkpoint is "
             "saved): run the same compare.py command again to continue",
         )
-    if returncode != 0 and (run_dir / DIVERGED).is_file():  # trained again, it would diverge again
+    if returncode != 0 and RunFolder(run_dir).diverged:
         raise RunFailed(
             f"training {run_dir} diverged ({run_dir / DIVERGED}): the same command would train it to the same "
-            "step again; compare at a lower rate (--lr-grid, or the arm's train.learning_rate) under a new --name"
+            f"step again; {LOWER_RATE}"
         )
     if returncode != 0:
         raise RunFailed(
@@ -308,19 +320,6 @@ def _readiness(job: Job, done: dict[str, bool]) -> str:
     return "fail" if job.needs_from in done else "wait"
 
 
-def _still_training(run_dir: Path) -> bool:
-    """Whether a train.py holds ``run_dir``'s lock now (one a killed compare.py left running)."""
-    if not (run_dir / ".lock").is_file():
-        return False
-    busy = file_lock(run_dir / ".lock", timeout=0)
-    try:
-        busy.acquire()
-    except filelock.Timeout:
-        return True
-    busy.release()
-    return False
-
-
 def _start(out_dir: Path, job: Job, n: int, threads: int, waiting: set[str]) -> _Running | bool | None:
     """Claim and start ``job``: its :class:`_Running`, True when nothing was left to do, False when its
     command was refused (the message is printed), None when another process holds its claim or a
@@ -330,7 +329,7 @@ def _start(out_dir: Path, job: Job, n: int, threads: int, waiting: set[str]) -> 
         claim.acquire()
     except filelock.Timeout:
         return None
-    if _still_training(out_dir / job.folder):  # its compare.py was killed: let it end, then go on from it
+    if lock_is_live(out_dir / job.folder):  # a train.py whose compare.py was killed: let it end, then go on
         claim.release()
         if job.folder not in waiting:
             waiting.add(job.folder)
