@@ -116,13 +116,13 @@ def _prompt(args: argparse.Namespace) -> str:
 
 def _check_sampling_flags(args: argparse.Namespace) -> None:
     """Refuse sampling flags that are out of range or contradict each other (:class:`UserError`)."""
-    check_sampling(
-        1.0 if args.temperature is None else args.temperature, args.top_k, args.top_p, greedy=False, as_flags=True
-    )
     if args.greedy and (args.top_k is not None or args.temperature is not None or args.top_p is not None):
         raise UserError(
             "--greedy takes the argmax and ignores sampling: drop --top-k / --top-p / --temperature, or drop --greedy"
         )
+    check_sampling(
+        1.0 if args.temperature is None else args.temperature, args.top_k, args.top_p, greedy=False, as_flags=True
+    )
     if "" in args.stop:
         raise UserError("--stop '' would end every sample at once: give the text to stop at, e.g. --stop $'\\n\\n'")
     if args.num_samples < 1 or args.max_new_tokens < 1:

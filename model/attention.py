@@ -25,6 +25,11 @@ from model.rope import apply_rotary
 from model.sdpa import causal_attention
 
 
+def _norm_f32(norm: nn.RMSNorm, x: torch.Tensor) -> torch.Tensor:
+    """``norm(x)`` computed in float32 (input and gain), returned in ``x``'s dtype: ``(..., head_size)``."""
+    return F.rms_norm(x.float(), norm.normalized_shape, norm.weight.float(), norm.eps).to(x.dtype)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head (or grouped-query) causal self-attention: ``(B, T, n_embd) -> (B, T, n_embd)``.
 
@@ -73,8 +78,9 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, -1, self.head_size).transpose(1, 2) for t in qkv)
         if self.q_norm is not None:  # over each head's head_size values, before the rotation (Qwen3)
             # In float32, as Qwen3's RMSNorm computes: under bf16 autocast q and k are bf16, which nn.RMSNorm
-            # with a float32 gain would take through its slow unfused path (with a warning).
-            q, k = self.q_norm(q.float()).to(q.dtype), self.k_norm(k.float()).to(k.dtype)
+            # with a float32 gain would take through its slow unfused path (with a warning); so would a
+            # float32 input with a bf16 gain (a model cast with .to(torch.bfloat16)): both go in as float32.
+            q, k = _norm_f32(self.q_norm, q), _norm_f32(self.k_norm, k)
         if rotary is not None:
             q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
         if cache is None:

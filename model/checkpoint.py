@@ -132,21 +132,26 @@ def _state_mismatch(model: GPT, ckpt: dict, error: Exception) -> str:
     return "; ".join(parts) or first_line(error)
 
 
-def load_model_state(model: GPT, ckpt: dict, source: str = "checkpoint") -> None:
+def load_model_state(model: GPT, ckpt: dict, source: str = "checkpoint", fix: str | None = None) -> None:
     """Load ``ckpt['model']`` into ``model``, checking the embedding tie first.
 
     PyTorch would silently load an untied checkpoint into a tied model (both keys copy into
     the one shared tensor, the last one wins), so a ``tie_embeddings`` mismatch is an error.
     Afterwards a tied model's head still *is* its embedding.
+    ``fix`` is the advice a tie mismatch ends with (by default: set ``--model.tie_embeddings``).
     Raises :class:`UserError` on a tie mismatch, on a checkpoint labelled tied whose ``wte`` and
     ``lm_head`` matrices differ, or on missing / unexpected / misshapen keys.
     """
     want = model.tied  # after a tie-then-untie switch the model is untied though its config began tied
     have = ckpt.get("tie_embeddings")
+    if not isinstance(have, bool):
+        raise UserError(
+            f"{source} does not say whether its embedding and head are tied: it is not a tinygpt checkpoint"
+        )
     if have is not want:
         raise UserError(
-            f"{source} has tie_embeddings={have} but the model has tie_embeddings={want}: "
-            f"set --model.tie_embeddings={str(have).lower()} to match the checkpoint"
+            f"{source} has tie_embeddings={str(have).lower()} but the model has tie_embeddings={str(want).lower()}: "
+            + (fix or f"set --model.tie_embeddings={str(have).lower()} to match the checkpoint")
         )
     state = ckpt.get("model")
     if want and isinstance(state, dict):

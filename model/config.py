@@ -6,6 +6,7 @@ config = GPTConfig(n_layer=4, n_head=4, n_embd=128, tie_embeddings=False)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from core.errors import UserError
@@ -115,8 +116,8 @@ class GPTConfig:
         for name, choices in (("position", POSITIONS), ("norm", NORMS), ("mlp", MLPS)):
             if getattr(self, name) not in choices:
                 raise UserError(f"model.{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
-        if not self.rope_theta > 0:
-            raise UserError(f"model.rope_theta must be > 0, got {self.rope_theta!r}")
+        if not (self.rope_theta > 0 and math.isfinite(self.rope_theta)):
+            raise UserError(f"model.rope_theta must be a finite number > 0, got {self.rope_theta!r}")
         if self.rope_theta != DEFAULT_ROPE_THETA and self.position != "rope":
             raise UserError(
                 "model.rope_theta needs rotary positions: set model.position=rope, or drop model.rope_theta"
@@ -135,8 +136,8 @@ class GPTConfig:
                 f"model.n_kv_head={self.n_kv_head} does not divide model.n_head={self.n_head}: "
                 "pick n_kv_head that divides n_head (0 means n_head)"
             )
-        if not self.logit_softcap >= 0:
-            raise UserError(f"model.logit_softcap must be >= 0 (0: no cap), got {self.logit_softcap!r}")
+        if not (self.logit_softcap >= 0 and math.isfinite(self.logit_softcap)):  # an infinite cap makes inf * 0
+            raise UserError(f"model.logit_softcap must be a finite number >= 0 (0: no cap), got {self.logit_softcap!r}")
 
     @property
     def head_size(self) -> int:

@@ -77,8 +77,8 @@ class GPT(nn.Module):
     Untied, the embedding and the head are two independent N(0, 0.02) draws; tied, the one
     shared matrix is drawn once.  ``'pytorch'``: the layers' own defaults (``nn.Linear``
     Kaiming-uniform U(-1/sqrt(in), 1/sqrt(in)), ``nn.Embedding`` N(0, 1)); a tied matrix is then
-    the embedding's N(0, 1) draw, so its initial logits are about sqrt(n_embd) times larger
-    than an untied head's.  ``config.zero_init_head`` zeroes an untied head (nanochat).
+    the embedding's N(0, 1) draw, so its initial logits are about sqrt(3 n_embd) times larger
+    than an untied head's (whose U(-a, a) draw has std a / sqrt(3), a = 1 / sqrt(n_embd)).  ``config.zero_init_head`` zeroes an untied head (nanochat).
 
     ``config.lm_head_bias`` adds a learned ``(vocab_size,)`` bias to the head: a free unigram
     offset, which a tied model otherwise has to encode in its shared matrix.
@@ -177,7 +177,9 @@ class GPT(nn.Module):
         """``idx`` ``(B, T)`` int64 -> ``(logits (B, T, vocab_size), loss or None)``.
 
         ``loss`` is the mean ``nn.CrossEntropyLoss`` over all B*T positions when ``targets``
-        ``(B, T)`` is given (computed in float32 even under bf16 autocast), else ``None``.
+        ``(B, T)`` int64 in ``[0, vocab_size)`` is given (computed in float32 even under bf16
+        autocast), else ``None``.  (This path would also skip targets of -100, the loss's
+        ``ignore_index``; the sliced path below has none and raises on them: the data never makes one.)
         ``return_logits=False`` (with ``targets``) returns ``(None, loss)`` and computes the same
         loss without ever holding all ``(B, T, vocab_size)`` logits: a slice of rows at a time
         (:func:`model.head_loss.linear_cross_entropy`, what training and evaluation use on a CPU),

@@ -26,10 +26,15 @@ import torch.nn.functional as F
 from core.errors import UserError
 
 
+# Below this, logits / temperature overflow float32 (max 3.4e38) for logits far from 0, the infinities
+# tie and the lowest id wins instead of the argmax; at 1e-6 the draw is already the argmax in practice.
+MIN_TEMPERATURE = 1e-6
+
+
 def check_sampling(
     temperature: float, top_k: int | None, top_p: float | None, greedy: bool, as_flags: bool = False
 ) -> None:
-    """Raise :class:`UserError` for ``temperature <= 0`` (unless greedy), ``top_k < 1`` or ``top_p`` outside (0, 1].
+    """Raise :class:`UserError` for ``temperature < MIN_TEMPERATURE`` (unless greedy), ``top_k < 1`` or ``top_p`` outside (0, 1].
 
     The one check of the sampling settings, for :meth:`GPT.generate` and ``sample.py``;
     ``as_flags`` names them as command-line flags (``--top-k``) instead of arguments (``top_k``).
@@ -38,9 +43,10 @@ def check_sampling(
     def name(arg: str) -> str:
         return "--" + arg.replace("_", "-") if as_flags else arg
 
-    if not greedy and not temperature > 0:
+    if not greedy and not temperature >= MIN_TEMPERATURE:
         raise UserError(
-            f"{name('temperature')} must be > 0, got {temperature}: use --greedy for deterministic argmax decoding"
+            f"{name('temperature')} must be >= {MIN_TEMPERATURE:g}, got {temperature}: "
+            "use --greedy for deterministic argmax decoding"
         )
     if top_k is not None and top_k < 1:
         raise UserError(f"{name('top_k')} must be >= 1, got {top_k}: omit it to sample from the whole vocabulary")

@@ -5,6 +5,7 @@ Run: ``python -m pytest -q tests/test_choices.py``  (CPU, a few seconds).
 """
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from helpers import MODEL_CHOICES
 
 from core.errors import UserError
 from experiment.arms import parse_arm
+from model.attention import _norm_f32
 from model.checkpoint import load_checkpoint, load_model_state, save_checkpoint
 from model.config import GPTConfig
 from model.gpt import GPT
@@ -170,6 +172,22 @@ def test_qk_norm_normalises_each_heads_queries_and_keys():
     assert tiny().blocks[0].attn.q_norm is None
 
 
+def test_qk_norm_of_a_bfloat16_model_runs_in_float32_without_a_warning():
+    """A model cast with .to(torch.bfloat16) normalises q and k in float32 with its gain cast up, as under
+    autocast: the same values as a float32 norm of the bf16 tensors, and no fused-path dtype warning."""
+    model = tiny(qk_norm=True).to(torch.bfloat16).eval()
+    attn = model.blocks[0].attn
+    with torch.no_grad():
+        attn.q_norm.weight.uniform_(0.5, 1.5, generator=torch.Generator().manual_seed(1))
+    q = torch.randn(2, 2, 8, 16, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+    want = F.rms_norm(q.float(), (16,), attn.q_norm.weight.float(), attn.q_norm.eps).to(torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(_norm_f32(attn.q_norm, q), want, atol=0, rtol=0)
+        logits, _ = model(torch.zeros(1, 8, dtype=torch.long))
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits).all()
+
+
 def test_swiglu_is_silu_gate_times_up_with_about_gelus_parameters():
     """mlp='swiglu': down_proj(silu(gate_proj x) * up_proj x), hidden 2/3 of 4 n_embd rounded up to 32."""
     model = tiny(mlp="swiglu")
@@ -280,9 +298,11 @@ def test_flops_count_swiglus_three_matrices_and_gqas_narrower_kv():
         (dict(n_kv_head=3), "does not divide model.n_head"),
         (dict(n_kv_head=-1), "model.n_kv_head must be an integer >= 0"),
         (dict(mlp_hidden=-4), "model.mlp_hidden must be an integer >= 0"),
-        (dict(logit_softcap=-1.0), "model.logit_softcap must be >= 0"),
+        (dict(logit_softcap=-1.0), "model.logit_softcap must be a finite number >= 0"),
+        (dict(logit_softcap=float("inf")), "model.logit_softcap must be a finite number >= 0"),
         (dict(rope_theta=500.0), "set model.position=rope"),
-        (dict(position="rope", rope_theta=0.0), "model.rope_theta must be > 0"),
+        (dict(position="rope", rope_theta=0.0), "model.rope_theta must be a finite number > 0"),
+        (dict(position="rope", rope_theta=float("inf")), "model.rope_theta must be a finite number > 0"),
         (dict(position="rope", n_head=32), "head size .* is odd"),
     ],
 )

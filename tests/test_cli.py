@@ -141,7 +141,9 @@ def test_sample_top_k_same_seed_same_text(trained):
     [
         (["--prompt", ""], "prompt is empty"),
         (["--top-k", "0"], "--top-k must be >= 1"),
-        (["--temperature", "-1"], "--temperature must be > 0"),
+        (["--temperature", "-1"], "--temperature must be >= 1e-06"),
+        (["--temperature", "1e-39"], "--temperature must be >= 1e-06"),  # logits / 1e-39 overflow float32
+        (["--greedy", "--temperature", "0"], "--greedy takes the argmax"),
         (["--greedy", "--top-k", "5"], "--greedy"),
         (["--prompt-file", "/no/such/file"], "does not exist"),
         (["--top-p", "0"], "--top-p must be in (0, 1]"),

@@ -168,6 +168,34 @@ def test_greedy_with_an_explicit_temperature_is_still_refused(run_dir, capsys):
     assert sample.main(["--run", str(run_dir), "--greedy", "--max-new-tokens", "5"]) == 0
 
 
+def _run_with_config(run_dir: Path, tmp_path: Path) -> Path:
+    """A copy of ``run_dir`` whose checkpoint records the config it was trained with, as train.py's do."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        (folder / name).write_bytes((run_dir / name).read_bytes())
+    ckpt = torch.load(run_dir / "ckpt_best.pt", weights_only=True)
+    save_checkpoint(folder / "ckpt_best.pt", {**ckpt, "config": json.loads((run_dir / "config.json").read_text())})
+    return folder
+
+
+@pytest.mark.parametrize(
+    "key, value", [("n_head", 4), ("mlp", "relu2"), ("logit_softcap", 1.0), ("tie_embeddings", False)]
+)
+def test_a_hand_edited_model_setting_is_refused_not_sampled(run_dir, tmp_path, capsys, key, value):
+    """config.json's model settings must be the checkpoint's: n_head, mlp or logit_softcap keep every tensor's
+    shape, so the weights would load into another function; the error names the setting and says to restore it."""
+    folder = _run_with_config(run_dir, tmp_path)
+    assert sample.main(["--run", str(folder), "--greedy", "--max-new-tokens", "2"]) == 0
+    capsys.readouterr()
+    config = json.loads((folder / "config.json").read_text())
+    config["model"][key] = value
+    (folder / "config.json").write_text(json.dumps(config))
+    assert sample.main(["--run", str(folder), "--greedy", "--max-new-tokens", "2"]) == 2
+    err = error_line(capsys)
+    assert f"model.{key}=" in err and "restore config.json" in err and "--model." not in err
+
+
 def test_a_device_the_machine_lacks_names_sample_pys_own_flag(run_dir, capsys, monkeypatch):
     """--device cuda where no CUDA GPU is visible is one error line whose fix is sample.py's --device, not
     train.py's --train.device."""

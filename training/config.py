@@ -307,6 +307,28 @@ RESUME_OVERRIDABLE = BOOKKEEPING | {
     "train.final_eval_tokens",
 }
 
+
+def edited_setting(
+    saved: dict, now: dict, sections: tuple[str, ...] | None = None
+) -> tuple[str, object, object] | None:
+    """The first setting a resume may not change that differs between two configs, or None.
+
+    ``saved`` is the config a checkpoint was trained with (``ckpt['config']``), ``now`` the run
+    folder's ``config.json`` as ``RunConfig.to_dict()`` gives it; both map section -> key -> value.
+    Returns ``(section.key, value now, value saved)``.  Keys in RESUME_OVERRIDABLE are skipped, and
+    so are keys the checkpoint does not have (settings newer than the run).
+    """
+    for section, values in now.items():
+        if sections is not None and section not in sections:
+            continue
+        was = saved.get(section, {})
+        for key, value in values.items():
+            full = f"{section}.{key}"
+            if full not in RESUME_OVERRIDABLE and key in was and was[key] != value:
+                return full, value, was[key]
+    return None
+
+
 # Settings whose default means "derive it"; a new run records the derived value (training.setup.setup_run).
 RESOLVED_AT_START = (
     "train.lr_decay_iters",

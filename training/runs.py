@@ -29,7 +29,7 @@ from data.tokenizers import load_tokenizer
 from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
 from training import faults
-from training.config import RunConfig, TrainConfig
+from training.config import RunConfig, TrainConfig, edited_setting
 from training.run_files import BEST_CKPT, CONFIG, EXPERIMENT_FILE, IMPORTED, LAST_CKPT, METRICS, RunFolder
 
 
@@ -365,10 +365,18 @@ def load_run(run_dir: Path, which: str, device: torch.device) -> tuple[GPT, obje
         raise UserError(
             f"{path} was trained with another tokenizer than {run_dir / 'tokenizer.json'}: restore the run's tokenizer.json"
         )
+    # Many edits of config.json keep every tensor's shape (n_head, mlp, logit_softcap, rope_theta...), so the
+    # weights would load into another function: the checkpoint's own config decides, as on a resume.
+    edit = edited_setting(ckpt.get("config", {}), cfg.to_dict(), sections=("model",))
+    if edit is not None:
+        full, value, was = edit
+        raise UserError(
+            f"{run_dir / CONFIG} says {full}={value!r} but {path} was trained with {was!r}: restore {CONFIG}"
+        )
     model = GPT(cfg.model)
     if cfg.untie_step() is not None and ckpt.get("tie_embeddings") is False and model.tied:
         model.untie()  # saved after the run's tie-then-untie switch
-    load_model_state(model, ckpt, source=str(path))
+    load_model_state(model, ckpt, source=str(path), fix=f"restore {CONFIG}")
     return model.to(device).eval(), tokenizer, ckpt
 
 

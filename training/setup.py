@@ -27,7 +27,7 @@ from model.checkpoint import load_checkpoint, load_model_state
 from model.gpt import GPT
 from training import ddp, faults, runs
 from training.branch import branch_config, check_trunk, parse_branch_from
-from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, parse_cli, parse_config
+from training.config import RESUME_OVERRIDABLE, RunConfig, TrainConfig, edited_setting, parse_cli, parse_config
 from training.gpt2 import init_from_overrides
 from training.optim import build_optimizer
 from training.schedule import schedule_note
@@ -266,18 +266,13 @@ def check_resumable(ckpt: dict, cfg: RunConfig, s: Setup, saved_vocab_size: int,
             f"{path} was written by {saved_world} rank(s), this resume has {s.dist.world_size}: resume with "
             f"the same number ({'torchrun, ' + str(saved_world) + ' processes in all' if saved_world > 1 else 'python train.py, no torchrun'})"
         )
-    saved, now = ckpt.get("config", {}), cfg.to_dict()
-    for section, values in now.items():
-        for key, value in values.items():
-            full = f"{section}.{key}"
-            if full in RESUME_OVERRIDABLE or full == "train.out_dir":
-                continue
-            was = saved.get(section, {})
-            if key in was and was[key] != value:  # a hand-edited config.json; keys newer than the run are skipped
-                raise UserError(
-                    f"config.json says {full}={value!r} but {path} was trained with "
-                    f"{saved.get(section, {}).get(key)!r}: restore config.json, or start a new run"
-                )
+    edit = edited_setting(ckpt.get("config", {}), cfg.to_dict())  # a hand-edited config.json
+    if edit is not None:
+        full, value, was = edit
+        raise UserError(
+            f"config.json says {full}={value!r} but {path} was trained with {was!r}: "
+            "restore config.json, or start a new run"
+        )
     if ckpt.get("tie_embeddings") is not False:  # not untied yet: it must still reach its switch
         cfg.check_unties()
     # A run stopped after its last step (in its final evaluation, say) resumes to its end: no step to train,
