@@ -9,6 +9,7 @@ kernel releases them when their process dies, however it dies.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -158,6 +159,22 @@ def swap_in_folder(tmp: Path, folder: Path) -> None:
     _fsync_folder(folder.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def move_into_place(tmp: Path, folder: Path) -> None:
+    """Rename the finished folder ``tmp`` to ``folder``, which must be absent or an empty folder then.
+
+    Unlike :func:`swap_in_folder` nothing is ever moved aside: POSIX ``rename`` refuses a non-empty
+    target, so a folder that filled up after the caller checked it (a second export to the same
+    path) is kept.  Raises ``FileExistsError`` naming ``folder`` if it is no longer absent or empty.
+    """
+    try:
+        os.rename(tmp, folder)
+    except OSError as e:
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+            raise FileExistsError(e.errno, "it was filled while this was being written", str(folder)) from None
+        raise
+    _fsync_folder(folder.parent)
 
 
 def file_lock(path: Path, timeout: float = -1) -> filelock.FileLock:

@@ -2,15 +2,16 @@
 
 GPT-2's BPE needs its merge ranks (the ``gpt2.tiktoken`` file, 835,554 bytes).
 tinygpt must work offline, so :func:`find_gpt2_bpe` looks for that file along a
-fixed route (a folder's own copy, ``$TINYGPT_GPT2_BPE``, our cache, tiktoken's
-download URL, then the copy shipped inside the ``openai-whisper`` sdist on
-PyPI) and only ever accepts a file whose sha256 is :data:`GPT2_BPE_SHA256`.
+fixed route (a folder's own copy, ``$TINYGPT_GPT2_BPE``, our cache, a Hugging Face
+folder's ``vocab.json``, tiktoken's download URL, then the copy shipped inside the
+``openai-whisper`` sdist on PyPI) and only ever accepts a file whose sha256 is :data:`GPT2_BPE_SHA256`.
 Used by :class:`data.tokenizers.GPT2Tokenizer`.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import socket
 import subprocess
@@ -52,6 +53,32 @@ def parse_bpe_ranks(contents: bytes) -> dict[bytes, int]:
     ``read_file_cached`` copies every distinct local path into ``<tmp>/data-gym-cache``.
     """
     return {base64.b64decode(tok): int(rank) for tok, rank in (line.split() for line in contents.splitlines() if line)}
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character table (``encoder.py`` in openai/gpt-2), as vocab.json spells tokens."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    rest = [b for b in range(256) if b not in printable]
+    return {**{b: chr(b) for b in printable}, **{b: chr(256 + i) for i, b in enumerate(rest)}}
+
+
+def ranks_from_vocab(vocab_path: Path) -> bytes:
+    """The ``gpt2.tiktoken`` bytes rebuilt from a Hugging Face GPT-2 folder's ``vocab.json``, or ``b""``.
+
+    vocab.json maps each token, spelt through :func:`bytes_to_unicode`, to its id, which is
+    its rank (``<|endoftext|>`` aside); the rank file lists ``<base64 bytes> <rank>`` in rank
+    order.  Whether the result is GPT-2's is for the caller's sha256 check to say: an unreadable
+    or foreign vocab.json gives bytes (or ``b""``) that fail it.
+    """
+    try:
+        vocab = json.loads(Path(vocab_path).read_text(encoding="utf-8"))
+        byte_of = {c: b for b, c in bytes_to_unicode().items()}
+        tokens = sorted(
+            (rank, bytes(byte_of[c] for c in text)) for text, rank in vocab.items() if text != "<|endoftext|>"
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return b""
+    return b"".join(base64.b64encode(tok) + b" %d\n" % rank for rank, tok in tokens)
 
 
 def _fetch_via_tiktoken() -> bytes:
@@ -109,8 +136,10 @@ def find_gpt2_bpe(search_dirs: Iterable = ()) -> Path:
     2. ``$TINYGPT_GPT2_BPE``: missing file or wrong hash -> UserError.
     3. ``<cache_dir()>/gpt2.tiktoken``; a wrong-hash copy is reported on
        stderr and replaced if a fetch below succeeds.
-    4. tiktoken's download URL (fails fast without internet).
-    5. ``pip download`` of the openai-whisper sdist from PyPI; the member
+    4. ``<dir>/vocab.json`` (a Hugging Face GPT-2 folder's) rebuilt into the rank
+       file (:func:`ranks_from_vocab`), if the result's sha256 is right.
+    5. tiktoken's download URL (fails fast without internet).
+    6. ``pip download`` of the openai-whisper sdist from PyPI; the member
        ``whisper/assets/gpt2.tiktoken`` is hash-checked.
 
     Fetched bytes are written atomically to the cache.  Raises UserError
@@ -147,6 +176,14 @@ def find_gpt2_bpe(search_dirs: Iterable = ()) -> Path:
         print(
             f"warning: ignoring '{cached}': sha256 {actual} != expected {GPT2_BPE_SHA256}; re-fetching", file=sys.stderr
         )
+
+    # A Hugging Face GPT-2 folder holds the ranks as vocab.json: rebuilt here, offline, before any download.
+    for d in search_dirs:
+        vocab = Path(d) / "vocab.json"
+        data = ranks_from_vocab(vocab) if vocab.is_file() else b""
+        if data and sha256_bytes(data) == GPT2_BPE_SHA256:
+            atomic_write_bytes(cached, data)
+            return cached
 
     failures = []
     for label, fetch in (("tiktoken download", _fetch_via_tiktoken), ("PyPI", _fetch_via_pypi)):

@@ -13,16 +13,10 @@ from core import optional
 from core.errors import UserError
 from core.files import atomic_write_bytes
 from data.bpe import BPETokenizer
+from data.gpt2_files import bytes_to_unicode
 from data.tokenizers import GPT2Tokenizer, parse_bpe_ranks
 
 TOKENIZER_FILE = "tinygpt_tokenizer.json"  # our own tokenizer description in an exported folder
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table (``encoder.py`` in openai/gpt-2), as vocab.json spells tokens."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    rest = [b for b in range(256) if b not in printable]
-    return {**{b: chr(b) for b in printable}, **{b: chr(256 + i) for i, b in enumerate(rest)}}
 
 
 def gpt2_vocab_and_merges(bpe_path: Path) -> tuple[dict[str, int], list[tuple[str, str]]]:
@@ -33,11 +27,11 @@ def gpt2_vocab_and_merges(bpe_path: Path) -> tuple[dict[str, int], list[tuple[st
     made by merge ``r - 256``; its two halves are what byte-pair encoding of the token's
     bytes with the merges of lower rank alone leaves (tiktoken's own merge rule), so the
     merges come out in GPT-2's order.  The tokens are spelled through
-    :func:`_bytes_to_unicode`.  ``tests/test_hf.py`` checks that a tokenizer built from these
+    :func:`bytes_to_unicode`.  ``tests/test_hf.py`` checks that a tokenizer built from these
     encodes text exactly as tiktoken does.
     """
     ranks = parse_bpe_ranks(Path(bpe_path).read_bytes())
-    spell = _bytes_to_unicode()
+    spell = bytes_to_unicode()
     text = {tok: "".join(spell[b] for b in tok) for tok in ranks}
     merges = []
     for tok, rank in sorted(ranks.items(), key=lambda item: item[1]):
@@ -74,6 +68,11 @@ def write_tokenizer_files(tokenizer, folder: Path, max_length: int | None = None
     if isinstance(tokenizer, BPETokenizer):
         fast = optional.transformers().PreTrainedTokenizerFast(tokenizer_object=tokenizer.hf_tokenizer(), **kwargs)
         fast.save_pretrained(str(folder))
+        # transformers 5 names the class TokenizersBackend, which 4.x lacks; 5 still loads the old name.
+        config_path = folder / "tokenizer_config.json"
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+        atomic_write_bytes(config_path, (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode())
         return
     if not isinstance(tokenizer, GPT2Tokenizer):
         return

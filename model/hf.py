@@ -26,13 +26,14 @@ import os
 import re
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from core import optional
 from core.errors import UserError, first_line
-from core.files import sha256_file, swap_in_folder, temp_folder_beside
+from core.files import move_into_place, sha256_file, temp_folder_beside
 from model import hf_llama
 from model.config import GPTConfig
 from model.gpt import GPT
@@ -68,7 +69,13 @@ def architecture(config: GPTConfig) -> str:
             "model.mlp=relu2 has no Hugging Face export (GPT-2's MLP is GELU, Llama's and Qwen3's SwiGLU): "
             "export a model trained with model.mlp=gelu or swiglu"
         )
-    choices = config.non_default_choices()
+    # Spelt-out defaults are GPT-2's block too: as many kv heads as heads, GELU's 4 n_embd hidden width.
+    plain = replace(
+        config,
+        n_kv_head=0 if config.kv_heads == config.n_head else config.n_kv_head,
+        mlp_hidden=0 if config.mlp == "gelu" and config.mlp_hidden == 4 * config.n_embd else config.mlp_hidden,
+    )
+    choices = plain.non_default_choices()
     if not choices:
         return GPT2
     missing = [f"model.{k}={v}" for k, v in hf_llama.LLAMA_BLOCK.items() if getattr(config, k) != v]
@@ -458,8 +465,8 @@ def export(
     adds ``lm_head.weight`` and ``tie_word_embeddings=False``); then ``write_more(folder)``
     adds files of the caller's (the tokenizer's: :func:`data.hf_tokenizer.write_tokenizer_files`).
     ``eot``: the tokenizer's end-of-text id for bos and eos (:func:`config_to_hf`).
-    The folder is built under a temporary name and swapped in whole
-    (:func:`core.files.swap_in_folder`), so a failed export leaves nothing half-written.
+    The folder is built under a temporary name and renamed into place whole
+    (:func:`core.files.move_into_place`), so a failed export leaves nothing half-written.
     Raises :class:`UserError` if ``out_dir`` exists and is not empty, or no architecture expresses the model.
     """
     out_dir = Path(out_dir)
@@ -475,7 +482,10 @@ def export(
             write_more(tmp)
         for f in tmp.iterdir():
             os.chmod(f, 0o644)
-        swap_in_folder(tmp, out_dir)  # out_dir is absent or empty (checked above)
+        move_into_place(tmp, out_dir)  # never over a folder that filled up since the check above
+    except FileExistsError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UserError(f"{out_dir} was filled by something else during the export: give a new --out folder") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -98,8 +98,13 @@ def config_to_hf(config: GPTConfig, architecture: str, eot: int | None):
         architectures=[architecture],
     )
     if architecture == QWEN3:
-        return transformers.Qwen3Config(**common, use_sliding_window=False)
-    return transformers.LlamaConfig(**common, mlp_bias=config.bias)
+        hf_config = transformers.Qwen3Config(**common, use_sliding_window=False)
+    else:
+        hf_config = transformers.LlamaConfig(**common, mlp_bias=config.bias)
+    # transformers 4.x reads the rotary base at the top level only (without it: 10,000, silently); 5.x reads
+    # rope_parameters and keeps the extra key.  Both loaders then rotate by the model's theta.
+    hf_config.rope_theta = float(config.rope_theta)
+    return hf_config
 
 
 def _rope(c) -> tuple[dict, list[str]]:

@@ -169,6 +169,35 @@ def test_export_refuses_bias_free_models_and_non_empty_folders(tmp_path):
     assert not (tmp_path / "a").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["b"]  # no temp folder left
 
 
+@pytest.mark.parametrize("spelt", [dict(n_kv_head=2), dict(mlp_hidden=64)], ids=["n_kv_head", "mlp_hidden"])
+def test_gpt2s_block_with_its_defaults_spelt_out_exports_as_gpt2(tmp_path, spelt):
+    """n_kv_head = n_head and mlp_hidden = 4 n_embd are GPT-2's block, set or not: GPT2LMHeadModel, same logits."""
+    model = GPT(GPTConfig(vocab_size=97, block_size=8, n_layer=1, n_head=2, n_embd=16, **spelt)).eval()
+    theirs = GPT2LMHeadModel.from_pretrained(hf.export(model, tmp_path / "hf")).eval()
+    x = torch.randint(0, 97, (2, 8), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(x).logits, model(x)[0], atol=1e-5, rtol=0)
+
+
+def test_an_export_never_replaces_a_folder_filled_while_it_wrote(tmp_path):
+    """A second writer filling --out after the emptiness check (two exports to one path) keeps its files:
+    the export is refused in one line and leaves no temp folder."""
+    out = tmp_path / "out"
+
+    def fill_out(folder: Path) -> None:  # runs inside the export, after its check of out
+        out.mkdir()
+        (out / "precious.txt").write_text("mine")
+
+    model = GPT(GPTConfig(vocab_size=97, block_size=8, n_layer=1, n_head=1, n_embd=8))
+    with pytest.raises(UserError, match="filled by something else during the export") as e:
+        hf.export(model, out, write_more=fill_out)
+    assert "\n" not in str(e.value)
+    assert sorted(p.name for p in out.iterdir()) == ["precious.txt"] and (out / "precious.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    (tmp_path / "empty").mkdir()  # an empty folder is still taken
+    assert hf.export(model, tmp_path / "empty") and (tmp_path / "empty" / "config.json").is_file()
+
+
 @pytest.mark.parametrize(
     "choice, line",
     [
@@ -269,33 +298,6 @@ def test_a_transformers_too_old_for_our_config_layout_is_one_line(monkeypatch):
         optional.transformers()
 
 
-def test_gpt2_tokenizer_files_load_in_transformers_and_encode_as_tiktoken(tmp_path):
-    """vocab.json / merges.txt rebuilt from gpt2.tiktoken: 50,000 merges, and AutoTokenizer gives tiktoken's ids."""
-    ours = build_tokenizer("gpt2")
-    write_tokenizer_files(ours, tmp_path, max_length=1024)
-    assert len((tmp_path / "merges.txt").read_text(encoding="utf-8").splitlines()) == 1 + 50000
-    theirs = AutoTokenizer.from_pretrained(str(tmp_path))
-    assert len(theirs) == 50257 and theirs.eos_token_id == 50256 and theirs.model_max_length == 1024
-    texts = [VERSE * 20, "héllo wörld, 日本語 🎉🎉  \n\n\t  x 's 'll  123456789 ...!?", " leading space", "ÿ\x00\x7f"]
-    for text in texts:
-        assert theirs(text)["input_ids"] == ours.encode(text), text[:40]
-        assert theirs.decode(ours.encode(text)) == text
-    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "gpt2.tiktoken", "tinygpt_tokenizer.json"):
-        assert (tmp_path / name).is_file(), name
-
-
-def test_bpe_tokenizer_files_load_in_transformers_and_encode_alike(tmp_path):
-    """A bpe:N tokenizer exports as Hugging Face's own tokenizer.json: AutoTokenizer gives our ids and text back."""
-    from data.bpe import BPETokenizer
-
-    ours = BPETokenizer.train(["The quick brown fox jumps over the lazy dog. " * 40, "To be or not to be. " * 40], 300)
-    write_tokenizer_files(ours, tmp_path, max_length=64)
-    theirs = AutoTokenizer.from_pretrained(str(tmp_path))
-    text = "The lazy fox: to be, or ünseen 🤖!"
-    assert theirs(text)["input_ids"] == ours.encode(text) and theirs.decode(ours.encode(text)) == text
-    assert theirs.model_max_length == 64
-
-
 def test_cli_import_sample_export(tmp_path, capsys):
     """hf.py import -> sample.py -> hf.py export -> from_pretrained: the same weights."""
     theirs = small_gpt2(vocab_size=hf.GPT2_VOCAB_SIZE)
@@ -342,27 +344,6 @@ def test_a_hugging_face_folder_given_as_a_run_names_hf_py_import(tmp_path, capsy
     assert "is a Hugging Face folder, not a run folder" in (line := error_line(capsys)) and "hf.py import" in line
     assert hf_cli.main(["export", "--run", str(tmp_path / "gpt2"), "--out", str(tmp_path / "hf")]) == 2
     assert "python hf.py import --hf" in error_line(capsys) and not (tmp_path / "hf").exists()
-
-
-def test_a_char_model_exports_with_its_own_tokenizer_file_and_imports_back(tmp_path, capsys):
-    """The char tokenizer has no Hugging Face form: tinygpt_tokenizer.json carries it, and import reads it back."""
-    chars = sorted(set(VERSE))
-    torch.manual_seed(2)
-    ours = GPT(GPTConfig(vocab_size=len(chars), block_size=32, n_layer=2, n_head=2, n_embd=32)).eval()
-    hf.export(ours, tmp_path / "hf", lambda folder: write_tokenizer_files(CharTokenizer(chars), folder))
-    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [
-        "config.json",
-        "model.safetensors",
-        "tinygpt_tokenizer.json",
-    ]
-    assert hf_cli.main(["import", "--hf", str(tmp_path / "hf"), "--out", str(tmp_path / "run")]) == 0
-    capsys.readouterr()
-    assert (
-        sample.main(["--run", str(tmp_path / "run"), "--prompt", "ROMEO:", "--greedy", "--max-new-tokens", "20"]) == 0
-    )
-    tok = CharTokenizer(chars)
-    want = tok.decode(ours.generate(torch.tensor([tok.encode("ROMEO:")]), 20, greedy=True)[0].tolist())
-    assert capsys.readouterr().out == want + "\n"  # the imported model continues exactly as the exported one
 
 
 # --------------------------------------------------------------------------- train.py --init-from
@@ -434,7 +415,7 @@ def test_init_from_starts_from_exactly_the_checkpoint_weights(tmp_path, gpt2_fol
     [
         (["--model.n_layer=3"], "model.n_layer=3 (from the command line) conflicts"),
         (["--model.block_size=128"], "block_size=128"),
-        (["--data.tokenizer=char"], "needs the gpt2 tokenizer"),
+        (["--data.tokenizer=char"], "was trained with the gpt2 tokenizer, not 'char': use --data.tokenizer=gpt2"),
         (["--model.gelu_approximate=none"], "gelu_approximate=none (from the command line) conflicts"),
         (["--model.position=rope"], "which have GPT-2's block, not model.position=rope: drop it"),
     ],
@@ -453,6 +434,27 @@ def test_gpt2_weights_into_a_model_of_another_block_are_refused(gpt2_folder, cho
     shape = dict(vocab_size=hf.GPT2_VOCAB_SIZE, block_size=32, n_layer=2, n_head=2, n_embd=32)
     with pytest.raises(UserError, match="the model to fill is not GPT-2's block: "):
         hf.load_into(GPT(GPTConfig(**shape, **choice)), str(gpt2_folder))
+
+
+def test_init_from_weights_of_another_vocabulary_names_their_size_not_gpt2(tmp_path, capsys):
+    """A GPT-2 folder of 97 tokens (a char or bpe:N run's export) with --data.tokenizer=char is refused for its
+    vocabulary, one line: it never claims the weights were trained with the gpt2 tokenizer."""
+    small_gpt2(vocab_size=97).save_pretrained(tmp_path / "char-export")
+    argv = [*init_args(tmp_path, tmp_path / "char-export"), "--data.tokenizer=char", "--run-name", "bad"]
+    assert train.main(argv) == 2
+    err = error_line(capsys)
+    assert "has 97 tokens, not the gpt2 tokenizer's 50257" in err and "trained with the gpt2" not in err
+
+
+def test_resuming_an_imported_run_says_it_has_no_training_and_how_to_fine_tune(tmp_path, capsys):
+    """hf.py import writes a run folder for sample.py and export: --resume on it names the import and
+    --init-from on a Hugging Face folder, not a missing ckpt_last.pt."""
+    small_gpt2(vocab_size=hf.GPT2_VOCAB_SIZE).save_pretrained(tmp_path / "gpt2")
+    assert hf_cli.main(["import", "--hf", str(tmp_path / "gpt2"), "--out", str(tmp_path / "runs" / "imp")]) == 0
+    capsys.readouterr()
+    assert train.main(["--resume", "--run-name", "imp", f"--train.out_dir={tmp_path / 'runs'}"]) == 2
+    err = error_line(capsys)
+    assert "holds weights from hf.py import" in err and "--init-from" in err and "hf.py export --run" in err
 
 
 def test_init_from_with_resume_or_a_missing_folder_is_refused(tmp_path, capsys):

@@ -61,6 +61,8 @@ def test_export_gives_transformers_the_same_logits_and_round_trips_bit_identical
     folder = hf.export(model, tmp_path / "hf")
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == [cls.__name__] and config["tie_word_embeddings"] == tie
+    # transformers 4.x reads the rotary base at the top level only: without it, 10,000 whatever rope_parameters say.
+    assert config["rope_theta"] == config["rope_parameters"]["rope_theta"] == model.config.rope_theta
     with safe_open(folder / "model.safetensors", "pt") as f:
         assert ("lm_head.weight" in f.keys()) == (not tie)
     theirs = AutoModelForCausalLM.from_pretrained(folder).eval()
@@ -196,7 +198,8 @@ def test_init_from_a_llama_folder_is_refused_in_one_line(tmp_path, capsys):
     tiny_hf("llama", True).save_pretrained(tmp_path / "llama")
     argv = ["--init-from", str(tmp_path / "llama"), "--run-name", "x", f"--train.out_dir={tmp_path}"]
     assert train.main(argv) == 2
-    assert "'llama' model and --init-from reads GPT-2 only" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "'llama' model and --init-from reads GPT-2 only" in err and "for sample.py and hf.py export" in err
 
 
 @pytest.mark.parametrize("name, family, tag", [("llama-gqa", "Llama", "llama"), ("qwen3", "Qwen3", "qwen3")])

@@ -141,6 +141,23 @@ def test_search_dir_copy_with_wrong_hash_is_skipped(tmp_path, offline, monkeypat
     assert find_gpt2_bpe([run]) == real_bpe
 
 
+def test_a_hugging_face_folders_vocab_json_gives_the_ranks_offline(tmp_path, offline, real_bpe):
+    """A Hugging Face GPT-2 folder (vocab.json, no gpt2.tiktoken) is enough offline: its vocab.json is rebuilt into
+    the rank file, checked against the pinned sha256 and cached; a vocab.json of other tokens is not used."""
+    from data.hf_tokenizer import gpt2_vocab_and_merges
+
+    vocab, _ = gpt2_vocab_and_merges(real_bpe)  # GPT-2's own vocab.json, token text -> id
+    hf_folder, other = tmp_path / "gpt2", tmp_path / "other"
+    hf_folder.mkdir()
+    other.mkdir()
+    (hf_folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    (other / "vocab.json").write_text(json.dumps({"a": 0, "b": 1}), encoding="utf-8")
+    with pytest.raises(UserError, match="could not be found or fetched"):
+        find_gpt2_bpe([other])
+    path = find_gpt2_bpe([other, hf_folder])
+    assert path == offline / "gpt2.tiktoken" and path.read_bytes() == real_bpe.read_bytes()
+
+
 def test_gpt2_tokenizer_refuses_wrong_hash_file(tmp_path):
     """GPT2Tokenizer on a file whose sha256 is not GPT-2's raises UserError naming the expected hash."""
     fake = tmp_path / "gpt2.tiktoken"

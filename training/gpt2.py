@@ -35,22 +35,21 @@ def init_from_overrides(source: str, config_path: str | None, overrides: dict) -
     if hf_cfg.model_type != "gpt2":  # the shape overrides below are GPT-2's fields
         raise UserError(
             f"--init-from {source} holds a {hf_cfg.model_type!r} model and --init-from reads GPT-2 only: "
-            f"import it with hf.py import --hf {source}"
+            f"hf.py import --hf {source} reads it for sample.py and hf.py export, not for training"
         )
     ours = hf.config_from_hf(hf_cfg)  # refuses what tinygpt cannot represent
     user = merge(load_toml(config_path) if config_path else {}, overrides)
     if user.get("model", {}).get("lm_head_bias"):
         raise UserError("--init-from loads GPT-2 weights, whose lm_head has no bias: drop model.lm_head_bias")
+    if hf_cfg.vocab_size != hf.GPT2_VOCAB_SIZE:  # first: a char or bpe:N export was not trained with gpt2
+        raise UserError(
+            f"--init-from {source} has {hf_cfg.vocab_size} tokens, not the gpt2 tokenizer's {hf.GPT2_VOCAB_SIZE}: "
+            "--init-from fine-tunes weights of GPT-2's vocabulary only (hf.py import reads others for sample.py)"
+        )
     tokenizer = user.get("data", {}).get("tokenizer", "gpt2")
     if tokenizer != "gpt2":
         raise UserError(
-            f"--init-from needs the gpt2 tokenizer the weights were trained with, not {tokenizer!r}: "
-            "use --data.tokenizer=gpt2"
-        )
-    if hf_cfg.vocab_size != hf.GPT2_VOCAB_SIZE:
-        raise UserError(
-            f"--init-from {source} has {hf_cfg.vocab_size} tokens, not the gpt2 tokenizer's {hf.GPT2_VOCAB_SIZE}: "
-            "give a GPT-2 checkpoint"
+            f"--init-from {source} was trained with the gpt2 tokenizer, not {tokenizer!r}: use --data.tokenizer=gpt2"
         )
     # The GELU form is part of what the weights were trained with, like the shape.
     shape = {

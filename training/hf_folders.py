@@ -29,8 +29,9 @@ def import_run(source, out_dir: Path, tie_embeddings: bool | None = None) -> Pat
 
     The tokenizer is gpt2 for a 50257-token model, or the ``tinygpt_tokenizer.json`` of a
     folder tinygpt exported.  The checkpoint records the source (step 0, no val loss).  It
-    holds no optimizer state, so ``train.py --resume`` refuses it: fine-tune with
-    ``train.py --init-from`` instead.  Raises :class:`UserError` if ``out_dir`` exists or no
+    holds no optimizer state, so ``train.py --resume`` refuses it; GPT-2 weights of GPT-2's
+    vocabulary are fine-tuned by ``train.py --init-from`` on their Hugging Face folder (the source,
+    or this run's ``hf.py export``).  Raises :class:`UserError` if ``out_dir`` exists or no
     tokenizer fits.
     """
     out_dir = Path(out_dir)

@@ -32,7 +32,7 @@ from training.gpt2 import init_from_overrides
 from training.optim import build_optimizer
 from training.schedule import schedule_note
 from training.step import Setup, resolve_head_loss, wrap
-from training.run_files import LAST_CKPT, RunFolder
+from training.run_files import IMPORTED, LAST_CKPT, RunFolder
 
 
 def setup_run(
@@ -81,6 +81,11 @@ def _setup_resume(args: argparse.Namespace, overrides: dict, dist: ddp.Dist) -> 
     out_dir = Path(overrides.get("train", {}).get("out_dir", TrainConfig.out_dir))
     run_dir = out_dir / args.run_name
     faults.check_run_name(args.run_name)
+    if not (run_dir / LAST_CKPT).is_file() and (run_dir / IMPORTED).is_file():
+        raise UserError(
+            f"{run_dir} holds weights from hf.py import, with no training to resume: fine-tune GPT-2 weights "
+            f"with train.py --init-from on their Hugging Face folder (hf.py export --run {run_dir} writes one)"
+        )
     if not (run_dir / LAST_CKPT).is_file():
         raise UserError(f"nothing to resume: {run_dir / LAST_CKPT} does not exist; start the run without --resume")
     cfg = runs.load_run_config(run_dir)
