@@ -18,6 +18,7 @@ per byte where the run logged one, the median training tokens/s, and a status:
   short of ``train.max_iters``; ``python train.py --resume`` continues it;
 - ``failed``: none of these -- it ended by an error, a crash or a kill (``--resume`` continues
   it from ``ckpt_last.pt``);
+- ``imported``: weights ``hf.py import`` wrote (``imported.json``): no data or steps of its own;
 - ``unreadable``: a damaged ``config.json``, ``metrics.jsonl`` or ``summary.json`` (the
   problem is printed below the table).
 

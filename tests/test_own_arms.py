@@ -53,7 +53,7 @@ def test_verdict_json_holds_every_seed_the_intervals_and_the_verdict(tmp_path):
     paths = _dropout_runs(tmp_path, {0.0: [3.00, 3.01, 3.02], 0.1: [3.05, 3.06, 3.07]})
     assert compare.main([str(p) for p in paths]) == 0
     record = json.loads((tmp_path / "verdict.json").read_text())
-    assert record["schema"] == 2 and record["outcome"] == "final_val_loss"
+    assert record["schema"] == 3 and record["outcome"] == "final_val_loss"
     assert record["arms"] == {"model.dropout=0.0": {"model.dropout": 0.0}, "model.dropout=0.1": {"model.dropout": 0.1}}
     assert record["values"]["model.dropout=0.1"] == [3.05, 3.06, 3.07] and record["seeds"] == [1337, 1338, 1339]
     (c,) = record["comparisons"]

@@ -198,7 +198,7 @@ def _best_record(b: best.BestVsBest, reference: str, margin: float) -> dict:
     }
 
 
-VERDICT_SCHEMA = 2  # docs/experiment.md, "A verdict a script can read"
+VERDICT_SCHEMA = 3  # docs/experiment.md, "A verdict a script can read"
 
 
 def strict_json(value):
