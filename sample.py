@@ -53,7 +53,7 @@ def _parser() -> ArgumentParser:
         help="Tokens to generate per sample; a long run says how long it will take, and Ctrl-C stops it.",
     )
     # None, not 1.0: --greedy refuses an explicit --temperature, so "not given" must stay visible.
-    p.add_argument("--temperature", type=float, default=None, help="Divide the logits by this, > 0 (default: 1.0).")
+    p.add_argument("--temperature", type=float, default=None, help="Divide the logits by this, >= 1e-6 (default: 1.0).")
     p.add_argument(
         "--top-k", type=int, default=None, help="Sample only among the k largest logits, k >= 1 (default: all tokens)."
     )

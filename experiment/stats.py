@@ -108,8 +108,9 @@ def barred_by_misses(arm_missed: set[int], ref_missed: set[int]) -> tuple[str, .
     whole length, so the pairing kept is biased toward the arm that missed: better is barred when the
     arm missed where the reference reached, worse when the reference missed where the arm reached,
     and equivalent when either missed (the dropped difference may be any size).  Seeds where both
-    missed bar equivalence only.  The other verdicts stay as the t test gives them: the seeds
-    dropped can only have made them harder to reach.
+    missed bar equivalence only.  The other verdicts stay as the t test gives them: the dropped seed's
+    difference would have favoured that same direction, though dropping it can also shrink the spread
+    (an outlier gone) and so reach a verdict the full set would not.
     """
     out = []
     if arm_missed - ref_missed:

@@ -150,6 +150,31 @@ def test_the_slope_within_cells_is_per_10_percentage_points():
     )
 
 
+def test_a_cell_whose_seeds_agree_by_chance_does_not_outweigh_the_others_in_the_slope():
+    """Cells of equal seed counts weigh alike whatever their spread: the slope is the unweighted least-squares
+    slope of the cell means, so one cell with a tiny SE (seeds that agreed by chance) cannot decide it."""
+    shares, means = (0.2, 0.45, 0.7, 0.84), (0.01, -0.02, 0.03, 0.0)
+    noises = ([0.0, 0.01, -0.01], [0.0, 1e-5, -1e-5], [0.0, 0.02, -0.02], [0.0, 0.01, -0.01])
+    rows = [_row(f"bpe{i}", m, share=sh, noise=n) for i, (sh, m, n) in enumerate(zip(shares, means, noises))]
+    (s,) = slope(rows, [r["cell"] for r in rows])
+    want = stats.linregress([10 * sh for sh in shares], means)
+    assert s.slope == pytest.approx(want.slope, rel=1e-9)
+    half = stats.t.ppf(0.975, 2) * want.stderr
+    assert s.ci == pytest.approx((want.slope - half, want.slope + half), rel=1e-9)
+
+
+def test_the_slope_interval_covers_a_zero_slope_95_percent_of_the_time_at_3_seeds_a_cell():
+    """9 cells of 3 seeds each, no slope and no cell effect: the 95% interval covers 0 in about 95% of 400
+    simulated grids (weights 1/SE², from 3 seeds, covered about 82%: results/stats-limits-2026-11-29)."""
+    rng = np.random.default_rng(0)
+    covered = 0
+    for _ in range(400):
+        rows = [_row(f"c{c}", 0.0, share=0.02 * (c + 1), noise=list(rng.normal(0, 0.01, 3))) for c in range(9)]
+        (s,) = slope(rows, [r["cell"] for r in rows])
+        covered += s.ci[0] <= 0 <= s.ci[1]
+    assert 0.91 <= covered / 400 <= 0.99
+
+
 def _cells(tmp_path):
     axes = [Axis("model.n_embd", (64, 128)), Axis("data.tokenizer", ("bpe:1024", "gpt2"))]
     return [GridCell(c, None) for c in cells_of(axes, tmp_path)]

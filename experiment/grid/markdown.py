@@ -396,9 +396,9 @@ def readout_section(readout: Readout, rows: list[dict], cells: list) -> list[str
         lines += [
             f"### Slope of Δ on embedding share within {where}",
             "",
-            "Weighted least squares of each cell's Δ bpb on its embedding share (statsmodels `WLS`, weights "
-            "1/SE², scale estimated from the residuals), per 10 percentage points of share, with its 95% t "
-            "interval on cells − 2 df.",
+            "Weighted least squares of each cell's Δ bpb on its embedding share (statsmodels `WLS`, each cell "
+            "weighted by its paired seeds, scale estimated from the residuals), per 10 percentage points of "
+            "share, with its 95% t interval on cells − 2 df.",
             "",
         ]
         lines += [_slope_line(s, reference) for s in slope(rows, [gc.cell.name for gc in chosen])]

@@ -4,9 +4,10 @@ much of a cell's vocabulary the training split uses.
 
     models = cross_cell_models(rows)      # per arm: no moderator, embedding share, tokenizer family, ...
 
-The cells differ by more than their seed noise (a fixed-effect fit of the cell means is far outside
-its χ²), so a fit that treats each cell's Δ as exact up to its own SE overstates what the cells
-show.  Here each cell gets a random intercept: per arm, the seed-level Δ val bpb (arm − reference,
+Cells can differ by more than their seed noise, and a fit that treats each cell's Δ as exact up to
+its own SE would then overstate what the cells show (Cochran's Q below is no test of that here: it
+takes SEs from 3-8 seeds as known, and its χ² p-value is far too small).  So each cell gets a random
+intercept: per arm, the seed-level Δ val bpb (arm − reference,
 paired by seed) is fitted by a linear mixed model
 
     Δ_cs = β0 + β · x_c + u_c + e_cs,    u_c ~ N(0, τ²),   e_cs ~ N(0, σ²),
@@ -37,9 +38,12 @@ These are the readouts a declaration can name before its runs (results/*/vocab-c
   seeds are not paired with each other, so its 95% interval is Welch's (unequal variances,
   Welch–Satterthwaite df): ``scipy.stats.ttest_ind(equal_var=False).confidence_interval``.
 * **slope within** a subset of cells that differ in one axis only (e.g. the tokenizer at a fixed
-  n_embd): the weighted least-squares slope of Δ bpb on the embedding share, weights 1/SE² of each
-  cell's Δ (statsmodels ``WLS``, its scale estimated from the residuals, t interval on cells − 2 df),
-  per 10 percentage points of share.
+  n_embd): the weighted least-squares slope of Δ bpb on the embedding share, each cell weighted by its
+  paired seeds (its Δ's variance is σ²/n under one within-cell σ, as in the mixed model; statsmodels
+  ``WLS``, its scale estimated from the residuals, which also takes in a spread between cells; t interval
+  on cells − 2 df), per 10 percentage points of share.  Not 1/SE²: a cell's SE from 3-8 seeds is itself
+  noisy, a cell whose spread is small by chance then dominates, and the interval covered a zero slope in
+  only 82-94% of simulated grids (results/stats-limits-2026-11-29).
 
 A cell's vocabulary use (:func:`cell_vocab_use`), what the moderator ``never-seen fraction`` reads: the
 rows the training split never uses, and the rows it uses at least 5 times.
@@ -442,7 +446,7 @@ class Slope:
 
 
 def slope(rows: list[dict], names: list[str]) -> list[Slope]:
-    """Per non-reference arm: Δ bpb ~ 1 + (10 × embedding share) over the cells ``names``, weights 1/SE².
+    """Per non-reference arm: Δ bpb ~ 1 + (10 × embedding share) over the cells ``names``, weights the seeds.
 
     Cells without bits per byte, with fewer than 2 paired seeds or a best at the grid's edge are left out; a Slope with
     ``missing`` set when fewer than 3 cells remain or their shares do not differ.
@@ -476,7 +480,7 @@ def slope(rows: list[dict], names: list[str]) -> list[Slope]:
             )
             continue
         X = sm.add_constant(10 * np.array([u[1] for u in used]), has_constant="add")  # (cells, 2)
-        res = sm.WLS(np.array([u[2] for u in used]), X, weights=1 / np.square([u[3] for u in used])).fit()
+        res = sm.WLS(np.array([u[2] for u in used]), X, weights=[r["seeds"] for r in mine]).fit()  # module docstring
         lo, hi = res.conf_int(0.05)[1]
         out.append(Slope(arm, used, float(res.params[1]), (float(lo), float(hi)), int(res.df_resid)))
     return out
