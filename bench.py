@@ -291,6 +291,8 @@ def bench_training(args, cfg) -> dict:
     s = build(cfg)  # exactly train.py's set-up: data, seeded model, AdamW, optional compile
     cfg = s.cfg  # resolved: the head loss and padding that ran
     tc, mc, device, model = cfg.train, cfg.model, s.device, s.model
+    # Memory an earlier variant of this process freed must not count as this one's peak (--grid, --arms-file).
+    hardware.reset_peak_memory(device)
     tokens_per_step = tc.grad_accum_steps * tc.batch_size * mc.block_size
     # Other processes on the cores slow every step: said beside the numbers, as train.py says it (checked before
     # and after the timed steps, since a competitor may start or end between).
@@ -386,6 +388,8 @@ def sync(device: torch.device) -> None:
     """Wait for the device's queued work, so a host clock times it in full."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
 
 
 def print_variant_table(rows: list[dict], keys: list[str]) -> None:

@@ -12,7 +12,8 @@ process: imports, data, training, evaluations and checkpoints.  ``--recipe gpu``
 README command for a GPU instead (``config/train_shakespeare_char.py`` as it is: 6 layers, n_embd 384,
 block 256, batch 64, dropout 0.2, 5000 steps, compiled, bf16 autocast where the GPU has it) against
 ``configs/shakespeare_char.toml`` with ``--train.compile=true`` (the same recipe, compiled as nanoGPT
-compiles).  Rounds alternate the programs so that a shared machine's slow minutes fall on all.  For
+compiles).  Rounds alternate the programs, every other round in reverse order, so that a shared
+machine's slow minutes and a place in the order fall on all.  For
 each program it prints, as a Markdown table, the wall time of every round, the median, nanoGPT's
 median over this one, the seconds until a periodic val loss first reached the recipe's target (1.88
 on the CPU, the speedrun's target; 1.4697 on the GPU, nanoGPT's published result), the val loss
@@ -281,26 +282,51 @@ def main(argv: list[str] | None = None) -> int:
     for k, (path, label) in enumerate(zip(args.record, labels), 1):
         record = [*tiny.argv[:2], "--config", str(path), *tiny.argv[4:]]
         programs.append(Program(f"record ({label})", record, REPO, key=f"record{k}" if len(labels) > 1 else "record"))
+    setup = race_setup(args.nanogpt, args.tinygpt_arg)
     for i in range(1, args.rounds + 1):
-        for prog in programs:
+        # Every other round in reverse order, as bench.py --arms-file: a place in the order (the first process's
+        # cold caches, the previous one's memory) falls on every program alike.
+        for prog in programs if i % 2 else programs[::-1]:
             race_one(
                 prog,
                 i,
                 out,
                 extra=["--run-name", f"{prog.key}-round-{i}-{time.strftime('%H%M%S')}"] * (prog is not nano),
             )
-            write_race(out / "race.json", args.recipe, programs)
+            write_race(out / "race.json", args.recipe, programs, setup)
     print(table(programs, recipe.target))
     figure(programs, out / "val_loss_vs_seconds.png", recipe.target)
     return 1 if any(p.failed for p in programs) else 0
 
 
-def write_race(path: Path, recipe: str, programs: list[Program]) -> None:
-    """``path``: the recipe's name and target, and each program's wall times, peak memory, curves and failed rounds."""
+def race_setup(nanogpt: Path, tinygpt_args: list[str]) -> dict:
+    """What a race's numbers depend on beyond the recipe: threads, nanoGPT's commit, tinygpt's extra arguments.
+
+    nanoGPT trains in float32 on a CPU whatever the CPU has; tinygpt's ``train.dtype=auto`` picks bfloat16
+    where the CPU has native bf16 (its run folders' ``env.json`` and ``config.json`` say which ran), unless
+    ``--tinygpt-arg=--train.dtype=float32`` is among the arguments recorded here.
+    """
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(nanogpt), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "nanogpt_commit": commit or None,
+        "tinygpt_args": list(tinygpt_args),
+    }
+
+
+def write_race(path: Path, recipe: str, programs: list[Program], setup: dict | None = None) -> None:
+    """``path``: the recipe's name and target, what the race ran on (:func:`race_setup`), and each program's
+    wall times, peak memory, curves and failed rounds."""
     runs = {
         p.name: {"wall_s": p.wall_s, "peak_mib": p.peak_mib, "curves": p.curves, "failed": p.failed} for p in programs
     }
-    path.write_text(json.dumps({"recipe": recipe, "target": RECIPES[recipe].target, "programs": runs}))
+    race = {"recipe": recipe, "target": RECIPES[recipe].target, "setup": setup or {}, "programs": runs}
+    path.write_text(json.dumps(race))
 
 
 def race_one(prog: Program, round_no: int, out: Path, extra: list[str]) -> None:

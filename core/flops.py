@@ -11,8 +11,9 @@ token (``GPT.flops_per_token``) times the tokens/s achieved, over the device's p
 - **CPUs**: no datasheet figure fits every CPU and thread count, so the peak is *measured*: the
   best rate of several square matmuls (:data:`PROBE_SIZE`) in the training dtype with the threads
   torch uses (other processes only ever slow a matmul down, so the best is the truest), cached
-  per CPU model, dtype, thread count and torch version in the user's cache folder
-  (``platformdirs``), so it is measured once (about a second).  A probe whose median lagged its
+  per CPU model, dtype, thread count and torch version in tinygpt's cache folder
+  (:func:`core.files.cache_dir`: ``$TINYGPT_CACHE_DIR`` or ``~/.cache/tinygpt``), so it is measured once
+  (about a second).  A probe whose median lagged its
   best by more than :data:`BUSY_SPREAD`, or taken while other processes ran
   (:func:`core.hardware.others_running`), ran on a busy machine and is not cached; a new probe
   never lowers a cached figure.  It is a
@@ -25,18 +26,19 @@ token (``GPT.flops_per_token``) times the tokens/s achieved, over the device's p
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
 import torch
 
 from core import hardware
+from core.files import cache_dir as tinygpt_cache_dir
 
-# Dense bf16 peaks in FLOP/s, by a substring of torch.cuda.get_device_name(), checked in order
-# (the first match wins, so the more specific names come first).  Sources: NVIDIA's datasheets
+# Dense bf16 peaks in FLOP/s, by a whole word (or words) of torch.cuda.get_device_name(), checked in order
+# (the first match wins, so the more specific names come first): "L4" never matches an "L40".  Sources: NVIDIA's datasheets
 # (H100/H200 SXM: 989.4 TFLOP/s; H100 PCIe: 756; A100: 312; L40S: 362; L4: 121) and the Ada and
 # Ampere architecture whitepapers for the consumer cards (RTX 4090: 165.2, RTX 3090: 71, both with
 # float32 accumulation, as training uses).
@@ -74,8 +76,10 @@ def peak_flops(device: torch.device, amp_dtype: torch.dtype | None, remeasure: b
     """
     if device.type == "cuda":
         name = torch.cuda.get_device_name(device)
+        if re.search(r"\bNVL\b", name):  # H100/H200 NVL: other clocks than the SXM parts listed; no figure here
+            return None
         for key, flops in GPU_PEAK_BF16:
-            if key in name:
+            if re.search(rf"\b{re.escape(key)}\b", name):
                 return Peak(flops, f"dense bf16 peak of the {key} (datasheet)")
         return None
     if device.type == "cpu":
@@ -87,15 +91,16 @@ def cpu_matmul_peak(dtype: torch.dtype, cache_dir: Path | None = None, remeasure
     """The best FLOP/s of ``PROBE_REPEATS`` ``PROBE_SIZE``-square ``torch.mm`` in ``dtype`` on this CPU, measured
     once and cached.
 
-    The cache (a JSON file in ``cache_dir``, by default the user cache folder) is keyed by
+    The cache (a JSON file in ``cache_dir``, by default tinygpt's cache folder) is keyed by
     CPU model, dtype, ``torch.get_num_threads()`` and the torch version, because each changes
     the figure.  A busy machine measures a low peak (and so a high MFU): ``remeasure`` (bench.py
-    ``--measure-peak``) measures again and replaces the cached figure.
+    ``--measure-peak``) measures again, and the faster of the new and the cached figure is the peak
+    (load only ever slows a matmul, so the faster one is the truer).
     """
     threads = torch.get_num_threads()
     dtype_name = str(dtype).removeprefix("torch.")
     key = f"{hardware.cpu_model() or 'unknown cpu'}|{dtype_name}|{threads} threads|torch {torch.__version__}"
-    path = Path(cache_dir or platformdirs.user_cache_dir("tinygpt")) / "cpu_matmul_peak.json"
+    path = Path(cache_dir or tinygpt_cache_dir()) / "cpu_matmul_peak.json"
     cached = _read_cache(path)
     entry, kept = cached.get(key), True
     if remeasure or not isinstance(entry, dict) or "median" not in entry:  # older entries: a median, maybe busy

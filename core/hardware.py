@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib.metadata
 import os
 import platform
@@ -118,12 +119,43 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
 
 
 def peak_memory_mib(device: torch.device) -> float:
-    """Peak memory so far in MiB: CUDA's max allocated bytes, else the process's max RSS (Linux: KiB)."""
+    """Peak memory in MiB since the start or the last :func:`reset_peak_memory`: CUDA's max allocated
+    bytes, else the process's resident high-water mark (Linux: ``VmHWM`` in ``/proc/self/status``, which
+    a reset lowers; elsewhere the max RSS since the start, ``ru_maxrss``: KiB on Linux, bytes on macOS)."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
     import resource  # POSIX only; imported here so the module still loads elsewhere
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss / 2**20 if sys.platform == "darwin" else maxrss / 1024
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start :func:`peak_memory_mib`'s count again, so one process can measure several things in turn.
+
+    CUDA: ``torch.cuda.reset_peak_memory_stats``.  Linux: memory freed by what ran before is returned
+    to the system first (``gc.collect``, glibc's ``malloc_trim(0)``), then the high-water mark is reset
+    to the current RSS by writing 5 to ``/proc/self/clear_refs`` (proc(5)).  Elsewhere nothing can be
+    reset: the figure stays the process's peak so far.
+    """
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc: freed memory may stay resident and count
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
 
 
 def others_running() -> int | None:

@@ -87,6 +87,20 @@ def test_a_failed_program_is_reported_and_the_race_goes_on(tmp_path, monkeypatch
     assert nanogpt_char.main(["--nanogpt", str(nano), "--out", str(tmp_path / "out"), "--rounds", "1"]) == 1
     race = json.loads((tmp_path / "out" / "race.json").read_text())
     assert race["target"] == 1.6 and race["programs"]["tinygpt"]["failed"] == [1]
+    assert set(race["setup"]) == {"omp_num_threads", "nanogpt_commit", "tinygpt_args"}  # what the numerics hang on
     assert race["programs"]["nanoGPT"]["curves"][0][0][1:] == [10, 1.5]
     out = capsys.readouterr().out
     assert "round 1: tinygpt failed" in out and "| tinygpt | failed (round 1) | n/a |" in out
+
+
+def test_rounds_run_the_programs_in_alternating_order(tmp_path, monkeypatch):
+    """Round 1 runs nanoGPT then tinygpt, round 2 tinygpt then nanoGPT, as bench.py --arms-file alternates: a
+    place in the order (cold caches first, the previous process's memory) never falls on one program alone."""
+    nano = tmp_path / "nanoGPT"
+    (nano / "data" / "shakespeare_char").mkdir(parents=True)
+    (nano / "data" / "shakespeare_char" / "train.bin").write_bytes(b"")
+    order = []
+    monkeypatch.setattr(nanogpt_char, "race_one", lambda prog, i, out, extra: order.append((i, prog.name)))
+    monkeypatch.setattr(nanogpt_char, "figure", lambda *a, **k: None)
+    assert nanogpt_char.main(["--nanogpt", str(nano), "--out", str(tmp_path / "out"), "--rounds", "3"]) == 0
+    assert [name for _, name in order] == ["nanoGPT", "tinygpt", "tinygpt", "nanoGPT", "nanoGPT", "tinygpt"]

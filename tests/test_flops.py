@@ -27,6 +27,16 @@ def test_gpu_peaks_come_from_the_datasheet_table(monkeypatch):
     assert flops.peak_flops(torch.device("cuda"), torch.bfloat16) is None
 
 
+@pytest.mark.parametrize("name", ["NVIDIA L40", "NVIDIA H100 NVL", "NVIDIA H200 NVL"])
+def test_a_card_whose_name_contains_a_listed_ones_has_no_borrowed_peak(monkeypatch, name):
+    """An L40 is not an L4 (121 TFLOP/s would put its MFU 1.5x too high) and an NVL part not the SXM one:
+    names match whole words, and a card with no figure of its own gets no MFU rather than another's."""
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
+    assert flops.peak_flops(torch.device("cuda"), torch.bfloat16) is None
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA L4")
+    assert flops.peak_flops(torch.device("cuda"), torch.bfloat16).flops == 121e12
+
+
 def test_cpu_peak_is_measured_once_then_read_from_the_cache(tmp_path, monkeypatch):
     """Whatever else runs on the machine (others_running stubbed), The probe runs on the first call for a dtype; later calls read the cached figure, which names the
     dtype, size, threads and date; --measure-peak (remeasure) replaces it."""
@@ -89,7 +99,7 @@ def test_a_probe_on_a_busy_machine_is_used_once_and_not_cached(tmp_path, monkeyp
 def test_a_poisoned_cached_peak_is_measured_again_and_never_printed_above_100_percent(tmp_path, monkeypatch):
     """A cached CPU peak below what a run achieved is replaced by a new probe; if the run still beats the
     new one, MFU reads n/a with the fix, never a figure above 100%."""
-    monkeypatch.setattr(flops.platformdirs, "user_cache_dir", lambda name: str(tmp_path))
+    monkeypatch.setenv("TINYGPT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(flops.hardware, "others_running", lambda: 0)
     monkeypatch.setattr(flops, "_measure_mm", lambda dtype: (4e10, 4e10))  # probed while the machine was loaded
     flops.cpu_matmul_peak(torch.bfloat16)

@@ -3,6 +3,8 @@
 Run: ``python -m pytest -q tests/test_hardware.py``  (CPU, offline, seconds).
 """
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -93,3 +95,15 @@ def test_others_running_reads_the_kernels_runnable_count_less_the_reader(monkeyp
     monkeypatch.setattr(hardware, "Path", lambda p: loadavg if p == "/proc/loadavg" else real(p))
     monkeypatch.setattr(hardware, "_own_running", lambda: 1)
     assert hardware.others_running() == 2
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="Linux's /proc high-water mark reset")
+def test_a_reset_drops_the_peak_memory_of_what_ran_and_was_freed_before():
+    """bench.py times several variants in one process: after reset_peak_memory, 400 MiB that an earlier
+    variant held and freed no longer count in peak_memory_mib (a max RSS would keep them for good)."""
+    cpu = torch.device("cpu")
+    big = torch.ones(100 * 2**20)  # 400 MiB, written so it is resident
+    held = hardware.peak_memory_mib(cpu)
+    del big
+    hardware.reset_peak_memory(cpu)
+    assert hardware.peak_memory_mib(cpu) < held - 300
