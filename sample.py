@@ -127,6 +127,8 @@ def _check_sampling_flags(args: argparse.Namespace) -> None:
         raise UserError("--stop '' would end every sample at once: give the text to stop at, e.g. --stop $'\\n\\n'")
     if args.num_samples < 1 or args.max_new_tokens < 1:
         raise UserError("--num-samples and --max-new-tokens must be >= 1")
+    if not -(2**63) <= args.seed < 2**63:  # torch.Generator.manual_seed takes a 64-bit integer
+        raise UserError(f"--seed must fit in 64 bits (|seed| < 2**63), got {args.seed}: pick a smaller seed")
 
 
 # A run expected to outlast LONG_RUN_S at the speed measured over its first MEASURE_AFTER_S

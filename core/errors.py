@@ -21,6 +21,11 @@ class RunFailed(UserError):
     ``error:`` line like :class:`UserError`, but exit status 1 (2 is bad input, refused before any work)."""
 
 
+class FlagError(UserError):
+    """A command-line value that is wrong whatever the runs hold (a margin <= 0, a reference arm not given):
+    a report refused for one leaves the folder's earlier report standing."""
+
+
 class Interrupted(Exception):
     """A run stopped on request (SIGINT / SIGTERM) after saving its checkpoint.
 

@@ -48,7 +48,7 @@ from scipy import stats
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
-from core.errors import UserError
+from core.errors import FlagError, UserError
 
 VERDICTS = ("better", "worse", "equivalent", "inconclusive")
 
@@ -145,12 +145,17 @@ def _check_inputs(
             f"non-finite val loss in {arm!r} vs {reference!r} (NaN or inf, a diverged run?): "
             "rerun or drop that seed from both arms"
         )
+    check_margin(margin)
+    return a, r
+
+
+def check_margin(margin: float) -> None:
+    """Raise :class:`FlagError` unless ``margin`` (nats/token) is a finite number > 0."""
     if not (math.isfinite(margin) and margin > 0):
-        raise UserError(
+        raise FlagError(
             f"equivalence margin must be a positive number of nats/token, got {margin!r}: "
             "declare a margin > 0 (e.g. 0.02) before the runs"
         )
-    return a, r
 
 
 def decide(ci: tuple[float, float], p_adj: float, p_tost: float, n: int, alpha: float) -> str:

@@ -150,6 +150,7 @@ def test_sample_top_k_same_seed_same_text(trained):
         (["--top-p", "1.5"], "--top-p must be in (0, 1]"),
         (["--greedy", "--top-p", "0.9"], "--greedy"),
         (["--stop", ""], "--stop ''"),
+        (["--seed", "99999999999999999999999"], "--seed must fit in 64 bits"),
     ],
 )
 def test_bad_sampling_flags_exit_2(trained, capsys, argv, match):

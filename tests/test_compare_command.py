@@ -319,3 +319,21 @@ def test_a_report_on_existing_runs_with_a_margin_in_bits_per_byte(tmp_path, caps
     assert "## In bits per byte, at ±0.02 bpb (`--margin-bpb 0.02`)" in md
     assert "| untied | −0.0750, −0.0700, −0.0800 | −0.0750 | [−0.0874, −0.0626] | [−0.0834, −0.0666] |" in md
     assert "| **better** |" in md and "untied vs tied (reference): **better**" in md
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [(["--reference", "nope"], "no nope runs given"), (["--margin", "-1"], "equivalence margin must be a positive")],
+)
+def test_a_mistyped_flag_on_a_report_keeps_the_earlier_report(tmp_path, capsys, monkeypatch, flags, message):
+    """compare.py runs/a runs/b, then the same with a mistyped --reference or --margin: one line, exit 2, and the
+    first report.md, verdict.json and figure stand as they were (the runs are what they were)."""
+    monkeypatch.setattr(folders, "samples", lambda exp, prompts: {})  # fake runs have no checkpoints
+    paths = fake_experiment(tmp_path, [(3.0, 3.001), (3.1, 3.1005), (3.2, 3.2002)])
+    assert compare.main([str(p) for p in paths]) == 0
+    before = {f.name: f.read_bytes() for f in tmp_path.iterdir() if f.is_file()}
+    assert {"report.md", "verdict.json"} <= set(before)
+    capsys.readouterr()
+    assert compare.main([str(p) for p in paths] + flags) == 2
+    assert message in capsys.readouterr().err
+    assert {f.name: f.read_bytes() for f in tmp_path.iterdir() if f.is_file()} == before

@@ -393,6 +393,7 @@ def test_config_file_completed_by_the_command_line(tmp_path):
         (["--train.max_iters"], "expected one argument"),
         (["--train.warmup_iters=50", "--train.lr_decay_iters=10"], "before the end of warmup"),
         (["--train.device=gpu"], "device"),
+        (["--train.seed=99999999999999999999999"], r"train.seed must fit in 64 bits"),  # not torch's overflow
     ],
 )
 def test_more_bad_options_exit_2_with_one_line(capsys, argv, match):

@@ -174,6 +174,8 @@ class TrainConfig:
             )
         if self.sample_tokens and not self.sample_prompt:
             raise UserError("train.sample_prompt is empty: give a prompt, or set train.sample_tokens=0")
+        if not -(2**63) <= self.seed < 2**63:  # torch.manual_seed takes a 64-bit integer
+            raise UserError(f"train.seed must fit in 64 bits (|seed| < 2**63), got {self.seed}: pick a smaller seed")
         if not (self.embedding_lr_scale > 0 and self.head_lr_scale > 0):
             raise UserError(
                 f"train.embedding_lr_scale and train.head_lr_scale must be > 0, got "

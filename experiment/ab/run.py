@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
-from core.errors import UserError
+from core.errors import FlagError, UserError
 from core.files import write_text_atomic
 from data.loader import TokenData
 from experiment import stats
@@ -286,6 +286,7 @@ def write_report(
     :func:`markdown.baseline_warning` (a run did not beat the unigram baseline).
     """
     path, verdict = out_dir / "report.md", out_dir / VERDICT_FILE
+    stats.check_margin(margin)  # a bad flag is refused before any figure of the folder is drawn again
     try:
         exp = folders.check_experiment(
             folders.load_runs(paths, arm_set), reference, margin, folders.load_runs(tuning, arm_set), arm_set, outcome
@@ -303,6 +304,8 @@ def write_report(
         md = markdown.render_markdown(exp, names, texts, title, command, out_dir, margin_bpb)
         record = readout.verdict_record(exp, margin_declared, margin_bpb)
         record = json.dumps(readout.strict_json(record), indent=2, allow_nan=False) + "\n"
+    except FlagError:  # a wrong flag says nothing of the runs: the folder's earlier report stands
+        raise
     except BaseException as e:  # a report that failed leaves no earlier verdict of its folder standing for a script
         # (a plain folder's report is of whichever runs were given: one of other runs is left alone; a Ctrl-C
         # while the same runs' report is drawn again leaves it standing: it is this report, whole)

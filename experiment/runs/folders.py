@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from core.errors import UserError
+from core.errors import FlagError, UserError
 from core.files import read_json
 from experiment.runs import schedules
 from experiment.arms import (
@@ -324,7 +324,7 @@ def _group(runs: list[Run], reference: str, order: list[str]) -> tuple[dict[str,
     for r in runs:
         by_arm.setdefault(r.arm, []).append(r)
     if reference not in by_arm:
-        raise UserError(
+        raise FlagError(
             f"no {reference} runs given: the reference arm must be among the runs (or pick "
             f"--reference from {', '.join(by_arm)})"
         )
