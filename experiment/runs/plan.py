@@ -81,6 +81,15 @@ class Plan:
     fail_on: str | None = None  # --fail-on: the report gates on its verdicts (refused up front if they cannot be)
     lr_tuning: str = EVERY_SEED  # with a grid: every rate on every seed (best against best), or ONE_SEED's pick
 
+    def __post_init__(self) -> None:
+        # --name is a folder under train.out_dir: plain names, '/' between them (a grid's cells), never out of it.
+        parts = self.name.split("/") if self.name is not None else []
+        if self.name is not None and (not all(parts) or {".", ".."} & set(parts) or "\\" in self.name):
+            raise UserError(
+                f"--name {self.name!r} must be a folder name under train.out_dir: plain names, joined by '/' "
+                "for a nested one, never '.', '..' or a path from '/'"
+            )
+
     @property
     def one_seed(self) -> bool:
         """Whether the grid is read by a pick on one tuning seed (exploratory) rather than best against best."""
