@@ -30,6 +30,7 @@ from core.errors import UserError
 from model.generation import encode_prompt, stream_samples
 from model.sampling import check_sampling
 from training import runs
+from training.config import check_seed
 
 
 def _parser() -> ArgumentParser:
@@ -127,8 +128,7 @@ def _check_sampling_flags(args: argparse.Namespace) -> None:
         raise UserError("--stop '' would end every sample at once: give the text to stop at, e.g. --stop $'\\n\\n'")
     if args.num_samples < 1 or args.max_new_tokens < 1:
         raise UserError("--num-samples and --max-new-tokens must be >= 1")
-    if not -(2**63) <= args.seed < 2**63:  # torch.Generator.manual_seed takes a 64-bit integer
-        raise UserError(f"--seed must fit in 64 bits (|seed| < 2**63), got {args.seed}: pick a smaller seed")
+    check_seed(args.seed, "--seed")
 
 
 # A run expected to outlast LONG_RUN_S at the speed measured over its first MEASURE_AFTER_S

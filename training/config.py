@@ -174,8 +174,7 @@ class TrainConfig:
             )
         if self.sample_tokens and not self.sample_prompt:
             raise UserError("train.sample_prompt is empty: give a prompt, or set train.sample_tokens=0")
-        if not -(2**63) <= self.seed < 2**63:  # torch.manual_seed takes a 64-bit integer
-            raise UserError(f"train.seed must fit in 64 bits (|seed| < 2**63), got {self.seed}: pick a smaller seed")
+        check_seed(self.seed, "train.seed")
         if not (self.embedding_lr_scale > 0 and self.head_lr_scale > 0):
             raise UserError(
                 f"train.embedding_lr_scale and train.head_lr_scale must be > 0, got "
@@ -308,6 +307,12 @@ RESUME_OVERRIDABLE = BOOKKEEPING | {
     "train.max_skipped_steps",
     "train.final_eval_tokens",
 }
+
+
+def check_seed(seed: int, name: str) -> None:
+    """Raise :class:`UserError` unless ``seed`` fits torch's 64-bit seeds (``torch.manual_seed``, ``Generator``)."""
+    if not -(2**63) <= seed < 2**63:
+        raise UserError(f"{name} must fit in 64 bits (|seed| < 2**63), got {seed}: pick a smaller seed")
 
 
 def edited_setting(
